@@ -1,0 +1,184 @@
+/*
+ * commscope trace format, version 1: the one contract between the collector and the analyzer.
+ * Documented in docs/trace-format.md; keep the two in step.
+ *
+ * One file per rank, "rank-NNNNN.cst" (rank zero-padded to 5 digits), little-endian, laid out as
+ *
+ *   [0, CS_HEADER_SIZE)                       struct cs_file_header, zero padded
+ *   [CS_HEADER_SIZE + i * CS_BLOCK_SIZE, ...) block i, i = 0 .. blocks-1
+ *
+ * Every block starts with a struct cs_block_header.  Event blocks hold fixed-size struct cs_event
+ * records; comm blocks hold variable-length struct cs_comm_record entries (the communicator
+ * table).  Blocks are claimed by the collector's threads as they fill, so one thread's events are
+ * spread over several blocks and blocks of different threads interleave; within one block events
+ * are in the order the thread recorded them.
+ *
+ * The collector writes through a shared file mapping: if a rank dies, every committed record is in
+ * the page cache.  Such a file keeps CS_FLAG_PARTIAL, has header_crc == 0 and blocks == 0, and
+ * its last blocks may be unclaimed (all zero) or partly filled; readers then trust block headers
+ * (magic, used) and skip all-zero blocks.  A file closed at MPI_Finalize has CS_FLAG_PARTIAL
+ * cleared, blocks set, and a CRC-32 over the header and over each block.
+ */
+#ifndef COMMSCOPE_TRACE_H
+#define COMMSCOPE_TRACE_H
+
+#include <stdint.h>
+
+#define CS_TRACE_MAGIC "CSTRACE" /* 8 bytes with the NUL */
+#define CS_TRACE_VERSION 1u
+#define CS_HEADER_SIZE 4096u
+#define CS_BLOCK_SIZE 16384u
+#define CS_EVENT_SIZE 64u
+#define CS_BLOCK_MAGIC 0x4b4c4243u /* "CBLK" */
+#define CS_HOST_MAX 64
+#define CS_PROGRAM_MAX 256
+
+/* File header flags. */
+enum {
+    CS_FLAG_PARTIAL = 1u << 0,    /* not closed by MPI_Finalize: the rank died or is running */
+    CS_FLAG_DROPPED = 1u << 1,    /* events were dropped at the buffer cap (count in dropped) */
+    CS_FLAG_DISABLED = 1u << 2,   /* the collector turned itself off (reason in note) */
+    CS_FLAG_CLOCK_SKEW = 1u << 3, /* test-only artificial clock offset/drift was applied */
+    CS_FLAG_THREADS = 1u << 4,    /* MPI_THREAD_MULTIPLE was granted */
+};
+
+/*
+ * One clock-offset measurement against rank 0, by ping-pong (minimum round trip kept).
+ * offset_ns is rank 0's clock minus this rank's clock at local_ns; rank 0 records offset 0.
+ */
+struct cs_clock_sample {
+    uint64_t local_ns; /* this rank's clock at the middle of the best round trip */
+    int64_t offset_ns; /* rank0_clock - local_clock */
+    uint64_t rtt_ns;   /* best round trip; uncertainty of offset_ns is rtt_ns / 2 */
+    uint32_t rounds;   /* round trips measured */
+    uint32_t valid;    /* 1 when measured */
+};
+
+struct cs_file_header {
+    char magic[8];         /* CS_TRACE_MAGIC */
+    uint32_t version;      /* CS_TRACE_VERSION */
+    uint32_t header_size;  /* CS_HEADER_SIZE */
+    uint32_t block_size;   /* CS_BLOCK_SIZE */
+    uint32_t event_size;   /* CS_EVENT_SIZE */
+    uint32_t flags;        /* CS_FLAG_* */
+    uint32_t header_crc;   /* CRC-32 of the CS_HEADER_SIZE bytes with this field zero; 0 = partial */
+    int32_t rank;          /* world rank */
+    int32_t world_size;    /* world size */
+    int32_t pid;           /* process id */
+    uint32_t thread_level; /* MPI thread level provided */
+    uint64_t run_id;       /* same in every rank of one run (chosen by rank 0) */
+    uint64_t nonce;        /* random per file; tells copies of one file apart from other files */
+    uint64_t t_init;       /* local clock (ns) when MPI_Init returned */
+    uint64_t t_finalize;   /* local clock (ns) when MPI_Finalize was entered; 0 if never */
+    uint64_t blocks;       /* blocks in the file (closed files); 0 in partial files */
+    uint64_t events;       /* event records written (closed files) */
+    uint64_t dropped;      /* event records dropped at the cap */
+    uint64_t unrecorded_tests;    /* MPI_Test* calls that completed nothing (not recorded) */
+    uint64_t unrecorded_test_ns;  /* time spent in them */
+    struct cs_clock_sample clock[2]; /* [0] at MPI_Init, [1] at MPI_Finalize */
+    char host[CS_HOST_MAX];          /* node name (NUL-terminated) */
+    char program[CS_PROGRAM_MAX];    /* executable path (NUL-terminated) */
+    char note[256];                  /* why the collector disabled itself, if it did */
+};
+
+enum cs_block_kind {
+    CS_BLOCK_EVENTS = 1, /* payload: used x struct cs_event */
+    CS_BLOCK_COMMS = 2,  /* payload: used bytes of struct cs_comm_record entries */
+};
+
+struct cs_block_header {
+    uint32_t magic;    /* CS_BLOCK_MAGIC; 0 in an unclaimed block */
+    uint16_t kind;     /* enum cs_block_kind */
+    uint16_t thread;   /* index of the recording thread in this rank (0 = first) */
+    uint32_t used;     /* events (CS_BLOCK_EVENTS) or bytes (CS_BLOCK_COMMS) committed */
+    uint32_t crc;      /* CRC-32 of the whole block with this field zero; 0 = not sealed */
+    uint32_t span;     /* blocks this block occupies (1, more for a large comm record) */
+    uint32_t ostid;    /* operating-system thread id */
+    uint64_t seq;      /* block sequence number of this thread (0, 1, ...) */
+    uint8_t reserved[32];
+};
+
+/* Event flags. */
+enum {
+    CS_EV_ERROR = 1u << 0,       /* the MPI call returned an error (code in aux) */
+    CS_EV_ANY_SOURCE = 1u << 1,  /* receive posted with MPI_ANY_SOURCE */
+    CS_EV_IN_PLACE = 1u << 2,    /* MPI_IN_PLACE was used */
+    CS_EV_ROOT = 1u << 3,        /* this rank is the root of a rooted collective */
+    CS_EV_NONBLOCKING = 1u << 4, /* initiation of a non-blocking operation (request set) */
+    CS_EV_PROC_NULL = 1u << 5,   /* peer was MPI_PROC_NULL */
+    CS_EV_CANCELLED = 1u << 6,   /* COMPLETE: the request was cancelled */
+};
+
+/*
+ * One fixed-size event record (CS_EVENT_SIZE bytes).  Times are this rank's CLOCK_MONOTONIC in
+ * nanoseconds; the analyzer maps them onto rank 0's clock with the header's clock samples.
+ *
+ *   op          cs_op id (include/commscope/ops.def)
+ *   comm        global communicator id (cs_comm_record.id); 0 when none
+ *   bytes       bytes this rank sends / contributes (count x type size; v-variants: sum of this
+ *               rank's send counts)
+ *   bytes_recv  bytes this rank receives (v-variants: sum of its receive counts)
+ *   request     non-blocking initiation: the request id given to it (per rank, from 1);
+ *               CS_OP_COMPLETE: the request id completed
+ *   seq         collectives: per-communicator sequence number (from 0); all members agree
+ *   peer        root (rooted collectives) or peer (point-to-point) as a world rank; -1 none;
+ *               CS_OP_COMPLETE of a receive: the actual source
+ *   aux         point-to-point: tag; wait/test: number of requests passed; error: MPI error code;
+ *               MPI_Pcontrol: its level argument; comm ops: size of the new communicator
+ */
+struct cs_event {
+    uint64_t t_begin;
+    uint64_t t_end;
+    uint64_t comm;
+    uint64_t bytes;
+    uint64_t bytes_recv;
+    uint64_t request;
+    uint32_t seq;
+    int32_t peer;
+    uint16_t op;
+    uint16_t flags;
+    int32_t aux;
+};
+
+enum cs_comm_kind {
+    CS_COMM_MPI = 1,
+    CS_COMM_NCCL = 2,
+};
+
+/* Well-known communicator ids.  MPI_COMM_SELF of rank r is CS_COMM_SELF_BASE + r. */
+#define CS_COMM_WORLD_ID 1ull
+#define CS_COMM_SELF_BASE (1ull << 62)
+
+/*
+ * One communicator-table entry, in CS_BLOCK_COMMS blocks.  Every member writes the entry for each
+ * communicator it belongs to; all members agree on id and members.  Derived communicators get
+ * id = ((world rank of the new communicator's rank 0) + 1) << 32 | that rank's creation counter.
+ * record_bytes is 8-byte aligned and includes the members array.
+ */
+struct cs_comm_record {
+    uint32_t record_bytes;
+    uint16_t kind;     /* enum cs_comm_kind */
+    uint16_t op;       /* cs_op id that created it (0 for world/self) */
+    uint64_t id;
+    uint64_t parent;   /* id of the communicator it was derived from (0 none) */
+    uint64_t t_created;
+    int32_t size;      /* number of members */
+    int32_t my_rank;   /* this rank's rank in the communicator */
+    int32_t color;     /* split color / type (else 0) */
+    int32_t key;       /* split key (else 0) */
+    int32_t members[]; /* world rank of comm rank i, i = 0 .. size-1 */
+};
+
+#ifdef __cplusplus
+#define CS_STATIC_ASSERT static_assert
+#else
+#define CS_STATIC_ASSERT _Static_assert
+#endif
+CS_STATIC_ASSERT(sizeof(struct cs_event) == CS_EVENT_SIZE, "event record must be 64 bytes");
+CS_STATIC_ASSERT(sizeof(struct cs_block_header) == 64, "block header must be 64 bytes");
+CS_STATIC_ASSERT(sizeof(struct cs_file_header) <= CS_HEADER_SIZE, "header must fit its page");
+CS_STATIC_ASSERT(sizeof(struct cs_comm_record) == 48, "comm record header is 48 bytes");
+
+#define CS_EVENTS_PER_BLOCK ((CS_BLOCK_SIZE - sizeof(struct cs_block_header)) / CS_EVENT_SIZE)
+
+#endif
