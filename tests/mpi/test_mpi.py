@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""MPI integration tests: real Open MPI jobs run under `commscope run`, then the report checked
+against what the programs measured and counted themselves.
+
+Usage: test_mpi.py CASE [options]; CS_BIN and CS_LIB name the build's bin/ and lib/ folders.
+Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BIN = os.environ.get("CS_BIN", "")
+LIB = os.environ.get("CS_LIB", "")
+COMMSCOPE = os.path.join(BIN, "commscope")
+TRAIN = os.path.join(BIN, "cs_train")
+MPIRUN = ["mpirun", "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism", "none"]
+
+failures = []
+
+
+def check(cond, what):
+    """Record a failed expectation (with both sides in `what`) and go on."""
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+    return cond
+
+
+def run(cmd, env=None, timeout=150, check_rc=None):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+    if check_rc is not None and p.returncode != check_rc:
+        print("command:", " ".join(cmd), file=sys.stderr)
+        print("stdout:", p.stdout[-4000:], file=sys.stderr)
+        print("stderr:", p.stderr[-4000:], file=sys.stderr)
+        raise SystemExit("exit status %d, expected %d" % (p.returncode, check_rc))
+    return p
+
+
+def commscope_run(rundir, argv, env=None, extra=None, check_rc=0):
+    cmd = [COMMSCOPE, "run", "-o", rundir, "--quiet"] + (extra or []) + ["--"] + argv
+    return run(cmd, env=env, check_rc=check_rc)
+
+
+def load_report(rundir):
+    path = os.path.join(rundir, "report.json")
+    with open(path) as f:
+        rep = json.load(f)
+    check(rep.get("schema") == "commscope-report/1", "schema is %r" % rep.get("schema"))
+    return rep
+
+
+def self_reported_ops(stdout, prefix):
+    """Parse '<prefix>: op NAME calls=C bytes=B' lines printed by a test program."""
+    ops = {}
+    for m in re.finditer(r"^%s: op (\S+) calls=(\d+)(?: bytes=(\d+))?" % prefix, stdout, re.M):
+        ops[m.group(1)] = (int(m.group(2)), int(m.group(3)) if m.group(3) else None)
+    return ops
+
+
+def report_op_totals(rep):
+    """Totals per MPI op name over all communicators."""
+    tot = {}
+    for o in rep["ops"]:
+        c, b = tot.get(o["op"], (0, 0))
+        tot[o["op"]] = (c + o["calls"], b + o["bytes"])
+    return tot
+
+
+def compare_ops(expected, rep):
+    got = report_op_totals(rep)
+    check(len(expected) > 0, "the program reported its MPI calls")
+    for name, (calls, nbytes) in sorted(expected.items()):
+        g = got.get(name, (0, 0))
+        check(g[0] == calls, "%s calls: commscope %d, program %d" % (name, g[0], calls))
+        if nbytes is not None:
+            check(g[1] == nbytes, "%s bytes: commscope %d, program %d" % (name, g[1], nbytes))
+
+
+def check_trace_complete(rep, n):
+    t = rep["trace"]
+    check(t["ranks_found"] == n, "ranks_found %r, expected %d" % (t["ranks_found"], n))
+    check(t["ranks_expected"] == n, "ranks_expected %r" % t["ranks_expected"])
+    check(t["missing_ranks"] == [], "missing ranks %r" % t["missing_ranks"])
+    check(t["partial_ranks"] == [], "partial ranks %r" % t["partial_ranks"])
+    check(t["dropped_events"] == 0, "dropped %r" % t["dropped_events"])
+    check(len(rep["ranks"]) == n, "ranks[] has %d entries" % len(rep["ranks"]))
+    check(sorted(r["rank"] for r in rep["ranks"]) == list(range(n)), "rank ids")
+    for r in rep["ranks"]:
+        check(r["wall_s"] > 0, "rank %d wall_s %r" % (r["rank"], r["wall_s"]))
+        check(abs(r["compute_s"] + r["comm_s"] - r["wall_s"]) < 1e-6,
+              "rank %d compute+comm == wall" % r["rank"])
+
+
+# ---- cases -----------------------------------------------------------------------------------
+
+def case_example_counts(a, tmp):
+    rundir = os.path.join(tmp, "run")
+    argv = MPIRUN + ["-np", str(a.np), TRAIN, "--steps", "8"] + (["--overlap"] if a.overlap else [])
+    p = commscope_run(rundir, argv)
+    expected = self_reported_ops(p.stdout, "cs_train")
+    rep = load_report(rundir)
+    compare_ops(expected, rep)
+    check_trace_complete(rep, a.np)
+    if a.overlap:
+        names = {o["op"] for o in rep["ops"]}
+        check("MPI_Iallreduce" in names, "overlap run shows MPI_Iallreduce: %r" % names)
+        check("MPI_Waitall" in names, "overlap run shows MPI_Waitall: %r" % names)
+    # Every all-reduce instance is matched across all ranks.
+    check(rep["instances"]["matched"] > 0, "matched instances %r" % rep["instances"])
+    check(rep["instances"]["incomplete"] == 0, "incomplete instances %r" % rep["instances"])
+    allr = [o for o in rep["ops"] if o["op"] in ("MPI_Allreduce", "MPI_Iallreduce")
+            and o["comm"] == "world"]
+    check(allr and all(o["busbw_gbps"] is not None and o["busbw_gbps"] > 0 for o in allr),
+          "all-reduce busbw reported: %r" % allr)
+    for o in allr:
+        if o["algbw_gbps"]:
+            f = 2.0 * (a.np - 1) / a.np
+            check(abs(o["busbw_gbps"] - o["algbw_gbps"] * f) <= 1e-9 * max(1, o["busbw_gbps"]),
+                  "busbw = algbw * 2(n-1)/n: %r" % o)
+
+
+def case_straggler(a, tmp):
+    rundir = os.path.join(tmp, "run")
+    slow = a.np - 2
+    argv = MPIRUN + ["-np", str(a.np), TRAIN, "--steps", "10", "--slow-rank", str(slow),
+                     "--slow-factor", "4"]
+    p = commscope_run(rundir, argv)
+    rep = load_report(rundir)
+    check_trace_complete(rep, a.np)
+    s = rep["stragglers"]
+    check(len(s) > 0 and s[0]["rank"] == slow,
+          "straggler named first: expected rank %d, got %r" % (slow, s[:3]))
+    if s:
+        check(s[0]["others_waited_s"] > 0, "others waited for the straggler: %r" % s[0])
+    m = re.search(r"^cs_train: load_balance=([0-9.]+)", p.stdout, re.M)
+    check(m is not None, "cs_train printed its load balance")
+    if m:
+        lb = float(m.group(1))
+        got = rep["pop"]["load_balance"]
+        check(abs(got - lb) <= 0.05, "load balance: commscope %.4f, program %.4f" % (got, lb))
+        check(lb < 0.9, "the slowed rank unbalances the load (%.3f)" % lb)
+    # The straggler waits least of all ranks.
+    waits = {r["rank"]: r["wait_s"] for r in rep["ranks"]}
+    check(min(waits, key=waits.get) == slow, "slow rank waits least: %r" % waits)
+
+
+def case_partial_rank(a, tmp):
+    rundir = os.path.join(tmp, "run")
+    n_calls, victim = 25, 1
+    prog = os.path.join(BIN, "cs_test_crash")
+    p = commscope_run(rundir, MPIRUN + ["-np", "3", prog, str(n_calls), str(victim)],
+                      extra=["--no-analyze"], check_rc=None)
+    check(p.returncode != 0, "the job with a killed rank fails (%d)" % p.returncode)
+    files = sorted(glob.glob(os.path.join(rundir, "rank-*.cst")))
+    check(len(files) == 3, "three rank files: %r" % files)
+    js = os.path.join(tmp, "r.json")
+    q = run([COMMSCOPE, "analyze", rundir, "--json", js, "--quiet"])
+    check(q.returncode in (0, 1), "analysis of the partial run completes (%d): %s"
+          % (q.returncode, q.stderr[-2000:]))
+    with open(js) as f:
+        rep = json.load(f)
+    check(victim in rep["trace"]["partial_ranks"], "rank %d flagged partial: %r"
+          % (victim, rep["trace"]["partial_ranks"]))
+    ranks = {r["rank"]: r for r in rep["ranks"]}
+    check(victim in ranks and ranks[victim]["partial"] is True, "ranks[].partial for the victim")
+    # The killed rank's trace keeps every all-reduce it completed.
+    vict = [o for o in rep["ops"] if o["op"] == "MPI_Allreduce"]
+    total = sum(o["calls"] for o in vict)
+    check(total == 3 * n_calls, "all-reduce calls over 3 ranks: %d, expected %d"
+          % (total, 3 * n_calls))
+    check(re.search(r"partial", json.dumps(rep["trace"])) is not None, "trace mentions partial")
+
+
+def read_events_csv(path):
+    ev = []
+    with open(path) as f:
+        header = f.readline().strip().split(",")
+        for line in f:
+            ev.append(dict(zip(header, line.strip().split(","))))
+    return ev
+
+
+def case_clock_skew(a, tmp):
+    """Rank 1's clock is shifted by 5 s and runs 200 ppm fast; after alignment, every one of its
+    barrier events must land within 10 us of the true time its own program measured."""
+    rundir = os.path.join(tmp, "run")
+    prefix = os.path.join(tmp, "truth")
+    off_ns, ppm = 5000000000, 200
+    env = {"COMMSCOPE_TEST_CLOCK_SKEW": "1:%d:%d" % (off_ns, ppm)}
+    prog = os.path.join(BIN, "cs_test_clockcheck")
+    commscope_run(rundir, MPIRUN + ["-np", "2", prog, "40", "25000", prefix], env=env,
+                  extra=["--no-analyze"])
+    js = os.path.join(tmp, "r.json")
+    evcsv = os.path.join(tmp, "events.csv")
+    run([COMMSCOPE, "analyze", rundir, "--json", js, "--events", evcsv, "--quiet"], check_rc=0)
+    with open(js) as f:
+        rep = json.load(f)
+    clk = {c["rank"]: c for c in rep["clock"]["ranks"]}
+    check(1 in clk, "clock entry for rank 1")
+    if 1 in clk:
+        c = clk[1]
+        # Offset at init: -(5 s + drift accumulated between the variable's parse and MPI_Init).
+        check(abs(c["offset_init_s"] + 5.0) < 2e-3, "offset at init %r ~ -5 s" % c["offset_init_s"])
+        check(abs(c["drift_ppm"] + ppm) < 20, "drift %r ppm ~ -%d" % (c["drift_ppm"], ppm))
+    check(rep["clock"]["max_offset_s"] >= 4.99, "max_offset_s %r" % rep["clock"]["max_offset_s"])
+    check(rep["clock"]["violations_repaired"] == 0,
+          "no causality violations left to repair: %r" % rep["clock"]["violations_repaired"])
+    events = read_events_csv(evcsv)
+    for rank in (0, 1):
+        truth = []
+        with open("%s-rank-%d.txt" % (prefix, rank)) as f:
+            for line in f:
+                b, e = line.split()
+                truth.append((int(b), int(e)))
+        bars = [e for e in events if int(e["rank"]) == rank and e["op"] == "MPI_Barrier"]
+        check(len(bars) == len(truth), "rank %d: %d barrier events, program made %d"
+              % (rank, len(bars), len(truth)))
+        worst = 0
+        for ev, (tb, te) in zip(bars, truth):
+            b, e = int(ev["t_begin_ns"]), int(ev["t_end_ns"])
+            # The wrapper's stamps lie inside the program's bracket on the true clock.
+            err = max(tb - b, b - te, tb - e, e - te, 0)
+            worst = max(worst, err)
+        check(worst <= 10000, "rank %d: aligned events within 10 us of truth (worst %d ns)"
+              % (rank, worst))
+
+
+def case_threads(a, tmp):
+    rundir = os.path.join(tmp, "run")
+    prog = os.path.join(BIN, "cs_test_threads")
+    p = commscope_run(rundir, MPIRUN + ["-np", "2", prog, "4", "300"])
+    expected = self_reported_ops(p.stdout, "threads")
+    rep = load_report(rundir)
+    check_trace_complete(rep, 2)
+    compare_ops(expected, rep)
+    # Four duplicated communicators, each seen with its all-reduces.
+    comms = {o["comm"] for o in rep["ops"] if o["op"] == "MPI_Allreduce"}
+    check(len(comms) == 4, "all-reduces on 4 distinct communicators: %r" % comms)
+    check(rep["instances"]["incomplete"] == 0, "instances %r" % rep["instances"])
+
+
+def case_inert(a, tmp):
+    """The collector does nothing in processes that never call MPI_Init (mpirun, orted, hostname)."""
+    outdir = os.path.join(tmp, "out")
+    pre = os.path.join(LIB, "libcommscope_mpi.so")
+    env = {"COMMSCOPE_DIR": outdir, "LD_PRELOAD": pre}
+    p = run(MPIRUN + ["-np", "2", "-x", "LD_PRELOAD", "-x", "COMMSCOPE_DIR", "hostname"], env=env)
+    check(p.returncode == 0, "hostname under the collector exits 0 (%d): %s"
+          % (p.returncode, p.stderr[-1000:]))
+    host = os.uname().nodename
+    check(p.stdout.split() == [host, host], "output unchanged: %r" % p.stdout)
+    check("commscope" not in p.stderr, "no collector messages: %r" % p.stderr[-500:])
+    check(not os.path.exists(outdir), "no run directory was created")
+    # Also through the launcher: a plain non-MPI program runs, its status comes back, no traces.
+    rundir = os.path.join(tmp, "run")
+    q = run([COMMSCOPE, "run", "-o", rundir, "--no-analyze", "--", "sh", "-c", "echo hi; exit 3"])
+    check(q.returncode == 3, "exit status propagated: %d" % q.returncode)
+    check(q.stdout.strip() == "hi", "program output: %r" % q.stdout)
+    check(glob.glob(os.path.join(rundir, "rank-*.cst")) == [], "no traces for a non-MPI program")
+
+
+def case_gather(a, tmp):
+    """Each rank writes its trace in its own local directory; MPI_Finalize brings them to rank 0."""
+    rundir = os.path.join(tmp, "run")
+    local = os.path.join(tmp, "local-%r")
+    env = {"COMMSCOPE_LOCAL_DIR": local}
+    p = commscope_run(rundir, MPIRUN + ["-np", "3", TRAIN, "--steps", "4"], env=env)
+    for r in range(3):
+        check(os.path.exists(os.path.join(tmp, "local-%d" % r, "rank-%05d.cst" % r)),
+              "rank %d wrote locally" % r)
+        check(os.path.exists(os.path.join(rundir, "rank-%05d.cst" % r)),
+              "rank %d's trace gathered into the run directory" % r)
+    rep = load_report(rundir)
+    check_trace_complete(rep, 3)
+    compare_ops(self_reported_ops(p.stdout, "cs_train"), rep)
+
+
+def case_launcher(a, tmp):
+    rundir = os.path.join(tmp, "run")
+    p = commscope_run(rundir, MPIRUN + ["-np", "2", TRAIN, "--steps", "3"])
+    cfg = open(os.path.join(rundir, "commscope-run.txt")).read()
+    check("LD_PRELOAD" in cfg and "COMMSCOPE_DIR" in cfg, "effective configuration written")
+    check(os.path.exists(os.path.join(rundir, "report.json")), "report.json written")
+    # A failing MPI program's status comes back through the launcher.
+    rd2 = os.path.join(tmp, "run2")
+    q = run([COMMSCOPE, "run", "-o", rd2, "--quiet", "--"] + MPIRUN
+            + ["-np", "2", TRAIN, "--no-such-option"])
+    check(q.returncode != 0, "failing program -> non-zero exit (%d)" % q.returncode)
+    # An existing non-empty run directory is refused, not overwritten.
+    r = run([COMMSCOPE, "run", "-o", rundir, "--", "true"])
+    check(r.returncode != 0 and rundir in r.stderr, "existing run dir refused: %r" % r.stderr)
+    u = run([COMMSCOPE, "run", "--bogus-flag", "--", "true"])
+    check(u.returncode == 2 and "--bogus-flag" in u.stderr, "unknown option: %r" % u.stderr)
+    # Text report on stdout when not quiet.
+    rd3 = os.path.join(tmp, "run3")
+    t = run([COMMSCOPE, "run", "-o", rd3, "--"] + MPIRUN + ["-np", "2", TRAIN, "--steps", "2"],
+            check_rc=0)
+    check("MPI_Allreduce" in t.stdout, "text report printed")
+
+
+def case_bad_input(a, tmp):
+    def expect_fail(args, needle, what):
+        p = run([COMMSCOPE] + args)
+        check(p.returncode != 0, "%s: non-zero exit (%d)" % (what, p.returncode))
+        check(p.returncode < 128, "%s: no crash (%d)" % (what, p.returncode))
+        check(needle in p.stderr, "%s: message mentions %r: %r" % (what, needle, p.stderr[-600:]))
+
+    expect_fail(["analyze", os.path.join(tmp, "nope")], "nope", "missing directory")
+    empty = os.path.join(tmp, "empty")
+    os.mkdir(empty)
+    expect_fail(["analyze", empty], "empty", "empty directory")
+    expect_fail(["analyze", "--frobnicate", empty], "--frobnicate", "unknown option")
+    expect_fail(["frobnicate"], "frobnicate", "unknown command")
+    # A real run, then damage: a foreign file, a truncated file, a missing rank.
+    rundir = os.path.join(tmp, "run")
+    commscope_run(rundir, MPIRUN + ["-np", "3", TRAIN, "--steps", "2"], extra=["--no-analyze"])
+    with open(os.path.join(rundir, "rank-00001.cst"), "r+b") as f:
+        f.truncate(5000)
+    os.remove(os.path.join(rundir, "rank-00002.cst"))
+    js = os.path.join(tmp, "r.json")
+    p = run([COMMSCOPE, "analyze", rundir, "--json", js, "--quiet"])
+    check(p.returncode == 1, "damaged run: exit 1 (analysed with problems), got %d" % p.returncode)
+    check("rank-00001.cst" in p.stderr and "truncated" in p.stderr,
+          "truncation named: %r" % p.stderr[-800:])
+    check("2" in p.stderr and "missing" in p.stderr, "missing rank named: %r" % p.stderr[-800:])
+    with open(js) as f:
+        rep = json.load(f)
+    check(rep["trace"]["ranks_found"] == 1, "one rank analysed: %r" % rep["trace"])
+    check(2 in rep["trace"]["missing_ranks"], "missing ranks %r" % rep["trace"]["missing_ranks"])
+    check(len(rep["trace"]["problems"]) >= 2, "problems listed: %r" % rep["trace"]["problems"])
+    foreign = os.path.join(tmp, "foreign")
+    os.mkdir(foreign)
+    with open(os.path.join(foreign, "rank-00000.cst"), "w") as f:
+        f.write("this is not a trace\n" * 300)
+    expect_fail(["analyze", foreign], "not a commscope trace", "foreign file")
+
+
+CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--np", type=int, default=4)
+    ap.add_argument("--overlap", action="store_true")
+    a = ap.parse_args()
+    if not shutil.which("mpirun"):
+        print("skip: mpirun not found")
+        return 77
+    for p in (COMMSCOPE, TRAIN):
+        if not os.access(p, os.X_OK):
+            print("FAIL: %s not built" % p, file=sys.stderr)
+            return 1
+    tmp = tempfile.mkdtemp(prefix="cs-mpi-")
+    try:
+        CASES[a.case](a, tmp)
+    finally:
+        if not failures:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("kept", tmp, file=sys.stderr)
+    if failures:
+        print("%d checks failed" % len(failures), file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
