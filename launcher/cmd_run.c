@@ -1,0 +1,640 @@
+/*
+ * `commscope run [-o DIR] [--no-analyze] [--quiet] [--] PROGRAM ARGS...`
+ *
+ * Sets up the collector for an unchanged program and gets out of its way: creates the run
+ * directory, preloads the collector libraries, passes the configuration on through COMMSCOPE_*
+ * environment variables (through `mpirun -x` for Open MPI, whose remote daemons would not see them
+ * otherwise), runs the program, hands its exit status back, and analyses the run directory.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyzer/cmd.h"
+#include "internal.h"
+
+extern char **environ;
+
+#define RUN_FILE "commscope-run.txt"
+#define REPORT_FILE "report.json"
+#define LIB_CORE "libcommscope.so"
+#define LIB_MPI "libcommscope_mpi.so"
+
+/* Exit status for setup failures other than usage: the program was never started. */
+#define EXIT_SETUP 1
+
+struct run_opts {
+    const char *dir; /* -o DIR, or NULL for the dated default */
+    int no_analyze;
+    int quiet;
+    int prog_argc;
+    char **prog_argv; /* PROGRAM ARGS..., a suffix of the caller's argv */
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: commscope run [-o DIR] [--no-analyze] [--quiet] [--] PROGRAM [ARGS...]\n"
+            "\n"
+            "Run PROGRAM with the commscope collector preloaded, then analyse the traces.\n"
+            "PROGRAM is usually a launcher (mpirun, mpiexec, srun, torchrun) or a single MPI\n"
+            "program.  For Open MPI's mpirun/mpiexec/orterun, `-x LD_PRELOAD -x COMMSCOPE_DIR`\n"
+            "and `-x` for every other COMMSCOPE_* variable are inserted after the launcher name;\n"
+            "other programs inherit the environment.\n"
+            "\n"
+            "options:\n"
+            "  -o, --output DIR  run directory (default: ./commscope-YYYYmmdd-HHMMSS); created if\n"
+            "                    missing, refused if it exists and is not empty\n"
+            "  --no-analyze      do not run `commscope analyze` after the program\n"
+            "  -q, --quiet       no progress messages; passes --quiet to the analysis\n"
+            "  -h, --help        this text\n"
+            "\n"
+            "The run directory receives the traces (rank-NNNNN.cst), " RUN_FILE "\n"
+            "(the effective configuration and the exit status) and " REPORT_FILE ".\n"
+            "Collector libraries: <dir of this executable>/../lib, or $COMMSCOPE_LIBDIR.\n"
+            "\n"
+            "exit status: the program's status when non-zero (128+N if killed by signal N),\n"
+            "else the analysis' (0 ok, 1 analysed with problems, 3 nothing analysable);\n"
+            "2 usage error or refused run directory, 1 other setup failure, 126/127 PROGRAM\n"
+            "could not be executed / was not found.\n");
+}
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "commscope run: %s '%s'; see 'commscope run --help'\n", what, arg);
+    return CS__EXIT_USAGE;
+}
+
+/* Returns 0 with *o filled, 1 when --help was answered, or -1 after a usage message. */
+static int parse_args(int argc, char **argv, struct run_opts *o)
+{
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || a[1] == '\0')
+            break;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (i + 1 >= argc) {
+                usage_error("option needs a directory", a);
+                return -1;
+            }
+            o->dir = argv[++i];
+        } else if (strncmp(a, "--output=", 9) == 0) {
+            o->dir = a + 9;
+        } else if (strcmp(a, "--no-analyze") == 0) {
+            o->no_analyze = 1;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            o->quiet = 1;
+        } else {
+            usage_error("unknown option", a);
+            return -1;
+        }
+    }
+    if (o->dir && o->dir[0] == '\0') {
+        usage_error("empty run directory name", "");
+        return -1;
+    }
+    if (i >= argc) {
+        fprintf(stderr, "commscope run: no PROGRAM given; see 'commscope run --help'\n");
+        return -1;
+    }
+    o->prog_argc = argc - i;
+    o->prog_argv = argv + i;
+    return 0;
+}
+
+/* mkdir -p.  Returns 0 or -1 with errno set. */
+static int make_dirs(const char *path)
+{
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* 1 if DIR holds anything besides . and .., 0 if empty, -1 if it cannot be read. */
+static int dir_has_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            found = 1;
+    closedir(d);
+    return found;
+}
+
+/*
+ * Create (or accept an existing empty) run directory and store its absolute path in abs.
+ * Returns 0, or an exit status after saying why on stderr.
+ */
+static int prepare_run_dir(const char *dir, char abs[PATH_MAX])
+{
+    char def[64];
+    if (!dir) {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(def, sizeof(def), "commscope-%Y%m%d-%H%M%S", &tm);
+        dir = def;
+    }
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "commscope run: '%s' exists and is not a directory; choose another "
+                            "run directory with -o DIR\n", dir);
+            return CS__EXIT_USAGE;
+        }
+        int has = dir_has_entries(dir);
+        if (has < 0) {
+            fprintf(stderr, "commscope run: cannot read run directory '%s': %s\n", dir,
+                    strerror(errno));
+            return EXIT_SETUP;
+        }
+        if (has) {
+            fprintf(stderr, "commscope run: run directory '%s' already exists and is not empty; "
+                            "traces of two runs must not mix: remove it or choose another with "
+                            "-o DIR\n", dir);
+            return CS__EXIT_USAGE;
+        }
+    } else if (make_dirs(dir) != 0) {
+        fprintf(stderr, "commscope run: cannot create run directory '%s': %s\n", dir,
+                strerror(errno));
+        return EXIT_SETUP;
+    }
+    if (!realpath(dir, abs)) {
+        fprintf(stderr, "commscope run: cannot resolve run directory '%s': %s\n", dir,
+                strerror(errno));
+        return EXIT_SETUP;
+    }
+    return 0;
+}
+
+/*
+ * Find the directory holding both collector libraries: $COMMSCOPE_LIBDIR, else ../lib relative to
+ * this executable (the same layout in the build tree and when installed).  Stores an absolute path
+ * because the program may change directory before the dynamic loader reads LD_PRELOAD.
+ * Returns 0, or an exit status after saying why on stderr.
+ */
+static int find_libdir(char out[PATH_MAX])
+{
+    char want[PATH_MAX + 16];
+    const char *env = getenv("COMMSCOPE_LIBDIR");
+    const char *source;
+    if (env && env[0]) {
+        snprintf(want, sizeof(want), "%s", env);
+        source = "COMMSCOPE_LIBDIR";
+    } else {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n <= 0) {
+            fprintf(stderr, "commscope run: cannot find my own executable (/proc/self/exe: %s); "
+                            "set COMMSCOPE_LIBDIR to the directory holding " LIB_CORE "\n",
+                    strerror(errno));
+            return EXIT_SETUP;
+        }
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(want, sizeof(want), "%s/../lib", exe);
+        source = "the directory next to the commscope executable";
+    }
+    if (!realpath(want, out)) {
+        fprintf(stderr, "commscope run: collector library directory '%s' (%s): %s; set "
+                        "COMMSCOPE_LIBDIR to the directory holding " LIB_CORE " and " LIB_MPI "\n",
+                want, source, strerror(errno));
+        return EXIT_SETUP;
+    }
+    static const char *const libs[] = {LIB_CORE, LIB_MPI};
+    for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof(p), "%s/%s", out, libs[i]);
+        if (access(p, R_OK) != 0) {
+            fprintf(stderr, "commscope run: collector library %s: %s (looked in %s); build the "
+                            "targets commscope and commscope_mpi, or set COMMSCOPE_LIBDIR\n",
+                    p, strerror(errno), source);
+            return EXIT_SETUP;
+        }
+    }
+    return 0;
+}
+
+/* Open MPI's launchers need `-x NAME` to pass a variable on to ranks on other nodes. */
+static int is_openmpi_launcher(const char *prog)
+{
+    const char *base = strrchr(prog, '/');
+    base = base ? base + 1 : prog;
+    static const char *const names[] = {"mpirun", "mpiexec", "orterun", "mpirun.openmpi",
+                                        "mpiexec.openmpi", "orterun.openmpi"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(base, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The COMMSCOPE_* entries of the environment ("NAME=value"), sorted so the run file is stable.
+ * Returns a malloc'ed array of pointers into environ (caller frees the array only), *n set.
+ */
+static char **commscope_env(size_t *n)
+{
+    size_t cap = 0;
+    for (char **e = environ; *e; e++)
+        cap++;
+    char **v = malloc((cap + 1) * sizeof(*v));
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "COMMSCOPE_", 10) == 0)
+            v[(*n)++] = *e;
+    qsort(v, *n, sizeof(*v), cmp_str);
+    return v;
+}
+
+/*
+ * argv for the child: PROGRAM ARGS, with Open MPI's `-x` options inserted after the launcher name.
+ * Returns a malloc'ed NULL-terminated array (the array and the inserted names are owned by the
+ * caller; freed at exit), or NULL when out of memory.
+ */
+static char **child_argv(const struct run_opts *o)
+{
+    size_t nenv = 0;
+    char **env = commscope_env(&nenv);
+    if (!env)
+        return NULL;
+    int mpi = is_openmpi_launcher(o->prog_argv[0]);
+    size_t extra = mpi ? 2 * (1 + nenv) : 0;
+    char **av = calloc((size_t)o->prog_argc + extra + 1, sizeof(*av));
+    if (!av) {
+        free(env);
+        return NULL;
+    }
+    size_t k = 0;
+    av[k++] = o->prog_argv[0];
+    if (mpi) {
+        av[k++] = "-x";
+        av[k++] = "LD_PRELOAD";
+        av[k++] = "-x";
+        av[k++] = "COMMSCOPE_DIR";
+        for (size_t i = 0; i < nenv; i++) {
+            size_t len = strcspn(env[i], "=");
+            if (len == 13 && strncmp(env[i], "COMMSCOPE_DIR", 13) == 0)
+                continue;
+            char *name = strndup(env[i], len);
+            if (!name) {
+                free(env);
+                free(av);
+                return NULL;
+            }
+            av[k++] = "-x";
+            av[k++] = name;
+        }
+    }
+    for (int i = 1; i < o->prog_argc; i++)
+        av[k++] = o->prog_argv[i];
+    av[k] = NULL;
+    free(env);
+    return av;
+}
+
+/* Print one argument so that a shell would read it back unchanged. */
+static void put_quoted(FILE *f, const char *s)
+{
+    if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                       "@%_+=:,./-") == strlen(s)) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+static void put_argv(FILE *f, char *const *av, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputc(' ', f);
+        put_quoted(f, av[i]);
+    }
+}
+
+static void put_time(FILE *f, const char *key, time_t t)
+{
+    struct tm tm;
+    char buf[64];
+    localtime_r(&t, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S%z", &tm);
+    fprintf(f, "%s: %s\n", key, buf);
+}
+
+/* Write the effective configuration.  Returns 0, or an exit status after saying why. */
+static int write_run_file(const char *path, int argc, char **argv, char *const *cav,
+                          const char *run_dir, const char *libdir, time_t start)
+{
+    FILE *f = fopen(path, "we");
+    if (!f) {
+        fprintf(stderr, "commscope run: cannot write %s: %s\n", path, strerror(errno));
+        return EXIT_SETUP;
+    }
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    char cwd[PATH_MAX] = "";
+    if (!getcwd(cwd, sizeof(cwd)))
+        snprintf(cwd, sizeof(cwd), "(unknown: %s)", strerror(errno));
+    int cn = 0;
+    while (cav[cn])
+        cn++;
+
+    fprintf(f, "# commscope run: effective configuration (one \"key: value\" per line)\n");
+    fprintf(f, "version: %s\n", CS_VERSION_STRING);
+    put_time(f, "start", start);
+    fprintf(f, "start_epoch: %lld\n", (long long)start);
+    fprintf(f, "host: %s\n", host);
+    fprintf(f, "cwd: %s\n", cwd);
+    fprintf(f, "run_dir: %s\n", run_dir);
+    fprintf(f, "libdir: %s\n", libdir);
+    fprintf(f, "command: commscope ");
+    put_argv(f, argv, argc);
+    fprintf(f, "\nexec: ");
+    put_argv(f, cav, cn);
+    fputc('\n', f);
+    const char *pre = getenv("LD_PRELOAD");
+    fprintf(f, "env: LD_PRELOAD=%s\n", pre ? pre : "");
+    size_t n = 0;
+    char **env = commscope_env(&n);
+    for (size_t i = 0; env && i < n; i++)
+        fprintf(f, "env: %s\n", env[i]);
+    free(env);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "commscope run: cannot write %s: %s\n", path, strerror(errno));
+        return EXIT_SETUP;
+    }
+    return 0;
+}
+
+/* Append "key: value" lines after the program (and the analysis) ended; best effort. */
+static void append_run_file(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void append_run_file(const char *path, const char *fmt, ...)
+{
+    FILE *f = fopen(path, "ae");
+    if (!f) {
+        fprintf(stderr, "commscope run: cannot append to %s: %s\n", path, strerror(errno));
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+/* The child's pid while it runs; read by the signal handler. */
+static volatile sig_atomic_t child_pid;
+
+/*
+ * Forward SIGINT/SIGTERM to the program.  A terminal's Ctrl-C (si_code SI_KERNEL) already went to
+ * the whole foreground process group, child included; sending it again would make mpirun think
+ * the user pressed Ctrl-C twice and kill the job without cleanup.
+ */
+static void forward_signal(int sig, siginfo_t *info, void *uctx)
+{
+    (void)uctx;
+    if (child_pid > 0 && (!info || info->si_code != SI_KERNEL))
+        kill((pid_t)child_pid, sig);
+}
+
+static const int forwarded[] = {SIGINT, SIGTERM};
+
+static void set_forwarding(int on)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    if (on) {
+        sa.sa_sigaction = forward_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    } else {
+        sa.sa_handler = SIG_DFL;
+    }
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaction(forwarded[i], &sa, NULL);
+}
+
+/*
+ * Start cav, wait for it, and return its exit status (128+N when killed by signal N), or
+ * 126/127 when it could not be executed (said on stderr).  *sig gets the signal, or 0;
+ * *not_started is set when the program never ran (exec or fork failed).
+ */
+static int run_program(char *const *cav, int *sig, int *not_started)
+{
+    *sig = 0;
+    *not_started = 1;
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        fprintf(stderr, "commscope run: pipe: %s\n", strerror(errno));
+        return EXIT_SETUP;
+    }
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaddset(&block, forwarded[i]);
+    /* Blocked across fork so a signal arriving now is forwarded once the child's pid is known. */
+    sigprocmask(SIG_BLOCK, &block, &old);
+    set_forwarding(1);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        set_forwarding(0);
+        close(pfd[0]);
+        close(pfd[1]);
+        fprintf(stderr, "commscope run: fork: %s\n", strerror(e));
+        return EXIT_SETUP;
+    }
+    if (pid == 0) {
+        set_forwarding(0);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        close(pfd[0]);
+        execvp(cav[0], cav);
+        int e = errno;
+        ssize_t w = write(pfd[1], &e, sizeof(e));
+        (void)w;
+        _exit(e == ENOENT ? CS__EXIT_NOTFOUND : CS__EXIT_NOEXEC);
+    }
+    child_pid = pid;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    close(pfd[1]);
+    int exec_errno = 0;
+    ssize_t r;
+    do {
+        r = read(pfd[0], &exec_errno, sizeof(exec_errno));
+    } while (r < 0 && errno == EINTR);
+    close(pfd[0]);
+
+    int status = 0;
+    pid_t w;
+    do {
+        w = waitpid(pid, &status, 0);
+    } while (w < 0 && errno == EINTR);
+    child_pid = 0;
+    set_forwarding(0);
+    if (w < 0) {
+        fprintf(stderr, "commscope run: waitpid: %s\n", strerror(errno));
+        return EXIT_SETUP;
+    }
+    if (r == (ssize_t)sizeof(exec_errno)) {
+        fprintf(stderr, "commscope run: cannot execute '%s': %s\n", cav[0], strerror(exec_errno));
+        return exec_errno == ENOENT ? CS__EXIT_NOTFOUND : CS__EXIT_NOEXEC;
+    }
+    *not_started = 0;
+    if (WIFSIGNALED(status)) {
+        *sig = WTERMSIG(status);
+        return 128 + *sig;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_SETUP;
+}
+
+/* Prepend the collector libraries to LD_PRELOAD.  Returns 0 or -1 (out of memory). */
+static int set_preload(const char *libdir)
+{
+    const char *old = getenv("LD_PRELOAD");
+    size_t n = 2 * strlen(libdir) + strlen(LIB_MPI) + strlen(LIB_CORE) + 8 +
+               (old ? strlen(old) : 0);
+    char *v = malloc(n);
+    if (!v)
+        return -1;
+    /* The MPI front end first: its PMPI wrappers must come before libmpi's MPI_* symbols. */
+    snprintf(v, n, "%s/" LIB_MPI ":%s/" LIB_CORE "%s%s", libdir, libdir,
+             old && old[0] ? ":" : "", old && old[0] ? old : "");
+    int rc = setenv("LD_PRELOAD", v, 1);
+    free(v);
+    return rc;
+}
+
+int cs__cmd_run(int argc, char **argv)
+{
+    struct run_opts o = {0};
+    int pr = parse_args(argc, argv, &o);
+    if (pr == 1)
+        return 0;
+    if (pr < 0)
+        return CS__EXIT_USAGE;
+
+    char libdir[PATH_MAX];
+    int rc = find_libdir(libdir);
+    if (rc)
+        return rc;
+    char run_dir[PATH_MAX];
+    rc = prepare_run_dir(o.dir, run_dir);
+    if (rc)
+        return rc;
+
+    if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir) != 0) {
+        fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
+        return EXIT_SETUP;
+    }
+    char **cav = child_argv(&o);
+    if (!cav) {
+        fprintf(stderr, "commscope run: out of memory\n");
+        return EXIT_SETUP;
+    }
+    char run_file[PATH_MAX + 32];
+    snprintf(run_file, sizeof(run_file), "%s/" RUN_FILE, run_dir);
+    time_t start = time(NULL);
+    rc = write_run_file(run_file, argc, argv, cav, run_dir, libdir, start);
+    if (rc)
+        return rc;
+    if (!o.quiet)
+        fprintf(stderr, "commscope: run directory %s\n", run_dir);
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int sig = 0, not_started = 0;
+    int prog_status = run_program(cav, &sig, &not_started);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double elapsed = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    time_t end = time(NULL);
+    {
+        FILE *f = fopen(run_file, "ae");
+        if (f) {
+            put_time(f, "end", end);
+            fclose(f);
+        }
+    }
+    append_run_file(run_file, "elapsed_s: %.3f\n", elapsed);
+    if (sig)
+        append_run_file(run_file, "exit_signal: %d (%s)\n", sig, strsignal(sig));
+    append_run_file(run_file, "exit_status: %d\n", prog_status);
+    if (!o.quiet && !not_started) {
+        if (sig)
+            fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", cav[0],
+                    sig, strsignal(sig), prog_status);
+        else
+            fprintf(stderr, "commscope: %s exited with status %d after %.2f s\n", cav[0],
+                    prog_status, elapsed);
+    }
+    /* A program that never ran left nothing to analyse. */
+    if (o.no_analyze || not_started)
+        return prog_status;
+
+    char json[PATH_MAX + 32];
+    snprintf(json, sizeof(json), "%s/" REPORT_FILE, run_dir);
+    char *aav[] = {"analyze", run_dir, "--json", json, o.quiet ? "--quiet" : NULL, NULL};
+    int aac = o.quiet ? 5 : 4;
+    if (!o.quiet)
+        fprintf(stderr, "commscope: analysing %s\n", run_dir);
+    fflush(NULL);
+    int an_status = cs_cmd_analyze(aac, aav);
+    append_run_file(run_file, "analysis_status: %d\n", an_status);
+    return prog_status ? prog_status : an_status;
+}

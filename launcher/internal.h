@@ -1,0 +1,26 @@
+/* What the files of the `commscope` command-line tool share. */
+#ifndef COMMSCOPE_LAUNCHER_INTERNAL_H
+#define COMMSCOPE_LAUNCHER_INTERNAL_H
+
+/*
+ * One subcommand.  fn gets argv with argv[0] = the subcommand's name and returns the process exit
+ * status.  Every subcommand answers --help on stdout with status 0 and reports a usage error with
+ * one sentence on stderr and status 2.
+ */
+struct cs__cmd {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+/* Exit statuses of the launcher's own failures (the program's status is passed through). */
+enum {
+    CS__EXIT_USAGE = 2,     /* bad option, missing argument, refused run directory */
+    CS__EXIT_NOEXEC = 126,  /* PROGRAM exists but cannot be executed (as a shell does) */
+    CS__EXIT_NOTFOUND = 127 /* PROGRAM not found (as a shell does) */
+};
+
+int cs__cmd_run(int argc, char **argv);
+int cs__cmd_version(int argc, char **argv);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * `commscope COMMAND ...`: the user's entry point.  Subcommands come from one table, one file each
+ * (perf style), so later commands (compare, topo, fabric) are one row and one file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "analyzer/cmd.h"
+#include "internal.h"
+
+static const struct cs__cmd commands[] = {
+    {"run", cs__cmd_run, "run a program (mpirun, srun, torchrun, ...) with the collector, then analyse"},
+    {"analyze", cs_cmd_analyze, "analyse a run directory: text summary and JSON report"},
+    {"version", cs__cmd_version, "print the version of commscope and of its trace format"},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: commscope COMMAND [ARGS...]\n"
+               "       commscope COMMAND --help\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nSee docs/user-guide.md for the environment variables and exit statuses.\n");
+}
+
+static const struct cs__cmd *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CS__EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0)
+        name = "version";
+    /* `commscope help CMD` is `commscope CMD --help`, as in git and perf. */
+    if (strcmp(name, "help") == 0) {
+        if (argc < 3) {
+            usage(stdout);
+            return 0;
+        }
+        const struct cs__cmd *c = find_command(argv[2]);
+        if (!c) {
+            fprintf(stderr, "commscope: unknown command '%s'; see 'commscope --help'\n", argv[2]);
+            return CS__EXIT_USAGE;
+        }
+        char *hargv[] = {argv[2], "--help", NULL};
+        return c->fn(2, hargv);
+    }
+    if (name[0] == '-') {
+        fprintf(stderr, "commscope: unknown option '%s'; see 'commscope --help'\n", name);
+        return CS__EXIT_USAGE;
+    }
+    const struct cs__cmd *c = find_command(name);
+    if (!c) {
+        fprintf(stderr, "commscope: unknown command '%s'; see 'commscope --help'\n", name);
+        return CS__EXIT_USAGE;
+    }
+    return c->fn(argc - 1, argv + 1);
+}
