@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# ns added per intercepted 8-byte MPI_Allreduce on 1 rank: runs bench/allreduce.c alternately
+# with and without the collector preloaded (PAIRS interleaved pairs, so drift in machine load hits
+# both sides alike) and reports the median of each side and their difference.
+#
+# usage: bench/overhead.sh [BUILD_DIR [PAIRS [CALLS]]]   (defaults: build, 11, 200000)
+set -euo pipefail
+
+build=${1:-build}
+pairs=${2:-11}
+calls=${3:-200000}
+bench="$build/bin/cs_bench_allreduce"
+lib="$build/lib"
+for f in "$bench" "$lib/libcommscope.so" "$lib/libcommscope_mpi.so"; do
+    if [ ! -e "$f" ]; then
+        echo "overhead.sh: $f not found; build first (cmake --build $build)" >&2
+        exit 1
+    fi
+done
+lib=$(cd "$lib" && pwd)
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# One run: prints ns per call.  The program is started directly (an MPI singleton), the same as
+# `commscope run -- PROGRAM` does for one process.
+one() {
+    local out
+    if [ "$1" = with ]; then
+        mkdir -p "$tmp/run"
+        out=$(LD_PRELOAD="$lib/libcommscope_mpi.so:$lib/libcommscope.so" COMMSCOPE_DIR="$tmp/run" \
+              "$bench" "$calls")
+        if ! ls "$tmp/run"/rank-*.cst >/dev/null 2>&1; then
+            echo "overhead.sh: the collector wrote no trace: is it really intercepting?" >&2
+            exit 1
+        fi
+        rm -rf "$tmp/run"
+    else
+        out=$("$bench" "$calls")
+    fi
+    sed -n 's/^ns_per_call=\([0-9.]*\).*/\1/p' <<<"$out"
+}
+
+with=() without=()
+for ((i = 0; i < pairs; i++)); do
+    without+=("$(one without)")
+    with+=("$(one with)")
+    printf 'pair %2d: without %8s ns  with %8s ns\n' "$((i + 1))" "${without[-1]}" "${with[-1]}"
+done
+
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+mw=$(median "${with[@]}")
+mo=$(median "${without[@]}")
+echo "median without: $mo ns/call"
+echo "median with:    $mw ns/call"
+awk -v a="$mw" -v b="$mo" 'BEGIN {printf "added:          %.1f ns per intercepted 8-byte MPI_Allreduce\n", a - b}'
