@@ -1,0 +1,201 @@
+/*
+ * Per-thread event buffers: the hot path.
+ *
+ * Every thread fills its own current block of the mapped trace file.  cs_rec_begin hands out the
+ * next slot, cs_rec_commit publishes it with a release store of the block's `used`; a reader of a
+ * crashed rank's file sees exactly the committed events.  Only when a block is full does the
+ * thread seal it (CRC) and claim the next block index from a global counter, and only when that
+ * block lies past the end of the file does it take a mutex and grow the file, by 4 MiB at a time.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct tstate {
+    struct cs_block_header *blk; /* current block, NULL when none */
+    uint32_t used;               /* committed events in blk; CS_EVENTS_PER_BLOCK when none */
+    uint32_t generation;         /* trace generation this state belongs to */
+    uint32_t ostid;
+    uint16_t thread;
+    uint8_t begun;  /* a slot was handed out and not committed: zero it before reuse */
+    uint8_t valid;  /* thread index assigned in this generation */
+    uint64_t seq;   /* next block sequence number of this thread */
+};
+
+/* Initial-exec TLS: one %fs-relative access, no __tls_get_addr call on the hot path. */
+static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
+
+static struct cs_event *slot(struct cs_block_header *b, uint32_t i)
+{
+    return (struct cs_event *)((char *)b + sizeof *b) + i;
+}
+
+void cs__count_drop(void)
+{
+    struct cs_file_header *h = cs__t.hdr;
+    __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
+    if (!(__atomic_load_n(&h->flags, __ATOMIC_RELAXED) & CS_FLAG_DROPPED))
+        __atomic_fetch_or(&h->flags, CS_FLAG_DROPPED, __ATOMIC_RELAXED);
+}
+
+/* Make the file at least `blocks` blocks long.  Returns 0 or an errno value. */
+static int grow_file(uint64_t blocks)
+{
+    if (blocks <= atomic_load_explicit(&cs__t.file_blocks, memory_order_acquire))
+        return 0;
+    int err = 0;
+    pthread_mutex_lock(&cs__t.grow_mu);
+    uint64_t have = atomic_load_explicit(&cs__t.file_blocks, memory_order_relaxed);
+    if (blocks > have) {
+        uint64_t want = (blocks + CS__GROW_BLOCKS - 1) / CS__GROW_BLOCKS * CS__GROW_BLOCKS;
+        if (want > cs__t.max_blocks)
+            want = cs__t.max_blocks;
+        off_t from = (off_t)(CS_HEADER_SIZE + have * CS_BLOCK_SIZE);
+        off_t to = (off_t)(CS_HEADER_SIZE + want * CS_BLOCK_SIZE);
+        /*
+         * fallocate reserves the disk space, so a full disk fails here, where we can turn
+         * tracing off, rather than as SIGBUS when a page of the mapping is first written.
+         */
+        int rc = -1;
+        if (cs__t.fallocate_works) {
+            rc = fallocate(cs__t.fd, 0, from, to - from);
+            if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
+                cs__t.fallocate_works = 0;
+            }
+        }
+        if (rc != 0 && !cs__t.fallocate_works)
+            rc = ftruncate(cs__t.fd, to);
+        if (rc != 0)
+            err = errno;
+        else
+            atomic_store_explicit(&cs__t.file_blocks, want, memory_order_release);
+    }
+    pthread_mutex_unlock(&cs__t.grow_mu);
+    return err;
+}
+
+int64_t cs__claim_blocks(uint64_t n)
+{
+    /* A CAS loop rather than fetch_add: a failed claim at the cap must not advance the counter,
+     * or a later smaller claim would leave a hole of unclaimed blocks inside a closed file. */
+    uint64_t first = atomic_load_explicit(&cs__t.next_block, memory_order_relaxed);
+    do {
+        if (n > cs__t.max_blocks || first > cs__t.max_blocks - n)
+            return -1;
+    } while (!atomic_compare_exchange_weak_explicit(&cs__t.next_block, &first, first + n,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    int err = grow_file(first + n);
+    if (err) {
+        cs_disable("cannot extend trace file %s to %llu blocks: %s", cs__t.path,
+                   (unsigned long long)(first + n), strerror(err));
+        return -1;
+    }
+    return (int64_t)first;
+}
+
+void cs__block_init(struct cs_block_header *b, uint16_t kind, uint16_t thread, uint32_t ostid,
+                    uint64_t seq, uint32_t span)
+{
+    b->kind = kind;
+    b->thread = thread;
+    b->span = span;
+    b->ostid = ostid;
+    b->seq = seq;
+    __atomic_store_n(&b->magic, CS_BLOCK_MAGIC, __ATOMIC_RELEASE);
+}
+
+void cs__block_seal(struct cs_block_header *b)
+{
+    uint32_t span = b->span ? b->span : 1;
+    b->crc = 0;
+    uint32_t crc = cs__crc32(b, (size_t)span * CS_BLOCK_SIZE);
+    __atomic_store_n(&b->crc, crc, __ATOMIC_RELEASE);
+}
+
+static void thread_reset(struct tstate *t, uint32_t gen)
+{
+    t->blk = NULL;
+    t->used = CS_EVENTS_PER_BLOCK;
+    t->generation = gen;
+    t->begun = 0;
+    t->valid = 0;
+    t->seq = 0;
+}
+
+static void thread_assign(struct tstate *t)
+{
+    /* More than 65536 threads in one rank wrap the 16-bit index; the OS tid still differs. */
+    t->thread = (uint16_t)atomic_fetch_add(&cs__t.next_thread, 1);
+    t->ostid = (uint32_t)syscall(SYS_gettid);
+    t->valid = 1;
+}
+
+void cs__thread_ident(uint16_t *thread, uint32_t *ostid)
+{
+    struct tstate *t = &ts;
+    uint32_t gen = atomic_load_explicit(&cs__t.generation, memory_order_relaxed);
+    if (t->generation != gen)
+        thread_reset(t, gen);
+    if (!t->valid)
+        thread_assign(t);
+    *thread = t->thread;
+    *ostid = t->ostid;
+}
+
+/* The calling thread's block is full or it has none yet (or a new trace was opened). */
+static __attribute__((noinline)) struct cs_event *rec_slow(struct tstate *t)
+{
+    uint32_t gen = atomic_load_explicit(&cs__t.generation, memory_order_relaxed);
+    if (t->generation != gen)
+        thread_reset(t, gen);
+    if (!t->valid)
+        thread_assign(t);
+    if (t->blk) {
+        cs__block_seal(t->blk);
+        t->blk = NULL;
+    }
+    int64_t i = cs__claim_blocks(1);
+    if (i < 0) {
+        if (__atomic_load_n(&cs_active, __ATOMIC_RELAXED))
+            cs__count_drop();
+        return NULL;
+    }
+    t->blk = cs__block(i);
+    cs__block_init(t->blk, CS_BLOCK_EVENTS, t->thread, t->ostid, t->seq++, 1);
+    t->used = 0;
+    t->begun = 1;
+    return slot(t->blk, 0);
+}
+
+struct cs_event *cs_rec_begin(void)
+{
+    if (CS_UNLIKELY(!__atomic_load_n(&cs_active, __ATOMIC_RELAXED)))
+        return NULL;
+    struct tstate *t = &ts;
+    if (CS_UNLIKELY(t->used >= CS_EVENTS_PER_BLOCK ||
+                    t->generation != atomic_load_explicit(&cs__t.generation,
+                                                          memory_order_relaxed)))
+        return rec_slow(t);
+    struct cs_event *ev = slot(t->blk, t->used);
+    /* A slot handed out but never committed is handed out again, and must come back zeroed;
+     * fresh slots are zero already (new file pages). */
+    if (CS_UNLIKELY(t->begun))
+        memset(ev, 0, sizeof *ev);
+    t->begun = 1;
+    return ev;
+}
+
+void cs_rec_commit(struct cs_event *ev)
+{
+    struct tstate *t = &ts;
+    /* Ignore anything but the slot this thread was handed (NULL, or a stale pointer). */
+    if (CS_UNLIKELY(!ev || !t->begun || !t->blk || ev != slot(t->blk, t->used)))
+        return;
+    t->begun = 0;
+    t->used++;
+    __atomic_store_n(&t->blk->used, t->used, __ATOMIC_RELEASE);
+}

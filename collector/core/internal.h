@@ -1,0 +1,109 @@
+/*
+ * What the core collector's files share.  Nothing here is exported from libcommscope.so (the
+ * library is built with hidden visibility; only CS_EXPORT symbols of collector.h are public).
+ */
+#ifndef COMMSCOPE_CORE_INTERNAL_H
+#define COMMSCOPE_CORE_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector.h"
+
+#define CS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* The file grows in steps of this many blocks (4 MiB), so extending it is rare. */
+#define CS__GROW_BLOCKS 256u
+/* Payload bytes of one block (after its header). */
+#define CS__BLOCK_PAYLOAD (CS_BLOCK_SIZE - sizeof(struct cs_block_header))
+
+/* Effective configuration, resolved from COMMSCOPE_* at cs_trace_open (config.c). */
+struct cs__config {
+    int disabled;            /* COMMSCOPE_DISABLE=1 */
+    uint64_t max_bytes;      /* COMMSCOPE_MAX_MB in bytes */
+    char run_dir[PATH_MAX];  /* COMMSCOPE_DIR or the default */
+    char local_dir[PATH_MAX]; /* COMMSCOPE_LOCAL_DIR expanded, or run_dir */
+};
+
+/*
+ * Read the COMMSCOPE_* variables for a trace of `rank` in run `run_id`.  Bad values are warned
+ * about (once each) and replaced by their defaults.  Returns 0, or -1 when a path does not fit
+ * (warned).
+ */
+int cs__config_load(struct cs__config *cfg, int rank, uint64_t run_id);
+
+/* Warn about COMMSCOPE_TEST_CLOCK_SKEW if it was malformed (clock.c); called at open. */
+void cs__skew_report(void);
+/*
+ * Confirm the skew for the rank now known (clock.c).  Turns the skew on or off to match `rank`,
+ * and converts *t, a time taken with cs_now() before this call, to the clock that applies from
+ * now on.  Returns 1 when the skew is active for this rank.
+ */
+int cs__skew_confirm(int rank, uint64_t *t);
+
+/* CRC-32 as cs_crc32(0, buf, len); PCLMUL-accelerated where the CPU has it (crc_fast.c). */
+uint32_t cs__crc32(const void *buf, size_t len);
+
+/* Rank for warnings (-1 before the first open). */
+extern int cs__rank;
+
+/* Reset the once-per-trace warning latch of cs_disable (warn.c); called at open. */
+void cs__disable_reset(void);
+/* Nonzero once cs_disable was called since the last cs__disable_reset. */
+int cs__disable_requested(void);
+
+/* State of the open trace (trace.c), read by the hot path in buffer.c. */
+struct cs__trace {
+    char *base;                    /* mapping of the whole cap; header at offset 0 */
+    struct cs_file_header *hdr;    /* == base */
+    size_t map_bytes;              /* CS_HEADER_SIZE + max_blocks * CS_BLOCK_SIZE */
+    uint64_t max_blocks;           /* blocks that fit under the cap */
+    int fd;                        /* the trace file, open while the trace is */
+    int open;                      /* a trace is open (mapping valid) */
+    _Atomic uint64_t next_block;   /* blocks claimed so far (never above max_blocks) */
+    _Atomic uint64_t file_blocks;  /* blocks the file currently holds */
+    _Atomic uint32_t next_thread;  /* next thread index */
+    _Atomic uint32_t generation;   /* bumped at every open/close/fork: resets thread state */
+    int fallocate_works;           /* 0 once fallocate said EOPNOTSUPP: use ftruncate */
+    pthread_mutex_t grow_mu;       /* serialises extending the file */
+    pthread_mutex_t comm_mu;       /* serialises the communicator table */
+    struct cs_block_header *comm_blk; /* current CS_BLOCK_COMMS block, or NULL */
+    uint64_t comm_seq;             /* next comm block sequence number */
+    int comm_full_warned;
+    char path[PATH_MAX + 32];      /* this rank's trace file */
+    struct cs__config cfg;
+};
+
+extern struct cs__trace cs__t;
+
+/* Block i's header in the mapping. */
+static inline struct cs_block_header *cs__block(uint64_t i)
+{
+    return (struct cs_block_header *)(cs__t.base + CS_HEADER_SIZE + i * CS_BLOCK_SIZE);
+}
+
+/*
+ * Claim n consecutive blocks and make sure the file holds them.  Returns the first index, or -1
+ * when they do not fit under the cap (nothing claimed) or the file cannot grow (then the
+ * collector is disabled with a warning).
+ */
+int64_t cs__claim_blocks(uint64_t n);
+
+/* Fill in a freshly claimed block's header; magic is stored last (release). */
+void cs__block_init(struct cs_block_header *b, uint16_t kind, uint16_t thread, uint32_t ostid,
+                    uint64_t seq, uint32_t span);
+
+/* Store the block's CRC (over span * CS_BLOCK_SIZE bytes with crc zero). */
+void cs__block_seal(struct cs_block_header *b);
+
+/* The calling thread's index and OS tid in the open trace (assigned on first use). */
+void cs__thread_ident(uint16_t *thread, uint32_t *ostid);
+
+/* Count one dropped event in the header. */
+void cs__count_drop(void);
+
+#endif
