@@ -1,15 +1,94 @@
-/* `commscope analyze`: first cut, replaced by the full pipeline in the next commits. */
+/* `commscope analyze RUN_DIR [--json FILE] [--quiet]`: the command line around the pipeline. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cmd.h"
+#include "internal.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--quiet]\n"
+               "  RUN_DIR      directory holding rank-NNNNN.cst trace files\n"
+               "  --json FILE  also write the JSON report to FILE ('-' for stdout)\n"
+               "  --quiet      do not print the text summary\n"
+               "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
+               "input), 2 usage error, 3 nothing could be analysed\n");
+}
 
 int cs_cmd_analyze(int argc, char **argv)
 {
-    (void)argv;
-    if (argc < 2) {
-        fprintf(stderr, "usage: commscope analyze RUN_DIR [--json FILE] [--quiet]\n");
+    const char *dir = NULL, *json = NULL;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "commscope analyze: --json needs a file name\n");
+                usage(stderr);
+                return 2;
+            }
+            json = argv[++i];
+        } else if (strncmp(a, "--json=", 7) == 0 && a[7]) {
+            json = a + 7;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            quiet = 1;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "commscope analyze: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!dir) {
+            dir = a;
+        } else {
+            fprintf(stderr, "commscope analyze: more than one run directory ('%s' and '%s')\n",
+                    dir, a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "commscope analyze: no run directory given\n");
+        usage(stderr);
         return 2;
     }
-    fprintf(stderr, "commscope analyze: not implemented yet\n");
-    return 3;
+
+    struct cs__run run;
+    struct cs_report rep;
+    char err[1024] = "";
+    int rc = cs__analyze_dir(dir, &run, &rep, err, sizeof err);
+    if (rc == CS_ENOENT || rc == CS_EIO || (rc && !run.ranks)) {
+        fprintf(stderr, "commscope analyze: %s\n", err[0] ? err : cs_strerror(rc));
+        cs__report_free(&rep);
+        cs__run_free(&run);
+        return 3;
+    }
+    for (size_t i = 0; i < run.nproblems; i++)
+        fprintf(stderr, "commscope analyze: %s\n", run.problems[i]);
+    int status = rep.ranks_found == 0 ? 3 : (rc || run.nproblems) ? 1 : 0;
+    if (status == 3) {
+        fprintf(stderr, "commscope analyze: nothing to analyse in %s\n", dir);
+    } else {
+        if (!quiet)
+            cs__report_text(&rep, stdout);
+        if (json) {
+            FILE *f = strcmp(json, "-") == 0 ? stdout : fopen(json, "w");
+            if (!f) {
+                perror(json);
+                fprintf(stderr, "commscope analyze: cannot write the JSON report to %s\n", json);
+                status = status ? status : 1;
+            } else {
+                int wr = cs__report_json(&rep, f);
+                if ((f != stdout && fclose(f) != 0) || wr) {
+                    fprintf(stderr, "commscope analyze: error writing %s\n", json);
+                    status = status ? status : 1;
+                }
+            }
+        }
+        fflush(stdout);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+    return status;
 }

@@ -1,0 +1,232 @@
+/*
+ * What the analyzer's files share.  The pipeline runs forward only:
+ *
+ *   rundir.c   find and open rank-*.cst (reader.c validates each), check they form one run
+ *   align.c    map each rank's timestamps onto rank 0's clock
+ *   analyze.c  stream all ranks' events in aligned time order (k-way merge) through
+ *   match.c    collective instances by (communicator id, sequence) across ranks, and
+ *   metrics.c  per-event and per-instance accumulation, then the report model (numbers only)
+ *   report_text.c, report_json.c   renderers (formatting only)
+ *   cmd_analyze.c   the `commscope analyze` command line
+ */
+#ifndef COMMSCOPE_ANALYZER_INTERNAL_H
+#define COMMSCOPE_ANALYZER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "commscope/ops.h"
+#include "commscope/trace.h"
+#include "reader.h"
+
+/* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
+
+struct cs__map {
+    struct cs__map_slot {
+        uint64_t a, b, v;
+        int used;
+    } *slot;
+    size_t cap, n; /* cap is a power of two */
+};
+/* Pointer to the value for (a, b), inserting 0 when absent (*fresh = 1).  NULL: out of memory. */
+uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh);
+/* Pointer to the value for (a, b) or NULL. */
+uint64_t *cs__map_get(const struct cs__map *m, uint64_t a, uint64_t b);
+/* Remove (a, b) if present. */
+void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b);
+void cs__map_free(struct cs__map *m);
+
+/* ---- clocks (align.c) ---- */
+
+/*
+ * Linear model of rank 0's clock minus this rank's clock: offset(t) = o0 + (o1 - o0) * (t - l0) /
+ * (l1 - l0) with both samples valid, o0 (or o1) with one, 0 with none.
+ */
+struct cs__clock {
+    int valid;        /* samples used: 0, 1 or 2 */
+    uint64_t l0, l1;  /* local times of the samples */
+    int64_t o0, o1;   /* offsets at them */
+    uint64_t rtt_max; /* largest valid round trip */
+};
+void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h);
+/* t on rank 0's clock (ns), rounded to nearest. */
+int64_t cs__clock_map(const struct cs__clock *c, uint64_t t);
+/* Drift in ppm ((o1 - o0) / (l1 - l0) * 1e6), 0 unless both samples are valid. */
+double cs__clock_drift_ppm(const struct cs__clock *c);
+
+/* ---- the run ---- */
+
+struct cs__comm {
+    uint64_t id;
+    int32_t size;
+    const int32_t *members; /* world rank of comm rank i (points into a mapping or run->ident) */
+    int32_t *owned;         /* members copy owned by the run (synthesised comms) or NULL */
+};
+
+/* One open collective instance (match.c). */
+struct cs__inst {
+    uint64_t comm;
+    uint32_t seq;
+    uint16_t op;
+    int mixed;               /* members disagree on the op: never used for waits */
+    int32_t n;               /* members */
+    int32_t root;            /* comm rank of the root, -1 unknown or none */
+    int32_t arrived, ended;  /* members with arrival / end known */
+    int32_t dead_unended;    /* members that will send nothing more and have not ended */
+    const int32_t *members;  /* world ranks */
+    int64_t *arr, *end;      /* aligned times per comm rank */
+    uint64_t *size;          /* max(bytes, bytes_recv) per comm rank */
+    unsigned char *state;    /* bit 0 arrived, bit 1 ended */
+};
+
+struct cs__rank {
+    int present;             /* a valid file was read for this rank */
+    int dead;                /* will produce no more events (missing, bad, or stream done) */
+    char file[256];
+    struct cs_reader *rd;    /* owned */
+    const struct cs_file_header *h;
+    struct cs__clock clk;
+    const struct cs_event *next;
+    int64_t next_key;        /* aligned t_begin of next */
+    /* metrics */
+    int64_t t_first, t_last_end; /* aligned */
+    uint64_t comm_ns, calls, bytes;
+    int64_t wait_ns;
+    uint64_t late_arrivals;
+    int64_t others_waited_ns;
+};
+
+/* Per (op, communicator) totals (metrics.c). */
+struct cs__oprow {
+    uint16_t op;
+    uint64_t comm;
+    uint64_t calls, bytes, time_ns;
+    double inst_bytes, inst_ns;  /* collectives: sum of S and t over complete instances */
+    uint64_t instances;
+    double p2p_bytes, p2p_ns;    /* point-to-point: bytes over call (or request) durations */
+};
+
+/* A pending non-blocking request of one rank. */
+struct cs__pending {
+    uint16_t op;
+    int is_coll;
+    uint64_t comm;
+    uint32_t seq;
+    int32_t idx;       /* comm rank (collectives) */
+    int64_t t_begin;   /* aligned */
+    uint64_t bytes;
+    size_t row;        /* op row index */
+};
+
+struct cs__run {
+    char dir[4096];
+    int world;               /* world size of the run */
+    uint64_t run_id;
+    char program[CS_PROGRAM_MAX];
+    struct cs__rank *ranks;  /* [world] */
+    int32_t *ident;          /* 0..world-1, members of world without a record */
+    /* communicators */
+    struct cs__map comm_by_id;   /* (id, 0) -> struct cs__comm * */
+    struct cs__map my_rank;      /* (id, world rank) -> comm rank + 1 */
+    struct cs__comm **comms;
+    size_t ncomms, capcomms;
+    /* matching */
+    struct cs__map open;         /* (comm, seq) -> struct cs__inst * */
+    struct cs__map pending;      /* (world rank, request) -> struct cs__pending * */
+    uint64_t uncertainty_ns;     /* max rtt / 2 over all ranks */
+    /* metrics */
+    struct cs__map row_by_key;   /* (op, comm) -> row index + 1 */
+    struct cs__oprow *rows;
+    size_t nrows, caprows;
+    uint64_t matched, incomplete, unmatched_events;
+    double skew_sum_ns;
+    int64_t skew_max_ns;
+    uint64_t violations;
+    uint64_t events, dropped, unrecorded_tests;
+    int missing_reported_comm;
+    /* problems, in the order found */
+    char **problems;
+    size_t nproblems, capproblems;
+    int bad_files;           /* files skipped */
+};
+
+/* Record a problem (printf-style).  The run owns the copy. */
+void cs__problem(struct cs__run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* rundir.c: find, open and check the files of RUN_DIR; fills run.  Returns 0, or CS_ENOENT /
+ * CS_EIO when the directory cannot be read (message in err). */
+int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errlen);
+void cs__run_free(struct cs__run *run);
+
+/* match.c */
+int cs__comms_build(struct cs__run *run);
+const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id);
+void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row);
+void cs__match_rank_done(struct cs__run *run, int rank);
+void cs__match_finish(struct cs__run *run);
+
+/* metrics.c */
+size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev);
+void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete);
+void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, int64_t t_end);
+
+/* The report model: numbers only; renderers format it.  NaN means "no value" (null in JSON). */
+struct cs_report_rank {
+    int rank;
+    char host[CS_HOST_MAX];
+    double wall_s, comm_s, compute_s, wait_s;
+    uint64_t calls, bytes;
+    int partial;
+    double offset_init_s, offset_final_s, drift_ppm, rtt_s;
+};
+struct cs_report_op {
+    char op[40];
+    char comm[40];
+    int comm_size; /* 0 unknown */
+    uint64_t calls, bytes;
+    double time_s, algbw_gbps, busbw_gbps;
+};
+struct cs_report_straggler {
+    int rank;
+    char host[CS_HOST_MAX];
+    uint64_t late_arrivals;
+    double others_waited_s;
+};
+struct cs_report {
+    char dir[4096];
+    char program[CS_PROGRAM_MAX];
+    int world_size, hosts;
+    uint64_t run_id;
+    struct cs_report_rank *ranks;
+    size_t nranks;
+    struct cs_report_op *ops;
+    size_t nops;
+    uint64_t matched, incomplete;
+    double mean_skew_s, max_skew_s;
+    double load_balance, communication_efficiency, parallel_efficiency;
+    struct cs_report_straggler *stragglers;
+    size_t nstragglers;
+    double max_offset_s, uncertainty_s;
+    uint64_t violations_repaired;
+    int ranks_expected, ranks_found;
+    int *missing, *partial;
+    size_t nmissing, npartial;
+    uint64_t events, dropped_events, unrecorded_tests;
+    char **problems; /* borrowed from the run */
+    size_t nproblems;
+};
+
+/* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
+int cs__analyze(struct cs__run *run, struct cs_report *rep);
+/* Load RUN_DIR and analyze it.  Returns 0 or a negative CS_E* code (message in err). */
+int cs__analyze_dir(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
+                    size_t errlen);
+void cs__report_build(struct cs__run *run, struct cs_report *rep);
+void cs__report_free(struct cs_report *rep);
+
+/* Renderers. */
+void cs__report_text(const struct cs_report *rep, FILE *out);
+int cs__report_json(const struct cs_report *rep, FILE *out);
+
+#endif

@@ -1,0 +1,96 @@
+/* A small open-addressing hash map from a pair of 64-bit keys to a 64-bit value. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+    uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull + (a << 6) + (a >> 2));
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h;
+}
+
+static int grow(struct cs__map *m)
+{
+    size_t cap = m->cap ? 2 * m->cap : 64;
+    struct cs__map_slot *s = calloc(cap, sizeof *s);
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slot[i].used)
+            continue;
+        size_t j = mix(m->slot[i].a, m->slot[i].b) & (cap - 1);
+        while (s[j].used)
+            j = (j + 1) & (cap - 1);
+        s[j] = m->slot[i];
+    }
+    free(m->slot);
+    m->slot = s;
+    m->cap = cap;
+    return 0;
+}
+
+uint64_t *cs__map_get(const struct cs__map *m, uint64_t a, uint64_t b)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t j = mix(a, b) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
+        struct cs__map_slot *s = &m->slot[j];
+        if (!s->used)
+            return NULL;
+        if (s->a == a && s->b == b)
+            return &s->v;
+    }
+}
+
+uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
+{
+    uint64_t *v = cs__map_get(m, a, b);
+    if (v) {
+        if (fresh)
+            *fresh = 0;
+        return v;
+    }
+    /* Keep the load at most one half so probes stay short. */
+    if (2 * (m->n + 1) > m->cap && grow(m))
+        return NULL;
+    size_t j = mix(a, b) & (m->cap - 1);
+    while (m->slot[j].used)
+        j = (j + 1) & (m->cap - 1);
+    m->slot[j] = (struct cs__map_slot){.a = a, .b = b, .v = 0, .used = 1};
+    m->n++;
+    if (fresh)
+        *fresh = 1;
+    return &m->slot[j].v;
+}
+
+void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b)
+{
+    uint64_t *v = cs__map_get(m, a, b);
+    if (!v)
+        return;
+    size_t i = (size_t)((struct cs__map_slot *)(void *)((char *)v - offsetof(struct cs__map_slot, v)) -
+                        m->slot);
+    size_t mask = m->cap - 1;
+    m->slot[i].used = 0;
+    m->n--;
+    /* Backward-shift deletion: move later members of the probe run into the hole. */
+    for (size_t j = (i + 1) & mask; m->slot[j].used; j = (j + 1) & mask) {
+        size_t home = mix(m->slot[j].a, m->slot[j].b) & mask;
+        /* Entry j may move to i if i lies cyclically in [home, j). */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->slot[i] = m->slot[j];
+            m->slot[j].used = 0;
+            i = j;
+        }
+    }
+}
+
+void cs__map_free(struct cs__map *m)
+{
+    free(m->slot);
+    m->slot = NULL;
+    m->cap = m->n = 0;
+}

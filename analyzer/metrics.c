@@ -1,0 +1,340 @@
+/*
+ * Metrics: one pass over the merged event stream (cs__metrics_event), one call per collective
+ * instance (cs__metrics_instance), then the report model (cs__report_build).  Numbers only; the
+ * renderers format them.  Every formula is documented in docs/metrics.md.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static size_t row_get(struct cs__run *run, uint16_t op, uint64_t comm)
+{
+    int fresh;
+    uint64_t *v = cs__map_put(&run->row_by_key, op, comm, &fresh);
+    if (!v)
+        return SIZE_MAX;
+    if (!fresh)
+        return (size_t)(*v - 1);
+    if (run->nrows == run->caprows) {
+        size_t cap = run->caprows ? 2 * run->caprows : 32;
+        void *p = realloc(run->rows, cap * sizeof *run->rows);
+        if (!p) {
+            cs__map_del(&run->row_by_key, op, comm);
+            return SIZE_MAX;
+        }
+        run->rows = p;
+        run->caprows = cap;
+    }
+    run->rows[run->nrows] = (struct cs__oprow){.op = op, .comm = comm};
+    *v = ++run->nrows;
+    return run->nrows - 1;
+}
+
+static int is_comm_kind(enum cs_op_kind k)
+{
+    return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
+           k == CS_KIND_WAIT;
+}
+
+size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev)
+{
+    struct cs__rank *rk = &run->ranks[rank];
+    int64_t te = cs__clock_map(&rk->clk, ev->t_end);
+    if (te > rk->t_last_end)
+        rk->t_last_end = te;
+    enum cs_op_kind k = cs_op_info(ev->op)->kind;
+    if (!is_comm_kind(k))
+        return SIZE_MAX;
+    uint64_t dur = ev->t_end - ev->t_begin;
+    rk->comm_ns += dur;
+    rk->calls++;
+    rk->bytes += ev->bytes;
+    size_t row = row_get(run, ev->op, ev->comm);
+    if (row == SIZE_MAX)
+        return row;
+    struct cs__oprow *r = &run->rows[row];
+    /* A receive sends nothing: its row counts what it received. */
+    uint64_t b = (ev->op == CS_OP_RECV || ev->op == CS_OP_IRECV) ? ev->bytes_recv : ev->bytes;
+    r->calls++;
+    r->bytes += b;
+    r->time_ns += dur;
+    if (k == CS_KIND_P2P) {
+        r->p2p_bytes += (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
+        r->p2p_ns += (double)dur;
+    }
+    return row;
+}
+
+void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, int64_t t_end)
+{
+    if (p->row == SIZE_MAX || p->row >= run->nrows)
+        return;
+    struct cs__oprow *r = &run->rows[p->row];
+    r->p2p_bytes += (double)p->bytes;
+    r->p2p_ns += (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
+}
+
+void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete)
+{
+    if (!complete || in->mixed) {
+        run->incomplete++;
+        return;
+    }
+    run->matched++;
+    int32_t n = in->n;
+    enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
+    int64_t *a = in->arr;
+
+    /* Causality: in an NxN operation nobody leaves before the last member arrived.  A clock
+     * error shows as an end before a later arrival; pull those arrivals back to the earliest
+     * end, the smallest change that restores the order. */
+    if (pat == CS_PAT_NXN && n > 1) {
+        int64_t min_end = in->end[0], last = a[0];
+        for (int32_t i = 1; i < n; i++) {
+            if (in->end[i] < min_end)
+                min_end = in->end[i];
+            if (a[i] > last)
+                last = a[i];
+        }
+        if (last > min_end) {
+            run->violations++;
+            for (int32_t i = 0; i < n; i++)
+                if (a[i] > min_end)
+                    a[i] = min_end;
+        }
+    }
+
+    int32_t li = 0;
+    int64_t first = a[0], last = a[0], last_end = in->end[0];
+    uint64_t S = in->size[0];
+    for (int32_t i = 1; i < n; i++) {
+        if (a[i] < first)
+            first = a[i];
+        if (a[i] > last) {
+            last = a[i];
+            li = i;
+        }
+        if (in->end[i] > last_end)
+            last_end = in->end[i];
+        if (in->size[i] > S)
+            S = in->size[i];
+    }
+    int64_t second = INT64_MIN;
+    for (int32_t i = 0; i < n; i++)
+        if (i != li && a[i] > second)
+            second = a[i];
+    int64_t skew = last - first;
+    run->skew_sum_ns += (double)skew;
+    if (skew > run->skew_max_ns)
+        run->skew_max_ns = skew;
+
+    /* Waits by the op's pattern. */
+    int64_t others = 0, prefix = INT64_MIN;
+    for (int32_t i = 0; i < n; i++) {
+        int64_t w = 0;
+        switch (pat) {
+        case CS_PAT_NXN:
+            w = last - a[i];
+            break;
+        case CS_PAT_1TON:
+            if (in->root >= 0 && i != in->root && a[in->root] > a[i])
+                w = a[in->root] - a[i];
+            break;
+        case CS_PAT_NTO1:
+            if (i == in->root && last > a[i])
+                w = last - a[i];
+            break;
+        case CS_PAT_PREFIX:
+            if (a[i] > prefix)
+                prefix = a[i];
+            w = prefix - a[i];
+            break;
+        default:
+            break;
+        }
+        run->ranks[in->members[i]].wait_ns += w;
+        if (i != li)
+            others += w;
+    }
+    if ((pat == CS_PAT_NXN || pat == CS_PAT_NTO1) && n > 1 &&
+        last - second > (int64_t)run->uncertainty_ns) {
+        struct cs__rank *s = &run->ranks[in->members[li]];
+        s->late_arrivals++;
+        s->others_waited_ns += others;
+    }
+
+    uint64_t *rv = cs__map_get(&run->row_by_key, in->op, in->comm);
+    if (rv) {
+        struct cs__oprow *r = &run->rows[*rv - 1];
+        r->inst_bytes += (double)S;
+        r->inst_ns += (double)(last_end > last ? last_end - last : 0);
+        r->instances++;
+    }
+}
+
+/* ---- the report model ---- */
+
+static int row_cmp(const void *x, const void *y)
+{
+    const struct cs__oprow *a = x, *b = y;
+    if (a->op != b->op)
+        return a->op < b->op ? -1 : 1;
+    return a->comm < b->comm ? -1 : a->comm > b->comm;
+}
+
+static int strag_cmp(const void *x, const void *y)
+{
+    const struct cs_report_straggler *a = x, *b = y;
+    if (a->others_waited_s != b->others_waited_s)
+        return a->others_waited_s > b->others_waited_s ? -1 : 1;
+    return a->rank - b->rank;
+}
+
+static double ns_s(double ns)
+{
+    return ns / 1e9;
+}
+
+void cs__report_build(struct cs__run *run, struct cs_report *rep)
+{
+    *rep = (struct cs_report){0};
+    snprintf(rep->dir, sizeof rep->dir, "%s", run->dir);
+    snprintf(rep->program, sizeof rep->program, "%s", run->program);
+    rep->world_size = run->world;
+    rep->run_id = run->run_id;
+    size_t w = run->world > 0 ? (size_t)run->world : 0;
+    rep->ranks = calloc(w + 1, sizeof *rep->ranks);
+    rep->stragglers = calloc(w + 1, sizeof *rep->stragglers);
+    rep->missing = calloc(w + 1, sizeof *rep->missing);
+    rep->partial = calloc(w + 1, sizeof *rep->partial);
+    rep->ops = calloc(run->nrows + 1, sizeof *rep->ops);
+    if (!rep->ranks || !rep->stragglers || !rep->missing || !rep->partial || !rep->ops) {
+        cs__problem(run, "out of memory building the report");
+        cs__report_free(rep);
+        rep->problems = run->problems;
+        rep->nproblems = run->nproblems;
+        return;
+    }
+
+    double max_off = 0, sum_compute = 0, max_compute = 0, max_wall = 0;
+    uint64_t rtt = 0;
+    for (int r = 0; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present) {
+            rep->missing[rep->nmissing++] = r;
+            continue;
+        }
+        const struct cs_file_header *h = rk->h;
+        const struct cs_reader_stats *st = cs_reader_stats(rk->rd);
+        struct cs_report_rank *o = &rep->ranks[rep->nranks++];
+        o->rank = r;
+        snprintf(o->host, sizeof o->host, "%s", h->host);
+        int64_t t_end = (!st->partial && h->t_finalize) ? cs__clock_map(&rk->clk, h->t_finalize)
+                                                         : rk->t_last_end;
+        int64_t wall = t_end > rk->t_first ? t_end - rk->t_first : 0;
+        o->wall_s = ns_s((double)wall);
+        o->comm_s = ns_s((double)(rk->comm_ns + h->unrecorded_test_ns));
+        o->compute_s = o->wall_s - o->comm_s;
+        o->wait_s = ns_s((double)rk->wait_ns);
+        o->calls = rk->calls;
+        o->bytes = rk->bytes;
+        o->partial = st->partial;
+        o->offset_init_s = h->clock[0].valid ? ns_s((double)h->clock[0].offset_ns) : NAN;
+        o->offset_final_s = h->clock[1].valid ? ns_s((double)h->clock[1].offset_ns) : NAN;
+        o->drift_ppm = rk->clk.valid == 2 ? cs__clock_drift_ppm(&rk->clk) : NAN;
+        o->rtt_s = rk->clk.valid ? ns_s((double)rk->clk.rtt_max) : NAN;
+        for (int i = 0; i < 2; i++)
+            if (h->clock[i].valid && fabs((double)h->clock[i].offset_ns) > max_off)
+                max_off = fabs((double)h->clock[i].offset_ns);
+        if (rk->clk.rtt_max > rtt)
+            rtt = rk->clk.rtt_max;
+        if (st->partial)
+            rep->partial[rep->npartial++] = r;
+        rep->events += st->events;
+        rep->dropped_events += h->dropped;
+        rep->unrecorded_tests += h->unrecorded_tests;
+        sum_compute += o->compute_s;
+        if (o->compute_s > max_compute)
+            max_compute = o->compute_s;
+        if (o->wall_s > max_wall)
+            max_wall = o->wall_s;
+        if (rk->late_arrivals) {
+            struct cs_report_straggler *s = &rep->stragglers[rep->nstragglers++];
+            s->rank = r;
+            snprintf(s->host, sizeof s->host, "%s", h->host);
+            s->late_arrivals = rk->late_arrivals;
+            s->others_waited_s = ns_s((double)rk->others_waited_ns);
+        }
+    }
+    qsort(rep->stragglers, rep->nstragglers, sizeof *rep->stragglers, strag_cmp);
+    rep->ranks_expected = run->world;
+    rep->ranks_found = (int)rep->nranks;
+    for (size_t i = 0; i < rep->nranks; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = strcmp(rep->ranks[i].host, rep->ranks[j].host) == 0;
+        rep->hosts += !dup;
+    }
+
+    /* POP efficiencies (no value when there is no compute or no wall time). */
+    double mean_compute = rep->nranks ? sum_compute / (double)rep->nranks : NAN;
+    rep->load_balance = max_compute > 0 ? mean_compute / max_compute : NAN;
+    rep->communication_efficiency = max_wall > 0 ? max_compute / max_wall : NAN;
+    rep->parallel_efficiency = rep->load_balance * rep->communication_efficiency;
+
+    qsort(run->rows, run->nrows, sizeof *run->rows, row_cmp);
+    for (size_t i = 0; i < run->nrows; i++) {
+        const struct cs__oprow *r = &run->rows[i];
+        struct cs_report_op *o = &rep->ops[rep->nops++];
+        const struct cs_op_info *oi = cs_op_info(r->op);
+        const struct cs__comm *c = cs__comm_get(run, r->comm);
+        snprintf(o->op, sizeof o->op, "%s", cs_op_name(r->op));
+        if (r->comm == CS_COMM_WORLD_ID)
+            snprintf(o->comm, sizeof o->comm, "world");
+        else if (r->comm >= CS_COMM_SELF_BASE && r->comm < CS_COMM_SELF_BASE + (1ull << 32))
+            snprintf(o->comm, sizeof o->comm, "self");
+        else
+            snprintf(o->comm, sizeof o->comm, "comm-%016" PRIx64, r->comm);
+        o->comm_size = c ? c->size : 0;
+        o->calls = r->calls;
+        o->bytes = r->bytes;
+        o->time_s = ns_s((double)r->time_ns);
+        o->algbw_gbps = o->busbw_gbps = NAN;
+        if (oi->kind == CS_KIND_COLL || oi->kind == CS_KIND_ICOLL) {
+            if (r->inst_ns > 0) {
+                o->algbw_gbps = r->inst_bytes / r->inst_ns; /* bytes/ns = GB/s */
+                o->busbw_gbps = o->algbw_gbps * cs_op_busbw_factor(r->op, o->comm_size);
+            }
+        } else if (oi->kind == CS_KIND_P2P || oi->kind == CS_KIND_IP2P) {
+            if (r->p2p_ns > 0)
+                o->algbw_gbps = o->busbw_gbps = r->p2p_bytes / r->p2p_ns;
+        }
+    }
+
+    rep->matched = run->matched;
+    rep->incomplete = run->incomplete;
+    rep->mean_skew_s = run->matched ? ns_s(run->skew_sum_ns / (double)run->matched) : NAN;
+    rep->max_skew_s = run->matched ? ns_s((double)run->skew_max_ns) : NAN;
+    rep->max_offset_s = ns_s(max_off);
+    rep->uncertainty_s = ns_s((double)rtt / 2);
+    rep->violations_repaired = run->violations;
+    rep->problems = run->problems;
+    rep->nproblems = run->nproblems;
+}
+
+void cs__report_free(struct cs_report *rep)
+{
+    free(rep->ranks);
+    free(rep->stragglers);
+    free(rep->missing);
+    free(rep->partial);
+    free(rep->ops);
+    rep->ranks = NULL;
+    rep->stragglers = NULL;
+    rep->missing = rep->partial = NULL;
+    rep->ops = NULL;
+    rep->nranks = rep->nstragglers = rep->nmissing = rep->npartial = rep->nops = 0;
+}

@@ -1,0 +1,664 @@
+/* Reading and validating one rank's trace file (format in include/commscope/trace.h). */
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commscope/ops.h"
+
+#define KNOWN_FILE_FLAGS                                                                           \
+    (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS)
+#define KNOWN_EVENT_FLAGS 0x7fu
+/* A world larger than this is a corrupted header, not a job. */
+#define MAX_WORLD (1 << 24)
+
+struct blk {
+    uint64_t off; /* file offset of the block header */
+    uint64_t seq;
+    uint32_t used;
+    uint16_t thread;
+};
+
+struct cursor {
+    const struct cs_event *ev;  /* next event of this thread, NULL when done */
+    const struct cs_event *end; /* end of the current block's committed events */
+    size_t bi, bend;            /* current block index into r->blk and one past its last */
+};
+
+struct cs_reader {
+    char name[256];
+    const unsigned char *map;
+    size_t size;
+    struct cs_file_header hdr;
+    struct cs_reader_stats st;
+    struct blk *blk; /* event blocks, sorted by (thread, seq) */
+    size_t nblk;
+    const struct cs_comm_record **comm;
+    size_t ncomm, capcomm;
+    struct cursor *cur;
+    size_t ncur;
+};
+
+const char *cs_strerror(int err)
+{
+    switch (err) {
+#define X(name, value, msg)                                                                        \
+    case value:                                                                                    \
+        return msg;
+        CS_ERROR_MAP(X)
+#undef X
+    case 0:
+        return "success";
+    default:
+        return "unknown error";
+    }
+}
+
+const char *cs_err_name(int err)
+{
+    switch (err) {
+#define X(name, value, msg)                                                                        \
+    case value:                                                                                    \
+        return "CS_" #name;
+        CS_ERROR_MAP(X)
+#undef X
+    case 0:
+        return "CS_OK";
+    default:
+        return "CS_E?";
+    }
+}
+
+/* ---- CRC-32, slicing by 8 (same polynomial and conventions as cs_crc32) ---- */
+
+static uint32_t crc_tab[8][256];
+static int crc_ready;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc_tab[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+    /* Idempotent: racing initialisers store the same values. */
+    __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
+}
+
+uint32_t cs_reader_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
+        crc_init();
+    const unsigned char *p = buf;
+    crc = ~crc;
+    while (len && ((uintptr_t)p & 7)) {
+        crc = crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+        len--;
+    }
+    while (len >= 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+        lo ^= crc; /* little-endian hosts only, like the format */
+        crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^ crc_tab[5][(lo >> 16) & 0xff] ^
+              crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
+              crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        crc = crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* CRC of len bytes at p with the 4-byte field at field_off counted as zero. */
+static uint32_t crc_without_field(const unsigned char *p, size_t len, size_t field_off)
+{
+    static const unsigned char zero[4];
+    uint32_t c = cs_reader_crc32(0, p, field_off);
+    c = cs_reader_crc32(c, zero, 4);
+    return cs_reader_crc32(c, p + field_off + 4, len - field_off - 4);
+}
+
+/* ---- errors ---- */
+
+static int fail(const struct cs_reader *r, char *err, size_t errlen, int code, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+
+static int fail(const struct cs_reader *r, char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        int n = snprintf(err, errlen, "%s: ", r->name);
+        if (n < 0 || (size_t)n >= errlen)
+            n = 0;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int terminated(const char *s, size_t n)
+{
+    return memchr(s, '\0', n) != NULL;
+}
+
+static int all_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* ---- header ---- */
+
+static int check_header(struct cs_reader *r, char *err, size_t errlen)
+{
+    const struct cs_file_header *h = &r->hdr;
+    if (r->size == 0)
+        return fail(r, err, errlen, CS_EEMPTY, "empty file (0 bytes), not a commscope trace");
+    size_t have = r->size < 8 ? r->size : 8;
+    if (memcmp(r->map, CS_TRACE_MAGIC, have) != 0) {
+        char shown[40];
+        size_t k = 0;
+        for (size_t i = 0; i < have && k + 5 < sizeof shown; i++) {
+            unsigned char c = r->map[i];
+            if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+                shown[k++] = (char)c;
+            else
+                k += (size_t)snprintf(shown + k, sizeof shown - k, "\\x%02x", c);
+        }
+        shown[k] = '\0';
+        return fail(r, err, errlen, CS_EFORMAT, "not a commscope trace (magic \"%s\" at byte 0)",
+                    shown);
+    }
+    if (r->size < CS_HEADER_SIZE)
+        return fail(r, err, errlen, CS_ETRUNC, "truncated at byte %zu of at least %u (header)",
+                    r->size, CS_HEADER_SIZE);
+    memcpy(&r->hdr, r->map, sizeof r->hdr);
+    if (h->version != CS_TRACE_VERSION)
+        return fail(r, err, errlen, CS_EVERSION,
+                    "trace format version %" PRIu32 ", this analyzer reads version %u (byte 8)",
+                    h->version, CS_TRACE_VERSION);
+    if (h->header_size != CS_HEADER_SIZE || h->block_size != CS_BLOCK_SIZE ||
+        h->event_size != CS_EVENT_SIZE)
+        return fail(r, err, errlen, CS_ESIZE,
+                    "header/block/event sizes %" PRIu32 "/%" PRIu32 "/%" PRIu32
+                    ", expected %u/%u/%u (byte 12)",
+                    h->header_size, h->block_size, h->event_size, CS_HEADER_SIZE, CS_BLOCK_SIZE,
+                    CS_EVENT_SIZE);
+    size_t crc_off = offsetof(struct cs_file_header, header_crc);
+    int partial = (h->flags & CS_FLAG_PARTIAL) != 0;
+    if (h->header_crc != 0) {
+        uint32_t c = crc_without_field(r->map, CS_HEADER_SIZE, crc_off);
+        if (c != h->header_crc)
+            return fail(r, err, errlen, CS_ECRC,
+                        "header CRC mismatch (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")",
+                        h->header_crc, c);
+    } else if (!partial) {
+        return fail(r, err, errlen, CS_EHEADER,
+                    "closed file (partial flag clear) without a header CRC (byte %zu)", crc_off);
+    }
+    if (h->flags & ~(uint32_t)KNOWN_FILE_FLAGS)
+        return fail(r, err, errlen, CS_EHEADER, "unknown header flags 0x%" PRIx32 " (byte %zu)",
+                    h->flags & ~(uint32_t)KNOWN_FILE_FLAGS,
+                    offsetof(struct cs_file_header, flags));
+    if (h->world_size < 1 || h->world_size > MAX_WORLD)
+        return fail(r, err, errlen, CS_EHEADER, "world size %" PRId32 " out of range 1..%d",
+                    h->world_size, MAX_WORLD);
+    if (h->rank < 0 || h->rank >= h->world_size)
+        return fail(r, err, errlen, CS_EHEADER, "rank %" PRId32 " out of range 0..%" PRId32,
+                    h->rank, h->world_size - 1);
+    if (!terminated(h->host, sizeof h->host) || !terminated(h->program, sizeof h->program) ||
+        !terminated(h->note, sizeof h->note))
+        return fail(r, err, errlen, CS_EHEADER, "host, program or note not NUL-terminated");
+    for (int i = 0; i < 2; i++)
+        if (h->clock[i].valid > 1)
+            return fail(r, err, errlen, CS_EHEADER, "clock sample %d: valid flag %" PRIu32
+                        " is neither 0 nor 1", i, h->clock[i].valid);
+    if (!partial && h->t_finalize != 0 && h->t_finalize < h->t_init)
+        return fail(r, err, errlen, CS_EHEADER,
+                    "t_finalize %" PRIu64 " before t_init %" PRIu64, h->t_finalize, h->t_init);
+    if (!all_zero(r->map + sizeof *h, CS_HEADER_SIZE - sizeof *h))
+        return fail(r, err, errlen, CS_EHEADER, "header padding not zero (bytes %zu..%u)",
+                    sizeof *h, CS_HEADER_SIZE - 1);
+    if (!partial) {
+        uint64_t nb = h->blocks;
+        if (nb > (UINT64_MAX - CS_HEADER_SIZE) / CS_BLOCK_SIZE)
+            return fail(r, err, errlen, CS_EHEADER, "block count %" PRIu64 " impossible", nb);
+        uint64_t want = CS_HEADER_SIZE + nb * CS_BLOCK_SIZE;
+        if (r->size < want) {
+            uint64_t whole = (r->size - CS_HEADER_SIZE) / CS_BLOCK_SIZE;
+            return fail(r, err, errlen, CS_ETRUNC,
+                        "truncated at byte %zu of %" PRIu64 " (block %" PRIu64 " of %" PRIu64 ")",
+                        r->size, want, whole, nb);
+        }
+        if (r->size > want)
+            return fail(r, err, errlen, CS_ESIZE,
+                        "%" PRIu64 " unexpected bytes after the last of %" PRIu64
+                        " blocks (file has %zu bytes, expected %" PRIu64 ")",
+                        (uint64_t)r->size - want, nb, r->size, want);
+    }
+    return 0;
+}
+
+/* ---- blocks ---- */
+
+static int add_comm(struct cs_reader *r, const struct cs_comm_record *c)
+{
+    if (r->ncomm == r->capcomm) {
+        size_t cap = r->capcomm ? 2 * r->capcomm : 16;
+        void *p = realloc(r->comm, cap * sizeof *r->comm);
+        if (!p)
+            return CS_ENOMEM;
+        r->comm = p;
+        r->capcomm = cap;
+    }
+    r->comm[r->ncomm++] = c;
+    return 0;
+}
+
+static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t used,
+                       char *err, size_t errlen)
+{
+    const unsigned char *base = r->map + off + sizeof(struct cs_block_header);
+    int32_t world = r->hdr.world_size;
+    uint32_t pos = 0;
+    for (unsigned k = 0; pos < used; k++) {
+        uint64_t at = off + sizeof(struct cs_block_header) + pos;
+        if (used - pos < sizeof(struct cs_comm_record))
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": only %" PRIu32
+                        " bytes left, a record needs %zu (byte %" PRIu64 ")",
+                        k, bi, used - pos, sizeof(struct cs_comm_record), at);
+        const struct cs_comm_record *c = (const void *)(base + pos);
+        if (c->record_bytes < sizeof *c || c->record_bytes % 8 || c->record_bytes > used - pos)
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": length %" PRIu32
+                        " overflows the %" PRIu32 " bytes left or is not a multiple of 8 >= 48"
+                        " (byte %" PRIu64 ")",
+                        k, bi, c->record_bytes, used - pos, at);
+        if (c->kind != CS_COMM_MPI && c->kind != CS_COMM_NCCL)
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": unknown kind %u (byte %" PRIu64 ")",
+                        k, bi, (unsigned)c->kind, at);
+        if (c->op != 0 && !cs_op_info(c->op)->name)
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")",
+                        k, bi, (unsigned)c->op, at);
+        if (c->id == 0)
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": id 0 (byte %" PRIu64 ")", k, bi, at);
+        if (c->size < 1 || c->size > world ||
+            (uint64_t)c->size * 4 > c->record_bytes - sizeof *c)
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": size %" PRId32
+                        " does not fit the world (%" PRId32 ") or the record (%" PRIu32
+                        " bytes) (byte %" PRIu64 ")",
+                        k, bi, c->size, world, c->record_bytes, at);
+        if (c->my_rank < 0 || c->my_rank >= c->size)
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": my_rank %" PRId32
+                        " out of range 0..%" PRId32 " (byte %" PRIu64 ")",
+                        k, bi, c->my_rank, c->size - 1, at);
+        if (c->members[c->my_rank] != r->hdr.rank)
+            return fail(r, err, errlen, CS_ECOMM,
+                        "comm record %u in block %" PRIu64 ": member %" PRId32 " is world rank %"
+                        PRId32 ", not this file's rank %" PRId32 " (byte %" PRIu64 ")",
+                        k, bi, c->my_rank, c->members[c->my_rank], r->hdr.rank, at);
+        /* Distinct members in range: a bitmap of the world, allocated only when needed. */
+        unsigned char *seen = calloc((size_t)world / 8 + 1, 1);
+        if (!seen)
+            return fail(r, err, errlen, CS_ENOMEM, "out of memory checking comm record %u", k);
+        for (int32_t i = 0; i < c->size; i++) {
+            int32_t m = c->members[i];
+            if (m < 0 || m >= world || (seen[m / 8] & (1u << (m % 8)))) {
+                free(seen);
+                return fail(r, err, errlen, CS_ECOMM,
+                            "comm record %u in block %" PRIu64 ": member %" PRId32
+                            " is world rank %" PRId32 ", out of range or repeated (byte %" PRIu64
+                            ")",
+                            k, bi, i, m, at);
+            }
+            seen[m / 8] |= (unsigned char)(1u << (m % 8));
+        }
+        free(seen);
+        if (add_comm(r, c))
+            return fail(r, err, errlen, CS_ENOMEM, "out of memory reading comm records");
+        pos += c->record_bytes;
+    }
+    return 0;
+}
+
+static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t used, char *err,
+                        size_t errlen)
+{
+    const struct cs_event *ev = (const void *)(r->map + off + sizeof(struct cs_block_header));
+    int32_t world = r->hdr.world_size;
+    for (uint32_t k = 0; k < used; k++) {
+        const struct cs_event *e = &ev[k];
+        uint64_t at = off + sizeof(struct cs_block_header) + (uint64_t)k * CS_EVENT_SIZE;
+        const struct cs_op_info *oi = cs_op_info(e->op);
+        if (e->op == CS_OP_NONE || !oi->name)
+            return fail(r, err, errlen, CS_EEVENT,
+                        "event %" PRIu32 " in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")",
+                        k, bi, (unsigned)e->op, at);
+        if (e->t_end < e->t_begin)
+            return fail(r, err, errlen, CS_EEVENT,
+                        "event %" PRIu32 " in block %" PRIu64 ": t_end before t_begin (%" PRIu64
+                        " < %" PRIu64 ", byte %" PRIu64 ")",
+                        k, bi, e->t_end, e->t_begin, at);
+        if (e->flags & ~KNOWN_EVENT_FLAGS)
+            return fail(r, err, errlen, CS_EEVENT,
+                        "event %" PRIu32 " in block %" PRIu64 ": unknown flags 0x%x (byte %" PRIu64
+                        ")",
+                        k, bi, (unsigned)(e->flags & ~KNOWN_EVENT_FLAGS), at);
+        if (e->peer < -1 || e->peer >= world)
+            return fail(r, err, errlen, CS_EEVENT,
+                        "event %" PRIu32 " in block %" PRIu64 ": peer %" PRId32
+                        " out of range -1..%" PRId32 " (byte %" PRIu64 ")",
+                        k, bi, e->peer, world - 1, at);
+        if ((oi->kind == CS_KIND_COLL || oi->kind == CS_KIND_ICOLL) && e->comm == 0)
+            return fail(r, err, errlen, CS_EEVENT,
+                        "event %" PRIu32 " in block %" PRIu64 ": collective %s without a"
+                        " communicator (byte %" PRIu64 ")",
+                        k, bi, oi->name, at);
+        if ((oi->kind == CS_KIND_ICOLL || oi->kind == CS_KIND_IP2P || oi->kind == CS_KIND_DONE) &&
+            e->request == 0)
+            return fail(r, err, errlen, CS_EEVENT,
+                        "event %" PRIu32 " in block %" PRIu64 ": %s without a request id (byte %"
+                        PRIu64 ")",
+                        k, bi, oi->name, at);
+    }
+    return 0;
+}
+
+static int add_blk(struct cs_reader *r, size_t *cap, const struct blk *b)
+{
+    if (r->nblk == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        void *p = realloc(r->blk, c * sizeof *r->blk);
+        if (!p)
+            return CS_ENOMEM;
+        r->blk = p;
+        *cap = c;
+    }
+    r->blk[r->nblk++] = *b;
+    return 0;
+}
+
+static int blk_cmp(const void *a, const void *b)
+{
+    const struct blk *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return 0;
+}
+
+static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
+{
+    int partial = r->st.partial;
+    uint64_t region = r->size - CS_HEADER_SIZE;
+    uint64_t nb = partial ? region / CS_BLOCK_SIZE : r->hdr.blocks;
+    if (partial)
+        r->st.trailing_bytes = region % CS_BLOCK_SIZE;
+    size_t cap = 0;
+    for (uint64_t i = 0; i < nb;) {
+        uint64_t off = CS_HEADER_SIZE + i * CS_BLOCK_SIZE;
+        struct cs_block_header bh;
+        memcpy(&bh, r->map + off, sizeof bh);
+        if (bh.magic == 0) {
+            if (!all_zero(r->map + off, CS_BLOCK_SIZE))
+                return fail(r, err, errlen, CS_EBLOCK,
+                            "block %" PRIu64 " has no block magic but is not empty (byte %" PRIu64
+                            ")",
+                            i, off);
+            if (!partial)
+                return fail(r, err, errlen, CS_EBLOCK,
+                            "block %" PRIu64 " is unclaimed (all zero) in a closed file (byte %"
+                            PRIu64 ")",
+                            i, off);
+            r->st.empty_blocks++;
+            r->st.blocks++;
+            i++;
+            continue;
+        }
+        if (bh.magic != CS_BLOCK_MAGIC)
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "block %" PRIu64 ": bad block magic 0x%08" PRIx32 " (byte %" PRIu64 ")", i,
+                        bh.magic, off);
+        if (bh.kind != CS_BLOCK_EVENTS && bh.kind != CS_BLOCK_COMMS)
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "block %" PRIu64 ": unknown kind %u (byte %" PRIu64 ")", i,
+                        (unsigned)bh.kind, off + 4);
+        if (bh.span < 1 || (bh.kind == CS_BLOCK_EVENTS && bh.span != 1) || bh.span > nb - i) {
+            /* A spanning block cut short by a crash is the partial file's torn tail. */
+            if (partial && bh.span > nb - i && bh.kind == CS_BLOCK_COMMS) {
+                r->st.trailing_bytes += (nb - i) * CS_BLOCK_SIZE;
+                break;
+            }
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "block %" PRIu64 ": span %" PRIu32 " invalid (%" PRIu64
+                        " blocks remain, event blocks span 1) (byte %" PRIu64 ")",
+                        i, bh.span, nb - i, off + 16);
+        }
+        uint64_t len = (uint64_t)bh.span * CS_BLOCK_SIZE;
+        if (bh.crc != 0) {
+            uint32_t c = crc_without_field(r->map + off, len, offsetof(struct cs_block_header, crc));
+            if (c != bh.crc)
+                return fail(r, err, errlen, CS_ECRC,
+                            "block %" PRIu64 " CRC mismatch (byte %" PRIu64 ")", i, off);
+        } else if (!partial) {
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "block %" PRIu64 " not sealed (CRC 0) in a closed file (byte %" PRIu64 ")",
+                        i, off + 12);
+        } else {
+            r->st.unsealed_blocks++;
+        }
+        if (!all_zero(bh.reserved, sizeof bh.reserved))
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "block %" PRIu64 ": reserved bytes not zero (byte %" PRIu64 ")", i,
+                        off + 32);
+        uint64_t cap_units = bh.kind == CS_BLOCK_EVENTS ? CS_EVENTS_PER_BLOCK
+                                                        : len - sizeof(struct cs_block_header);
+        if (bh.used > cap_units)
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "block %" PRIu64 ": used %" PRIu32 " exceeds its capacity %" PRIu64
+                        " (byte %" PRIu64 ")",
+                        i, bh.used, cap_units, off + 8);
+        int rc;
+        if (bh.kind == CS_BLOCK_EVENTS) {
+            rc = check_events(r, i, off, bh.used, err, errlen);
+            if (rc)
+                return rc;
+            struct blk b = {.off = off, .seq = bh.seq, .used = bh.used, .thread = bh.thread};
+            if (add_blk(r, &cap, &b))
+                return fail(r, err, errlen, CS_ENOMEM, "out of memory indexing blocks");
+            r->st.events += bh.used;
+            r->st.event_blocks++;
+        } else {
+            rc = check_comms(r, i, off, bh.used, err, errlen);
+            if (rc)
+                return rc;
+            r->st.comm_blocks++;
+        }
+        r->st.blocks += bh.span;
+        i += bh.span;
+    }
+    if (!partial && r->st.events != r->hdr.events)
+        return fail(r, err, errlen, CS_EHEADER,
+                    "header says %" PRIu64 " events, the blocks hold %" PRIu64, r->hdr.events,
+                    r->st.events);
+    qsort(r->blk, r->nblk, sizeof *r->blk, blk_cmp);
+    for (size_t i = 1; i < r->nblk; i++)
+        if (r->blk[i].thread == r->blk[i - 1].thread && r->blk[i].seq == r->blk[i - 1].seq)
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "blocks at bytes %" PRIu64 " and %" PRIu64 " both claim thread %u block %"
+                        PRIu64,
+                        r->blk[i - 1].off, r->blk[i].off, (unsigned)r->blk[i].thread,
+                        r->blk[i].seq);
+    /* One cursor per thread. */
+    size_t nthr = 0;
+    for (size_t i = 0; i < r->nblk; i++)
+        if (i == 0 || r->blk[i].thread != r->blk[i - 1].thread)
+            nthr++;
+    r->cur = calloc(nthr ? nthr : 1, sizeof *r->cur);
+    if (!r->cur)
+        return fail(r, err, errlen, CS_ENOMEM, "out of memory");
+    r->ncur = nthr;
+    r->st.threads = (unsigned)nthr;
+    r->st.comms = r->ncomm;
+    size_t t = 0;
+    for (size_t i = 0; i < r->nblk; i++) {
+        if (i == 0 || r->blk[i].thread != r->blk[i - 1].thread) {
+            r->cur[t].bi = i;
+            t++;
+        }
+        r->cur[t - 1].bend = i + 1;
+    }
+    cs_reader_rewind(r);
+    return 0;
+}
+
+/* ---- public ---- */
+
+int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct cs_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return CS_ENOMEM;
+    }
+    const char *slash = strrchr(path, '/');
+    snprintf(r->name, sizeof r->name, "%s", slash ? slash + 1 : path);
+    int rc = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = fail(r, err, errlen, errno == ENOENT ? CS_ENOENT : CS_EIO, "cannot open: %s",
+                  strerror(errno));
+        goto out;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        rc = fail(r, err, errlen, CS_EIO, "not a regular file");
+        close(fd);
+        goto out;
+    }
+    r->size = (size_t)sb.st_size;
+    if (r->size) {
+        void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            rc = fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", r->size,
+                      strerror(errno));
+            close(fd);
+            goto out;
+        }
+        r->map = m;
+    }
+    close(fd);
+    rc = check_header(r, err, errlen);
+    if (rc)
+        goto out;
+    r->st.partial = (r->hdr.flags & CS_FLAG_PARTIAL) != 0;
+    rc = check_blocks(r, err, errlen);
+out:
+    if (rc) {
+        cs_reader_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void cs_reader_close(struct cs_reader *r)
+{
+    if (!r)
+        return;
+    if (r->map)
+        munmap((void *)r->map, r->size);
+    free(r->blk);
+    free(r->comm);
+    free(r->cur);
+    free(r);
+}
+
+const struct cs_file_header *cs_reader_header(const struct cs_reader *r)
+{
+    return &r->hdr;
+}
+
+const struct cs_reader_stats *cs_reader_stats(const struct cs_reader *r)
+{
+    return &r->st;
+}
+
+const char *cs_reader_name(const struct cs_reader *r)
+{
+    return r->name;
+}
+
+const struct cs_comm_record *cs_reader_comm(const struct cs_reader *r, size_t i)
+{
+    return i < r->ncomm ? r->comm[i] : NULL;
+}
+
+/* Point cursor c at the first committed event of block bi or a later block of its thread. */
+static void cursor_seek(const struct cs_reader *r, struct cursor *c, size_t bi)
+{
+    for (; bi < c->bend; bi++) {
+        const struct blk *b = &r->blk[bi];
+        if (b->used) {
+            c->bi = bi;
+            c->ev = (const void *)(r->map + b->off + sizeof(struct cs_block_header));
+            c->end = c->ev + b->used;
+            return;
+        }
+    }
+    c->bi = c->bend;
+    c->ev = c->end = NULL;
+}
+
+void cs_reader_rewind(struct cs_reader *r)
+{
+    size_t start = 0;
+    for (size_t t = 0; t < r->ncur; t++) {
+        struct cursor *c = &r->cur[t];
+        /* bi was moved by iteration; each thread's range starts where the previous ended. */
+        cursor_seek(r, c, start);
+        start = c->bend;
+    }
+}
+
+const struct cs_event *cs_reader_next(struct cs_reader *r)
+{
+    struct cursor *best = NULL;
+    /* Threads are few (usually one), so a linear scan beats a heap here. */
+    for (size_t t = 0; t < r->ncur; t++) {
+        struct cursor *c = &r->cur[t];
+        if (c->ev && (!best || c->ev->t_begin < best->ev->t_begin))
+            best = c;
+    }
+    if (!best)
+        return NULL;
+    const struct cs_event *e = best->ev++;
+    if (best->ev == best->end)
+        cursor_seek(r, best, best->bi + 1);
+    return e;
+}

@@ -1,0 +1,107 @@
+/*
+ * The trace reader: opens one rank-NNNNN.cst file (include/commscope/trace.h), validates all of it
+ * and hands out its events.  Used by the analyzer and by the tests; public within the project.
+ *
+ * The file is mapped read-only and validated completely by cs_reader_open() (header, every block
+ * header, every CRC, every event, every communicator record), so later calls cannot fail.  Memory
+ * beyond the mapping is one small entry per block and per communicator record; the events stay in
+ * the page cache.
+ */
+#ifndef COMMSCOPE_ANALYZER_READER_H
+#define COMMSCOPE_ANALYZER_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commscope/trace.h"
+
+/*
+ * Error codes of the analyzer, their names and messages, from one table (libuv style).  Functions
+ * return 0 or one of these (negative); the specific sentence goes into the caller's buffer.
+ */
+#define CS_ERROR_MAP(X)                                                                            \
+    X(EIO, -1, "input/output error")                                                               \
+    X(ENOMEM, -2, "out of memory")                                                                 \
+    X(ENOENT, -3, "no such file or directory")                                                     \
+    X(EEMPTY, -4, "empty file")                                                                    \
+    X(EFORMAT, -5, "not a commscope trace")                                                        \
+    X(EVERSION, -6, "unsupported trace format version")                                            \
+    X(ESIZE, -7, "unexpected record or block size")                                                \
+    X(ETRUNC, -8, "truncated trace")                                                               \
+    X(ECRC, -9, "checksum mismatch")                                                               \
+    X(EHEADER, -10, "invalid file header")                                                         \
+    X(EBLOCK, -11, "invalid block")                                                                \
+    X(EEVENT, -12, "invalid event record")                                                         \
+    X(ECOMM, -13, "invalid communicator record")                                                   \
+    X(ERUN, -14, "file belongs to another run")                                                    \
+    X(EDUP, -15, "duplicate rank")                                                                 \
+    X(EUSAGE, -16, "usage error")
+
+enum cs_error {
+#define X(name, value, msg) CS_##name = value,
+    CS_ERROR_MAP(X)
+#undef X
+};
+
+/* Static message for error code `err` ("unknown error" for others).  Never NULL. */
+const char *cs_strerror(int err);
+/* Static name of error code `err` ("CS_ETRUNC"), "CS_OK" for 0, "CS_E?" for others. */
+const char *cs_err_name(int err);
+
+/* What cs_reader_open() found besides the events. */
+struct cs_reader_stats {
+    int partial;               /* CS_FLAG_PARTIAL was set: the rank did not close its trace */
+    uint64_t events;           /* event records recovered (all committed, validated records) */
+    uint64_t blocks;           /* blocks examined (a spanning block counts its span) */
+    uint64_t event_blocks;     /* event blocks */
+    uint64_t comm_blocks;      /* communicator-table blocks (each counted once) */
+    uint64_t empty_blocks;     /* unclaimed all-zero blocks skipped (partial files only) */
+    uint64_t unsealed_blocks;  /* blocks without CRC accepted structurally (partial files only) */
+    uint64_t trailing_bytes;   /* bytes after the last whole block, ignored (partial files only) */
+    uint64_t comms;            /* communicator records */
+    unsigned threads;          /* recording threads seen */
+};
+
+struct cs_reader;
+
+/*
+ * Open and validate the trace at `path`.  On success returns 0 and sets *out to a reader the
+ * caller owns (free it with cs_reader_close()).  On failure returns a negative CS_E* code, sets
+ * *out to NULL and writes one sentence naming the file and the place into err[errlen], e.g.
+ * "rank-00003.cst: truncated at byte 4096 of 20480 (block 0 of 1)".
+ */
+int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t errlen);
+
+/* Release the reader and its mapping.  NULL is allowed. */
+void cs_reader_close(struct cs_reader *r);
+
+/* The file header (a copy owned by the reader; valid until cs_reader_close()). */
+const struct cs_file_header *cs_reader_header(const struct cs_reader *r);
+
+/* Statistics of the file (owned by the reader). */
+const struct cs_reader_stats *cs_reader_stats(const struct cs_reader *r);
+
+/* The file's base name, as used in messages (owned by the reader). */
+const char *cs_reader_name(const struct cs_reader *r);
+
+/*
+ * Communicator record i (0 <= i < cs_reader_stats(r)->comms), validated: record_bytes fits,
+ * 1 <= size, 0 <= my_rank < size, members are distinct world ranks, members[my_rank] is this
+ * rank.  Points into the mapping; valid until cs_reader_close().
+ */
+const struct cs_comm_record *cs_reader_comm(const struct cs_reader *r, size_t i);
+
+/*
+ * The next event, or NULL at the end.  Each thread's events come in recording order (blocks by
+ * sequence number, then position in the block); the threads are merged by t_begin.  The pointer
+ * points into the mapping and stays valid until cs_reader_close().
+ */
+const struct cs_event *cs_reader_next(struct cs_reader *r);
+
+/* Start again from the first event. */
+void cs_reader_rewind(struct cs_reader *r);
+
+/* CRC-32 (same values as cs_crc32()), slicing-by-8 so validation keeps up with the disk. */
+uint32_t cs_reader_crc32(uint32_t crc, const void *buf, size_t len);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * The text renderer: mpiP-style sections that start with "@---" so they are easy to grep and
+ * diff.  Formatting only, no computation.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+/* A number or "-" when it has no value. */
+static const char *num(char *buf, size_t n, const char *fmt, double v)
+{
+    if (isfinite(v))
+        snprintf(buf, n, fmt, v);
+    else
+        snprintf(buf, n, "-");
+    return buf;
+}
+
+void cs__report_text(const struct cs_report *rep, FILE *out)
+{
+    char a[32], b[32], c[32];
+    fprintf(out, "@ commscope analysis\n");
+    fprintf(out, "@ Run directory  : %s\n", rep->dir);
+    fprintf(out, "@ Program        : %s\n", rep->program[0] ? rep->program : "-");
+    fprintf(out, "@ Run id         : %016" PRIx64 "\n", rep->run_id);
+    fprintf(out, "@ World size     : %d\n", rep->world_size);
+    fprintf(out, "@ Ranks found    : %d\n", rep->ranks_found);
+    fprintf(out, "@ Hosts          : %d\n", rep->hosts);
+
+    fprintf(out, "\n@--- Per-rank time (seconds) %s\n", "------------------------------------");
+    fprintf(out, "%5s %-16s %12s %12s %12s %12s %10s %14s %s\n", "Rank", "Host", "Wall", "Comm",
+            "Compute", "Wait", "Calls", "Bytes", "Partial");
+    for (size_t i = 0; i < rep->nranks; i++) {
+        const struct cs_report_rank *r = &rep->ranks[i];
+        fprintf(out, "%5d %-16s %12.6f %12.6f %12.6f %12.6f %10" PRIu64 " %14" PRIu64 " %s\n",
+                r->rank, r->host, r->wall_s, r->comm_s, r->compute_s, r->wait_s, r->calls,
+                r->bytes, r->partial ? "yes" : "no");
+    }
+
+    fprintf(out, "\n@--- Per-op totals over ranks %s\n", "-----------------------------------");
+    fprintf(out, "%-26s %-21s %5s %10s %14s %12s %10s %10s\n", "Op", "Comm", "Size", "Calls",
+            "Bytes", "Time(s)", "AlgBW", "BusBW");
+    for (size_t i = 0; i < rep->nops; i++) {
+        const struct cs_report_op *o = &rep->ops[i];
+        fprintf(out, "%-26s %-21s %5d %10" PRIu64 " %14" PRIu64 " %12.6f %10s %10s\n", o->op,
+                o->comm, o->comm_size, o->calls, o->bytes, o->time_s,
+                num(a, sizeof a, "%.3f", o->algbw_gbps), num(b, sizeof b, "%.3f", o->busbw_gbps));
+    }
+    fprintf(out, "(AlgBW, BusBW in GB/s, nccl-tests definitions; '-' = not measurable)\n");
+
+    fprintf(out, "\n@--- Collective instances %s\n", "--------------------------------------");
+    fprintf(out, "matched %" PRIu64 "  incomplete %" PRIu64 "  mean_skew_s %s  max_skew_s %s\n",
+            rep->matched, rep->incomplete, num(a, sizeof a, "%.9f", rep->mean_skew_s),
+            num(b, sizeof b, "%.9f", rep->max_skew_s));
+
+    fprintf(out, "\n@--- Top stragglers (ranks that made others wait) %s\n", "--------------");
+    if (!rep->nstragglers)
+        fprintf(out, "none\n");
+    else
+        fprintf(out, "%5s %-16s %14s %16s\n", "Rank", "Host", "Late_arrivals", "Others_waited_s");
+    for (size_t i = 0; i < rep->nstragglers && i < 10; i++) {
+        const struct cs_report_straggler *s = &rep->stragglers[i];
+        fprintf(out, "%5d %-16s %14" PRIu64 " %16.6f\n", s->rank, s->host, s->late_arrivals,
+                s->others_waited_s);
+    }
+
+    fprintf(out, "\n@--- POP efficiency %s\n", "--------------------------------------------");
+    fprintf(out, "load_balance %s  communication_efficiency %s  parallel_efficiency %s\n",
+            num(a, sizeof a, "%.4f", rep->load_balance),
+            num(b, sizeof b, "%.4f", rep->communication_efficiency),
+            num(c, sizeof c, "%.4f", rep->parallel_efficiency));
+
+    fprintf(out, "\n@--- Clock alignment %s\n", "-------------------------------------------");
+    fprintf(out, "max_offset_s %.9f  uncertainty_s %.9f  violations_repaired %" PRIu64 "\n",
+            rep->max_offset_s, rep->uncertainty_s, rep->violations_repaired);
+    fprintf(out, "%5s %16s %16s %12s %12s\n", "Rank", "Offset_init_s", "Offset_final_s",
+            "Drift_ppm", "RTT_s");
+    for (size_t i = 0; i < rep->nranks; i++) {
+        const struct cs_report_rank *r = &rep->ranks[i];
+        char d[32], e[32];
+        fprintf(out, "%5d %16s %16s %12s %12s\n", r->rank,
+                num(a, sizeof a, "%.9f", r->offset_init_s),
+                num(b, sizeof b, "%.9f", r->offset_final_s), num(d, sizeof d, "%.3f", r->drift_ppm),
+                num(e, sizeof e, "%.9f", r->rtt_s));
+    }
+
+    fprintf(out, "\n@--- Trace completeness %s\n", "----------------------------------------");
+    fprintf(out, "ranks_expected %d  ranks_found %d  events %" PRIu64 "  dropped_events %" PRIu64
+            "  unrecorded_tests %" PRIu64 "\n",
+            rep->ranks_expected, rep->ranks_found, rep->events, rep->dropped_events,
+            rep->unrecorded_tests);
+    fprintf(out, "missing_ranks");
+    for (size_t i = 0; i < rep->nmissing; i++)
+        fprintf(out, " %d", rep->missing[i]);
+    fprintf(out, "%s\npartial_ranks", rep->nmissing ? "" : " none");
+    for (size_t i = 0; i < rep->npartial; i++)
+        fprintf(out, " %d", rep->partial[i]);
+    fprintf(out, "%s\n", rep->npartial ? "" : " none");
+
+    fprintf(out, "\n@--- Problems (%zu) %s\n", rep->nproblems,
+            "---------------------------------------------");
+    if (!rep->nproblems)
+        fprintf(out, "none\n");
+    for (size_t i = 0; i < rep->nproblems; i++)
+        fprintf(out, "problem: %s\n", rep->problems[i]);
+}

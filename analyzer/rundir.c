@@ -1,0 +1,258 @@
+/* Loading a run directory: find rank-*.cst, open and validate each, check they form one run. */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void cs__problem(struct cs__run *run, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (run->nproblems == run->capproblems) {
+        size_t cap = run->capproblems ? 2 * run->capproblems : 16;
+        void *p = realloc(run->problems, cap * sizeof *run->problems);
+        if (!p)
+            return; /* The problem is lost, but the analysis goes on. */
+        run->problems = p;
+        run->capproblems = cap;
+    }
+    char *s = strdup(buf);
+    if (s)
+        run->problems[run->nproblems++] = s;
+}
+
+/* "rank-<digits>.cst": returns the number, or -1 for other names. */
+static long trace_name_rank(const char *n)
+{
+    if (strncmp(n, "rank-", 5) != 0)
+        return -1;
+    const char *p = n + 5;
+    long v = 0;
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (*p - '0');
+        if (v > (1L << 30))
+            return -1;
+    }
+    return strcmp(p, ".cst") == 0 ? v : -1;
+}
+
+struct found {
+    char name[256];
+    long name_rank;
+    struct cs_reader *rd;
+};
+
+static int found_cmp(const void *a, const void *b)
+{
+    const struct found *x = a, *y = b;
+    if (x->name_rank != y->name_rank)
+        return x->name_rank < y->name_rank ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errlen)
+{
+    snprintf(run->dir, sizeof run->dir, "%s", dir);
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        snprintf(err, errlen, "run directory %s: %s", dir,
+                 e == ENOENT ? "does not exist" : strerror(e));
+        return e == ENOENT || e == ENOTDIR ? CS_ENOENT : CS_EIO;
+    }
+    struct found *f = NULL;
+    size_t nf = 0, capf = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        long nr = trace_name_rank(de->d_name);
+        if (nr < 0)
+            continue;
+        if (nf == capf) {
+            capf = capf ? 2 * capf : 64;
+            void *p = realloc(f, capf * sizeof *f);
+            if (!p) {
+                closedir(d);
+                free(f);
+                snprintf(err, errlen, "run directory %s: out of memory", dir);
+                return CS_ENOMEM;
+            }
+            f = p;
+        }
+        snprintf(f[nf].name, sizeof f[nf].name, "%s", de->d_name);
+        f[nf].name_rank = nr;
+        f[nf].rd = NULL;
+        nf++;
+    }
+    closedir(d);
+    qsort(f, nf, sizeof *f, found_cmp);
+
+    /* Open and validate every file; a bad one is a problem, not the end of the analysis. */
+    for (size_t i = 0; i < nf; i++) {
+        char path[4096 + 300], msg[512];
+        snprintf(path, sizeof path, "%s/%s", dir, f[i].name);
+        if (cs_reader_open(path, &f[i].rd, msg, sizeof msg) != 0) {
+            cs__problem(run, "%s; file skipped", msg);
+            run->bad_files++;
+        }
+    }
+
+    /* The run is the run id most valid files carry (the lowest-numbered file breaks ties). */
+    uint64_t best_id = 0;
+    size_t best_n = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (!f[i].rd)
+            continue;
+        uint64_t id = cs_reader_header(f[i].rd)->run_id;
+        size_t n = 0;
+        for (size_t j = 0; j < nf; j++)
+            n += f[j].rd && cs_reader_header(f[j].rd)->run_id == id;
+        if (n > best_n) {
+            best_n = n;
+            best_id = id;
+        }
+    }
+    int world = 0;
+    for (size_t i = 0; i < nf && !world; i++)
+        if (f[i].rd && cs_reader_header(f[i].rd)->run_id == best_id)
+            world = cs_reader_header(f[i].rd)->world_size;
+    for (size_t i = 0; i < nf; i++) {
+        if (!f[i].rd)
+            continue;
+        const struct cs_file_header *h = cs_reader_header(f[i].rd);
+        if (h->run_id != best_id) {
+            cs__problem(run,
+                        "%s: run id %016" PRIx64 " differs from run id %016" PRIx64
+                        " of the other %zu files; file skipped",
+                        f[i].name, h->run_id, best_id, best_n);
+        } else if (h->world_size != world) {
+            cs__problem(run, "%s: world size %" PRId32 " differs from %d in the other files;"
+                        " file skipped", f[i].name, h->world_size, world);
+        } else {
+            continue;
+        }
+        run->bad_files++;
+        cs_reader_close(f[i].rd);
+        f[i].rd = NULL;
+    }
+
+    run->world = world;
+    run->run_id = best_id;
+    if (world > 0) {
+        run->ranks = calloc((size_t)world, sizeof *run->ranks);
+        run->ident = malloc((size_t)world * sizeof *run->ident);
+        if (!run->ranks || !run->ident) {
+            snprintf(err, errlen, "run directory %s: out of memory for %d ranks", dir, world);
+            for (size_t i = 0; i < nf; i++)
+                cs_reader_close(f[i].rd);
+            free(f);
+            return CS_ENOMEM;
+        }
+        for (int r = 0; r < world; r++)
+            run->ident[r] = r;
+    }
+    for (size_t i = 0; i < nf; i++) {
+        if (!f[i].rd)
+            continue;
+        const struct cs_file_header *h = cs_reader_header(f[i].rd);
+        struct cs__rank *rk = &run->ranks[h->rank];
+        if (f[i].name_rank != h->rank)
+            cs__problem(run, "%s: holds rank %" PRId32 " although its name says %ld", f[i].name,
+                        h->rank, f[i].name_rank);
+        if (rk->present) {
+            const struct cs_file_header *o = rk->h;
+            if (o->nonce == h->nonce)
+                cs__problem(run, "%s is a copy of %s (rank %" PRId32 ", same nonce); file skipped",
+                            f[i].name, rk->file, h->rank);
+            else
+                cs__problem(run, "duplicate rank %" PRId32 ": %s and %s both claim it; %s skipped",
+                            h->rank, rk->file, f[i].name, f[i].name);
+            run->bad_files++;
+            cs_reader_close(f[i].rd);
+            continue;
+        }
+        rk->present = 1;
+        rk->rd = f[i].rd;
+        rk->h = h;
+        snprintf(rk->file, sizeof rk->file, "%s", f[i].name);
+        const struct cs_reader_stats *st = cs_reader_stats(f[i].rd);
+        if (st->partial)
+            cs__problem(run,
+                        "%s: partial trace (rank %" PRId32 " did not reach MPI_Finalize): %" PRIu64
+                        " events recovered from %" PRIu64 " blocks, %" PRIu64
+                        " unclaimed blocks skipped, %" PRIu64 " unsealed blocks",
+                        f[i].name, h->rank, st->events, st->event_blocks, st->empty_blocks,
+                        st->unsealed_blocks);
+        if (h->dropped)
+            cs__problem(run, "%s: %" PRIu64 " events dropped at the buffer cap", f[i].name,
+                        h->dropped);
+        if (h->flags & CS_FLAG_DISABLED)
+            cs__problem(run, "%s: the collector disabled itself: %s", f[i].name,
+                        h->note[0] ? h->note : "(no reason recorded)");
+        if (st->trailing_bytes)
+            cs__problem(run, "%s: %" PRIu64 " bytes of an incomplete last block ignored",
+                        f[i].name, st->trailing_bytes);
+    }
+    free(f);
+    if (!nf) {
+        cs__problem(run, "no rank-*.cst trace files in %s", dir);
+        return 0;
+    }
+    char list[512];
+    size_t k = 0, nmiss = 0;
+    list[0] = '\0';
+    for (int r = 0; r < world; r++) {
+        if (run->ranks[r].present)
+            continue;
+        run->ranks[r].dead = 1;
+        if (nmiss++ < 32 && k < sizeof list - 16)
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", nmiss > 1 ? ", " : "", r);
+    }
+    if (nmiss)
+        cs__problem(run, "%zu of %d ranks missing (no valid trace file): %s%s", nmiss, world,
+                    list, nmiss > 32 ? ", ..." : "");
+    const struct cs_file_header *h0 = NULL;
+    for (int r = 0; r < world && !h0; r++)
+        if (run->ranks[r].present)
+            h0 = run->ranks[r].h;
+    if (h0)
+        snprintf(run->program, sizeof run->program, "%s", h0->program);
+    return 0;
+}
+
+void cs__run_free(struct cs__run *run)
+{
+    for (int r = 0; r < run->world && run->ranks; r++)
+        cs_reader_close(run->ranks[r].rd);
+    free(run->ranks);
+    free(run->ident);
+    for (size_t i = 0; i < run->ncomms; i++) {
+        free(run->comms[i]->owned);
+        free(run->comms[i]);
+    }
+    free(run->comms);
+    cs__map_free(&run->comm_by_id);
+    cs__map_free(&run->my_rank);
+    for (size_t i = 0; i < run->open.cap; i++)
+        if (run->open.slot[i].used)
+            free((void *)(uintptr_t)run->open.slot[i].v);
+    cs__map_free(&run->open);
+    for (size_t i = 0; i < run->pending.cap; i++)
+        if (run->pending.slot[i].used)
+            free((void *)(uintptr_t)run->pending.slot[i].v);
+    cs__map_free(&run->pending);
+    cs__map_free(&run->row_by_key);
+    free(run->rows);
+    for (size_t i = 0; i < run->nproblems; i++)
+        free(run->problems[i]);
+    free(run->problems);
+    *run = (struct cs__run){0};
+}
