@@ -1,0 +1,376 @@
+/*
+ * MPI_Init, MPI_Init_thread and MPI_Finalize (hand-written): start the trace, align clocks with
+ * rank 0, and at the end bring every rank's trace into the run directory.
+ *
+ * Everything the collector says to other ranks goes over a private duplicate of MPI_COMM_WORLD
+ * with PMPI calls only, so none of it is traced and none of it can match the program's messages.
+ * Every rank that started the collector runs the same sequence of collectives on it whatever
+ * happened locally (a trace that failed to open still takes part), so nobody hangs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define TAG_CLOCK 1
+#define TAG_CHUNK 2
+#define CHUNK (4u << 20)
+#define ROUNDS_DEFAULT 16
+#define ROUNDS_MAX 1000
+
+static MPI_Comm priv = MPI_COMM_NULL; /* the collector's own duplicate of MPI_COMM_WORLD */
+static int started;                   /* MPI_Init went through the collector's start-up */
+static int opened;                    /* cs_trace_open succeeded */
+static int my_rank, my_size;
+static uint32_t rounds = ROUNDS_DEFAULT;
+
+static int disabled_by_env(void)
+{
+    const char *d = getenv("COMMSCOPE_DISABLE");
+    return d && strcmp(d, "1") == 0;
+}
+
+static uint64_t random64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v) && v)
+        return v;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    v = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 17);
+    v ^= v >> 31;
+    v *= 0x9e3779b97f4a7c15ull;
+    return v ? v : 1;
+}
+
+/*
+ * Clock offset to rank 0 by ping-pong on priv.  Rank 0 serves the other ranks one after the other;
+ * rank r keeps the round with the smallest round trip.  Collective over priv.
+ */
+static void clock_measure(struct cs_clock_sample *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->rounds = rounds;
+    if (my_rank == 0) {
+        out->local_ns = cs_now();
+        out->valid = 1;
+        for (int r = 1; r < my_size; r++) {
+            for (uint32_t k = 0; k < rounds; k++) {
+                uint64_t ping = 0, t0;
+                if (PMPI_Recv(&ping, 1, MPI_UINT64_T, r, TAG_CLOCK, priv, MPI_STATUS_IGNORE) !=
+                    MPI_SUCCESS)
+                    break;
+                t0 = cs_now();
+                if (PMPI_Send(&t0, 1, MPI_UINT64_T, r, TAG_CLOCK, priv) != MPI_SUCCESS)
+                    break;
+            }
+        }
+        return;
+    }
+    uint64_t best = UINT64_MAX;
+    for (uint32_t k = 0; k < rounds; k++) {
+        uint64_t t1 = cs_now(), t0 = 0;
+        if (PMPI_Send(&t1, 1, MPI_UINT64_T, 0, TAG_CLOCK, priv) != MPI_SUCCESS ||
+            PMPI_Recv(&t0, 1, MPI_UINT64_T, 0, TAG_CLOCK, priv, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        uint64_t t2 = cs_now();
+        if (t2 - t1 < best) {
+            best = t2 - t1;
+            out->local_ns = t1 + (t2 - t1) / 2;
+            out->offset_ns = (int64_t)(t0 - out->local_ns);
+            out->rtt_ns = best;
+            out->valid = 1;
+        }
+    }
+}
+
+/* Start-up after a successful PMPI_Init*: t_pre was stamped before it. */
+static void start(uint64_t t_pre, uint16_t op, int provided)
+{
+    if (PMPI_Comm_rank(MPI_COMM_WORLD, &my_rank) != MPI_SUCCESS ||
+        PMPI_Comm_size(MPI_COMM_WORLD, &my_size) != MPI_SUCCESS)
+        return;
+    if (PMPI_Comm_dup(MPI_COMM_WORLD, &priv) != MPI_SUCCESS) {
+        cs_warn("could not duplicate MPI_COMM_WORLD; tracing off");
+        priv = MPI_COMM_NULL;
+        return;
+    }
+    /* Rank 0 decides the run id and the clock rounds, so every rank does the same rounds. */
+    uint64_t hdr[2] = {0, 0};
+    if (my_rank == 0) {
+        hdr[0] = random64();
+        hdr[1] = ROUNDS_DEFAULT;
+        const char *e = getenv("COMMSCOPE_CLOCK_ROUNDS");
+        if (e && *e) {
+            char *end = NULL;
+            long v = strtol(e, &end, 10);
+            if (*end == '\0' && v >= 1 && v <= ROUNDS_MAX)
+                hdr[1] = (uint64_t)v;
+            else
+                cs_warn("COMMSCOPE_CLOCK_ROUNDS=%s is not a number in 1..%d; using %d", e,
+                        ROUNDS_MAX, ROUNDS_DEFAULT);
+        }
+    }
+    if (PMPI_Bcast(hdr, 2, MPI_UINT64_T, 0, priv) != MPI_SUCCESS) {
+        cs_warn("could not agree on a run id; tracing off");
+        PMPI_Comm_free(&priv);
+        return;
+    }
+    rounds = (uint32_t)hdr[1];
+    started = 1;
+    struct cs_clock_sample s;
+    clock_measure(&s);
+
+    uint64_t t_init = cs_now();
+    struct cs_trace_params p = {.rank = my_rank,
+                                .world_size = my_size,
+                                .thread_level = (uint32_t)provided,
+                                .run_id = hdr[0],
+                                .t_init = t_init};
+    cs__req_reset();
+    opened = cs_trace_open(&p) == 0;
+    cs__comm_init(my_rank, my_size, opened);
+    if (!opened)
+        return;
+    cs_trace_set_clock(0, &s);
+    struct cs_event *ev = cs_rec_begin();
+    if (ev) {
+        ev->t_begin = t_pre;
+        ev->t_end = t_init;
+        ev->op = op;
+        ev->comm = CS_COMM_WORLD_ID;
+        ev->peer = -1;
+        ev->aux = provided;
+        cs_rec_commit(ev);
+    }
+}
+
+CS_EXPORT int MPI_Init(int *argc, char ***argv)
+{
+    if (disabled_by_env())
+        return PMPI_Init(argc, argv);
+    uint64_t t_pre = cs_now();
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) {
+        int provided = MPI_THREAD_SINGLE;
+        PMPI_Query_thread(&provided);
+        start(t_pre, CS_OP_INIT, provided);
+    }
+    return rc;
+}
+
+CS_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    if (disabled_by_env())
+        return PMPI_Init_thread(argc, argv, required, provided);
+    uint64_t t_pre = cs_now();
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) {
+        int level = provided ? *provided : MPI_THREAD_SINGLE;
+        start(t_pre, CS_OP_INIT_THREAD, level);
+    }
+    return rc;
+}
+
+/* ---- gather ----------------------------------------------------------------------------- */
+
+/* What rank 0 learns about each rank's trace file. */
+struct file_info {
+    uint64_t nonce;
+    uint64_t size;
+    int32_t have; /* 1: the rank has a closed file at path */
+    int32_t pad;
+    char host[CS_HOST_MAX];
+    char path[1024];
+};
+
+/* Nonzero when the file at path is a commscope trace with this nonce. */
+static int same_file(const char *path, uint64_t nonce)
+{
+    struct cs_file_header h;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = pread(fd, &h, sizeof(h), 0);
+    close(fd);
+    return n == (ssize_t)sizeof(h) && memcmp(h.magic, CS_TRACE_MAGIC, 8) == 0 && h.nonce == nonce;
+}
+
+static void dest_path(char *out, size_t cap, int r, int tmp)
+{
+    snprintf(out, cap, "%s/%srank-%05d.cst%s", cs_run_dir(), tmp ? "." : "", r, tmp ? ".tmp" : "");
+}
+
+/* Rank 0: copy its own trace into the run directory (it lives in a local directory). */
+static void copy_local(const struct file_info *fi, char *buf)
+{
+    char dst[4200], tmp[4200];
+    dest_path(dst, sizeof(dst), 0, 0);
+    dest_path(tmp, sizeof(tmp), 0, 1);
+    int in = open(fi->path, O_RDONLY | O_CLOEXEC);
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = in >= 0 && out >= 0;
+    for (uint64_t off = 0; ok && off < fi->size;) {
+        ssize_t n = pread(in, buf, CHUNK, (off_t)off);
+        ok = n > 0 && write(out, buf, (size_t)n) == n;
+        off += n > 0 ? (uint64_t)n : 0;
+    }
+    if (in >= 0)
+        close(in);
+    if (out >= 0 && close(out) != 0)
+        ok = 0;
+    if (ok && rename(tmp, dst) == 0)
+        return;
+    unlink(tmp);
+    cs_warn("could not copy %s to %s: %s; the trace stays where it is", fi->path, dst,
+            strerror(errno));
+}
+
+/* Rank 0: receive rank r's file in chunks and write it into the run directory. */
+static void receive_file(int r, const struct file_info *fi, char *buf)
+{
+    char dst[4200], tmp[4200];
+    dest_path(dst, sizeof(dst), r, 0);
+    snprintf(tmp, sizeof(tmp), "%s/.rank-%05d.cst.tmp", cs_run_dir(), r);
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = out >= 0, werr = out < 0 ? errno : 0;
+    uint64_t got = 0;
+    /* Always drain every chunk the rank sends, even when writing fails, so it does not hang. */
+    while (got < fi->size) {
+        MPI_Status st;
+        int n = 0;
+        if (PMPI_Recv(buf, (int)(CHUNK + 8), MPI_BYTE, r, TAG_CHUNK, priv, &st) != MPI_SUCCESS) {
+            ok = 0;
+            break;
+        }
+        PMPI_Get_count(&st, MPI_BYTE, &n);
+        int64_t len;
+        memcpy(&len, buf, 8);
+        if (n < 8 || len < 0 || (uint64_t)len != (uint64_t)(n - 8) || len == 0) {
+            ok = 0; /* the sender could not read its file and stopped */
+            break;
+        }
+        if (ok && write(out, buf + 8, (size_t)len) != (ssize_t)len) {
+            ok = 0;
+            werr = errno;
+        }
+        got += (uint64_t)len;
+    }
+    if (out >= 0 && close(out) != 0)
+        ok = 0;
+    if (ok && got == fi->size && rename(tmp, dst) == 0)
+        return;
+    unlink(tmp);
+    cs_warn("could not bring rank %d's trace (%s:%s) into %s%s%s; it stays on that host", r,
+            fi->host, fi->path, cs_run_dir(), werr ? ": " : "", werr ? strerror(werr) : "");
+}
+
+/* Rank r: stream its file to rank 0; a chunk with length -1 says reading failed. */
+static void send_file(const struct file_info *fi, char *buf)
+{
+    int in = open(fi->path, O_RDONLY | O_CLOEXEC);
+    for (uint64_t off = 0; off < fi->size;) {
+        ssize_t n = in >= 0 ? pread(in, buf + 8, CHUNK, (off_t)off) : -1;
+        int64_t len = n > 0 ? (int64_t)n : -1;
+        memcpy(buf, &len, 8);
+        if (PMPI_Send(buf, n > 0 ? (int)n + 8 : 8, MPI_BYTE, 0, TAG_CHUNK, priv) != MPI_SUCCESS ||
+            n <= 0)
+            break;
+        off += (uint64_t)n;
+    }
+    if (in >= 0)
+        close(in);
+}
+
+/*
+ * Make every rank's trace readable by rank 0 in the run directory.  Collective over priv.  Files
+ * rank 0 can already see (shared filesystem, same host) are not moved.
+ */
+static void gather(const struct file_info *mine)
+{
+    struct file_info *all = NULL;
+    unsigned char *need = calloc((size_t)my_size, 1);
+    char *buf = malloc(CHUNK + 8);
+    if (my_rank == 0)
+        all = calloc((size_t)my_size, sizeof(*all));
+    /* Everyone takes part in the collectives even without memory; rank 0 then moves nothing. */
+    int rc = PMPI_Gather(mine, (int)sizeof(*mine), MPI_BYTE, all, (int)sizeof(*mine), MPI_BYTE, 0,
+                         priv);
+    if (my_rank == 0 && need) {
+        int ok = rc == MPI_SUCCESS && all && buf;
+        if (!ok)
+            cs_warn("could not gather the trace list; each trace stays where its rank wrote it");
+        mkdir(cs_run_dir(), 0755);
+        for (int r = 0; ok && r < my_size; r++) {
+            char dst[4200];
+            dest_path(dst, sizeof(dst), r, 0);
+            if (!all[r].have)
+                cs_warn("rank %d has no closed trace to gather", r);
+            else if (!same_file(dst, all[r].nonce))
+                need[r] = 1;
+        }
+    }
+    unsigned char dummy = 0;
+    if (PMPI_Bcast(need ? need : &dummy, need ? my_size : 1, MPI_BYTE, 0, priv) != MPI_SUCCESS ||
+        !need) {
+        free(need);
+        free(buf);
+        free(all);
+        return;
+    }
+    if (my_rank == 0) {
+        if (need[0] && buf)
+            copy_local(&all[0], buf);
+        for (int r = 1; r < my_size; r++)
+            if (need[r])
+                receive_file(r, &all[r], buf ? buf : NULL);
+    } else if (need[my_rank]) {
+        if (buf) {
+            send_file(mine, buf);
+        } else {
+            int64_t len = -1;
+            PMPI_Send(&len, 8, MPI_BYTE, 0, TAG_CHUNK, priv);
+        }
+    }
+    free(need);
+    free(buf);
+    free(all);
+}
+
+CS_EXPORT int MPI_Finalize(void)
+{
+    if (!started)
+        return PMPI_Finalize();
+    /* The rank's wall time ends here: the program is done. */
+    uint64_t t_fin = cs_now();
+    struct cs_clock_sample s;
+    clock_measure(&s);
+
+    struct file_info mine;
+    memset(&mine, 0, sizeof(mine));
+    gethostname(mine.host, sizeof(mine.host) - 1);
+    if (opened) {
+        cs_trace_set_clock(1, &s);
+        const struct cs_file_header *h = cs_trace_header();
+        if (h)
+            mine.nonce = h->nonce;
+        snprintf(mine.path, sizeof(mine.path), "%s", cs_trace_path());
+        cs_trace_close(t_fin);
+        struct stat sb;
+        if (mine.path[0] && stat(mine.path, &sb) == 0 && sb.st_size > 0) {
+            mine.size = (uint64_t)sb.st_size;
+            mine.have = 1;
+        }
+    }
+    gather(&mine);
+    PMPI_Comm_free(&priv);
+    started = 0;
+    return PMPI_Finalize();
+}
