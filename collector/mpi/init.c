@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,10 +32,15 @@ static int opened;                    /* cs_trace_open succeeded */
 static int my_rank, my_size;
 static uint32_t rounds = ROUNDS_DEFAULT;
 
+/* COMMSCOPE_DISABLE as the core reads it (1/yes/true/on): then not even the start-up runs. */
 static int disabled_by_env(void)
 {
+    static const char *const on[] = {"1", "yes", "true", "on"};
     const char *d = getenv("COMMSCOPE_DISABLE");
-    return d && strcmp(d, "1") == 0;
+    for (size_t i = 0; d && i < sizeof(on) / sizeof(on[0]); i++)
+        if (strcasecmp(d, on[i]) == 0)
+            return 1;
+    return 0;
 }
 
 static uint64_t random64(void)
@@ -304,7 +310,7 @@ static void gather(const struct file_info *mine)
     int rc = PMPI_Gather(mine, (int)sizeof(*mine), MPI_BYTE, all, (int)sizeof(*mine), MPI_BYTE, 0,
                          priv);
     if (my_rank == 0 && need) {
-        int ok = rc == MPI_SUCCESS && all && buf;
+        int ok = rc == MPI_SUCCESS && all && buf && cs_run_dir()[0];
         if (!ok)
             cs_warn("could not gather the trace list; each trace stays where its rank wrote it");
         mkdir(cs_run_dir(), 0755);
@@ -330,7 +336,7 @@ static void gather(const struct file_info *mine)
             copy_local(&all[0], buf);
         for (int r = 1; r < my_size; r++)
             if (need[r])
-                receive_file(r, &all[r], buf ? buf : NULL);
+                receive_file(r, &all[r], buf);
     } else if (need[my_rank]) {
         if (buf) {
             send_file(mine, buf);
