@@ -1,0 +1,379 @@
+/*
+ * The analysis on synthetic traces with exactly known times: matching, waits, skew, stragglers,
+ * load balance, bandwidths, clock alignment, causality repair, and run-directory problems through
+ * cs_cmd_analyze() (exit codes and messages).
+ */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "cs_test.h"
+#include "internal.h"
+#include "tw.h"
+
+static char root[256];
+
+/* Rank r's local clock is rank 0's clock minus off[r] (so offset_ns = off[r]). */
+static const int64_t off4[4] = {0, 0, -7000000, 0};
+
+struct wr {
+    struct tw *w;
+    int64_t off;
+};
+
+static void ev(struct wr *x, uint16_t op, uint64_t tb, uint64_t te, uint64_t comm, uint32_t seq,
+               uint64_t bytes, uint16_t flags, int32_t peer, uint64_t req)
+{
+    struct cs_event e = {.t_begin = (uint64_t)((int64_t)tb - x->off),
+                         .t_end = (uint64_t)((int64_t)te - x->off), .comm = comm, .bytes = bytes,
+                         .bytes_recv = bytes, .request = req, .seq = seq, .peer = peer, .op = op,
+                         .flags = flags};
+    tw_event(x->w, 0, &e);
+}
+
+static struct wr begin(int rank, int world, uint64_t run_id, int64_t off)
+{
+    struct wr x = {tw_new(rank, world, run_id, 1000 + (uint64_t)rank), off};
+    struct cs_file_header *h = tw_header(x.w);
+    h->t_init = (uint64_t)(1000 - off);
+    h->t_finalize = (uint64_t)(100000 - off);
+    for (int i = 0; i < 2; i++) {
+        h->clock[i].valid = 1;
+        h->clock[i].local_ns = (uint64_t)((i ? 100000 : 1000) - off);
+        h->clock[i].offset_ns = off;
+        h->clock[i].rounds = 10;
+        h->clock[i].rtt_ns = 0;
+    }
+    int32_t m[64];
+    for (int i = 0; i < world; i++)
+        m[i] = i;
+    tw_comm(x.w, CS_COMM_WORLD_ID, 0, world, rank, m);
+    ev(&x, CS_OP_INIT, 500, 1000, 0, 0, 0, 0, -1, 0);
+    return x;
+}
+
+static void finish(struct wr *x, const char *dir, int rank, const struct tw_opts *o)
+{
+    if (!o || !o->partial)
+        ev(x, CS_OP_FINALIZE, 100000, 100500, 0, 0, 0, 0, -1, 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, rank);
+    CHECK(tw_write(x->w, p, o) > 0);
+    tw_free(x->w);
+}
+
+#define SPLIT ((2ull << 32) | 0) /* created by world rank 1: members {1, 3} */
+
+/*
+ * Five instances with known arrivals (rank 0's clock):
+ *   seq 0 Allreduce 1 KiB: arrive 10000 12000 11000 20000, all end 21000
+ *   seq 1 Barrier:         arrive 30000 30000 35000 31000, all end 36000
+ *   seq 2 Bcast root 1:    arrive 40000 45000 46000 41000, all end 47000
+ *   seq 3 Reduce root 0:   arrive 50000 52000 51000 58000, all end 59000
+ *   split seq 0 Iallreduce 512 B on {1, 3}: start 60000 / 61000 (100 ns calls), Wait 62000 /
+ *   63000 .. 65000 with the completion at 65000.
+ */
+static void write_four(const char *dir, int partial_rank)
+{
+    static const uint64_t arr[4][4] = {{10000, 12000, 11000, 20000},
+                                       {30000, 30000, 35000, 31000},
+                                       {40000, 45000, 46000, 41000},
+                                       {50000, 52000, 51000, 58000}};
+    static const uint16_t ops[4] = {CS_OP_ALLREDUCE, CS_OP_BARRIER, CS_OP_BCAST, CS_OP_REDUCE};
+    static const uint64_t end[4] = {21000, 36000, 47000, 59000};
+    static const uint64_t bytes[4] = {1024, 0, 4096, 2048};
+    static const int roots[4] = {-1, -1, 1, 0};
+    mkdir(dir, 0755);
+    for (int r = 0; r < 4; r++) {
+        struct wr x = begin(r, 4, 0xabcdef, off4[r]);
+        if (r == 1 || r == 3) {
+            int32_t m[2] = {1, 3};
+            tw_comm(x.w, SPLIT, CS_OP_COMM_SPLIT, 2, r == 3, m);
+        }
+        int n = r == partial_rank ? 2 : 4; /* the partial rank dies after seq 1 */
+        for (int k = 0; k < n; k++)
+            ev(&x, ops[k], arr[k][r], end[k], CS_COMM_WORLD_ID, (uint32_t)k, bytes[k],
+               roots[k] == r ? CS_EV_ROOT : 0, roots[k], 0);
+        if ((r == 1 || r == 3) && r != partial_rank) {
+            uint64_t t0 = r == 1 ? 60000 : 61000, tw0 = r == 1 ? 62000 : 63000;
+            ev(&x, CS_OP_IALLREDUCE, t0, t0 + 100, SPLIT, 0, 512, CS_EV_NONBLOCKING, -1, 7);
+            ev(&x, CS_OP_COMPLETE, 65000, 65000, SPLIT, 0, 0, 0, -1, 7);
+            ev(&x, CS_OP_WAIT, tw0, 65000, SPLIT, 0, 0, 0, -1, 0);
+        }
+        struct tw_opts po = {.partial = 1, .unsealed = 1, .zero_blocks = 2};
+        finish(&x, dir, r, r == partial_rank ? &po : NULL);
+    }
+}
+
+static void test_four_ranks(void)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/four", root);
+    write_four(dir, -1);
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err), ==, 0);
+    for (size_t i = 0; i < run.nproblems; i++)
+        fprintf(stderr, "unexpected problem: %s\n", run.problems[i]);
+    CHECK_INT(run.nproblems, ==, 0);
+    CHECK_INT(rep.nranks, ==, 4);
+    CHECK_INT(rep.matched, ==, 5);
+    CHECK_INT(rep.incomplete, ==, 0);
+    CHECK_INT(rep.violations_repaired, ==, 0);
+    /* Skews 10000, 5000, 6000, 8000, 1000 ns. */
+    CHECK_NEAR(rep.mean_skew_s, 6000e-9, 1e-15);
+    CHECK_NEAR(rep.max_skew_s, 10000e-9, 1e-15);
+    if (rep.nranks == 4) {
+        /* Waits: allreduce 10000 8000 9000 0; barrier 5000 5000 0 4000; bcast (root 1)
+         * 5000 0 0 4000; reduce (root 0) 8000 0 0 0; iallreduce on {1,3}: 1000 for rank 1. */
+        CHECK_NEAR(rep.ranks[0].wait_s, 28000e-9, 1e-15);
+        CHECK_NEAR(rep.ranks[1].wait_s, 14000e-9, 1e-15);
+        CHECK_NEAR(rep.ranks[2].wait_s, 9000e-9, 1e-15);
+        CHECK_NEAR(rep.ranks[3].wait_s, 8000e-9, 1e-15);
+        /* Comm time: durations of the calls (the Wait included, completion records not). */
+        CHECK_NEAR(rep.ranks[0].comm_s, 33000e-9, 1e-15);
+        CHECK_NEAR(rep.ranks[1].comm_s, 27100e-9, 1e-15);
+        CHECK_NEAR(rep.ranks[2].comm_s, 20000e-9, 1e-15);
+        CHECK_NEAR(rep.ranks[3].comm_s, 15100e-9, 1e-15);
+        for (int r = 0; r < 4; r++) {
+            CHECK_NEAR(rep.ranks[r].wall_s, 99000e-9, 1e-15);
+            CHECK_INT(rep.ranks[r].partial, ==, 0);
+        }
+        CHECK_INT(rep.ranks[1].calls, ==, 6);
+        CHECK_INT(rep.ranks[0].calls, ==, 4);
+        CHECK_INT(rep.ranks[1].bytes, ==, 1024 + 4096 + 2048 + 512);
+        CHECK_NEAR(rep.ranks[2].offset_init_s, -7e-3, 1e-15);
+        CHECK_NEAR(rep.max_offset_s, 7e-3, 1e-15);
+    }
+    /* compute = 66000 71900 79000 83900: mean 75200, max 83900, max wall 99000. */
+    CHECK_NEAR(rep.load_balance, 75200.0 / 83900.0, 1e-12);
+    CHECK_NEAR(rep.communication_efficiency, 83900.0 / 99000.0, 1e-12);
+    CHECK_NEAR(rep.parallel_efficiency, 75200.0 / 99000.0, 1e-12);
+    /* Rank 3 last at allreduce (others waited 27000), reduce (8000), iallreduce (1000);
+     * rank 2 last at the barrier (14000).  The bcast's late rank 2 does not count (1toN). */
+    CHECK_INT(rep.nstragglers, ==, 2);
+    if (rep.nstragglers == 2) {
+        CHECK_INT(rep.stragglers[0].rank, ==, 3);
+        CHECK_INT(rep.stragglers[0].late_arrivals, ==, 3);
+        CHECK_NEAR(rep.stragglers[0].others_waited_s, 36000e-9, 1e-15);
+        CHECK_INT(rep.stragglers[1].rank, ==, 2);
+        CHECK_INT(rep.stragglers[1].late_arrivals, ==, 1);
+        CHECK_NEAR(rep.stragglers[1].others_waited_s, 14000e-9, 1e-15);
+    }
+    int seen = 0;
+    for (size_t i = 0; i < rep.nops; i++) {
+        const struct cs_report_op *o = &rep.ops[i];
+        if (!strcmp(o->op, "MPI_Allreduce")) {
+            seen++;
+            CHECK_STR(o->comm, "world");
+            CHECK_INT(o->calls, ==, 4);
+            CHECK_INT(o->bytes, ==, 4096);
+            CHECK_NEAR(o->time_s, (11000 + 9000 + 10000 + 1000) * 1e-9, 1e-15);
+            CHECK_NEAR(o->algbw_gbps, 1024.0 / 1000.0, 1e-12); /* S / (last end - last arrival) */
+            CHECK_NEAR(o->busbw_gbps, 1.024 * 1.5, 1e-12);
+        } else if (!strcmp(o->op, "MPI_Iallreduce")) {
+            seen++;
+            CHECK_STR(o->comm, "comm-0000000200000000");
+            CHECK_INT(o->comm_size, ==, 2);
+            CHECK_INT(o->calls, ==, 2);
+            CHECK_NEAR(o->algbw_gbps, 512.0 / 4000.0, 1e-12);
+            CHECK_NEAR(o->busbw_gbps, 512.0 / 4000.0, 1e-12);
+        } else if (!strcmp(o->op, "MPI_Barrier")) {
+            seen++;
+            CHECK_NEAR(o->busbw_gbps, 0.0, 0);
+        } else if (!strcmp(o->op, "MPI_Wait")) {
+            seen++;
+            CHECK(isnan(o->algbw_gbps));
+        }
+    }
+    CHECK_INT(seen, ==, 4);
+    CHECK_INT(rep.events, ==, 4 * 6 + 2 * 3);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+static void test_clock_map(void)
+{
+    struct cs_file_header h = {0};
+    h.clock[0] = (struct cs_clock_sample){.local_ns = 1000000, .offset_ns = 5000000, .valid = 1,
+                                          .rtt_ns = 800};
+    h.clock[1] = (struct cs_clock_sample){.local_ns = 101000000, .offset_ns = 5000100,
+                                          .valid = 1, .rtt_ns = 600};
+    struct cs__clock c;
+    cs__clock_init(&c, &h);
+    CHECK_INT(c.valid, ==, 2);
+    CHECK_INT(cs__clock_map(&c, 1000000), ==, 6000000);
+    CHECK_INT(cs__clock_map(&c, 51000000), ==, 56000050);
+    CHECK_INT(cs__clock_map(&c, 101000000), ==, 106000100);
+    CHECK_INT(cs__clock_map(&c, 201000000), ==, 206000200); /* extrapolated */
+    CHECK_INT(cs__clock_map(&c, 0), ==, 4999999);
+    CHECK_NEAR(cs__clock_drift_ppm(&c), 1.0, 1e-12);
+    CHECK_INT(c.rtt_max, ==, 800);
+    h.clock[1].valid = 0; /* one sample: a constant offset */
+    cs__clock_init(&c, &h);
+    CHECK_INT(c.valid, ==, 1);
+    CHECK_INT(cs__clock_map(&c, 777777777), ==, 782777777);
+    CHECK_NEAR(cs__clock_drift_ppm(&c), 0.0, 0);
+}
+
+/* Rank 1's clock is off so its allreduce arrival falls after rank 0 already left. */
+static void test_causality(void)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/causal", root);
+    mkdir(dir, 0755);
+    struct wr a = begin(0, 2, 5, 0), b = begin(1, 2, 5, 0);
+    ev(&a, CS_OP_ALLREDUCE, 1000 + 1000, 5000, CS_COMM_WORLD_ID, 0, 8, 0, -1, 0);
+    ev(&b, CS_OP_ALLREDUCE, 6000, 7000, CS_COMM_WORLD_ID, 0, 8, 0, -1, 0);
+    finish(&a, dir, 0, NULL);
+    finish(&b, dir, 1, NULL);
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err), ==, 0);
+    CHECK_INT(rep.violations_repaired, ==, 1);
+    CHECK_INT(rep.matched, ==, 1);
+    /* Rank 1's arrival is pulled back to 5000, the earliest end: rank 0 waited 3000. */
+    if (rep.nranks == 2) {
+        CHECK_NEAR(rep.ranks[0].wait_s, 3000e-9, 1e-15);
+        CHECK_NEAR(rep.ranks[1].wait_s, 0, 0);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+static int run_cmd(const char *dir, const char *json, int quiet)
+{
+    char *argv[6];
+    int argc = 0;
+    argv[argc++] = "analyze";
+    argv[argc++] = (char *)dir;
+    if (json) {
+        argv[argc++] = "--json";
+        argv[argc++] = (char *)json;
+    }
+    if (quiet)
+        argv[argc++] = "--quiet";
+    argv[argc] = NULL;
+    fflush(stdout);
+    return cs_cmd_analyze(argc, argv);
+}
+
+static char *slurp(const char *p)
+{
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return NULL;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_rundir(void)
+{
+    char dir[300], json[400], p[512], q[512];
+    snprintf(json, sizeof json, "%s/report.json", root);
+
+    /* A clean run: exit 0, JSON with the documented keys. */
+    snprintf(dir, sizeof dir, "%s/clean", root);
+    write_four(dir, -1);
+    CHECK_INT(run_cmd(dir, json, 1), ==, 0);
+    char *s = slurp(json);
+    CHECK_CONTAINS(s, "\"schema\": \"commscope-report/1\"");
+    CHECK_CONTAINS(s, "\"op\": \"MPI_Allreduce\"");
+    CHECK_CONTAINS(s, "\"missing_ranks\": []");
+    CHECK_CONTAINS(s, "\"problems\": []");
+    CHECK_CONTAINS(s, "\"run_id\": \"0000000000abcdef\"");
+    CHECK(s && !strstr(s, "nan") && !strstr(s, "inf"));
+
+    /* Missing rank 2. */
+    snprintf(dir, sizeof dir, "%s/missing", root);
+    write_four(dir, -1);
+    snprintf(p, sizeof p, "%s/rank-00002.cst", dir);
+    unlink(p);
+    CHECK_INT(run_cmd(dir, json, 1), ==, 1);
+    s = slurp(json);
+    CHECK_CONTAINS(s, "\"missing_ranks\": [\n      2\n    ]");
+    CHECK_CONTAINS(s, "1 of 4 ranks missing (no valid trace file): 2");
+    CHECK_CONTAINS(s, "\"incomplete\": 4");
+
+    /* Duplicate rank: a second file claims rank 1 with another nonce. */
+    snprintf(dir, sizeof dir, "%s/dup", root);
+    write_four(dir, -1);
+    struct wr x = begin(1, 4, 0xabcdef, 0);
+    snprintf(q, sizeof q, "%s/rank-1.cst", dir);
+    tw_header(x.w)->nonce = 4242;
+    ev(&x, CS_OP_FINALIZE, 100000, 100500, 0, 0, 0, 0, -1, 0);
+    tw_write(x.w, q, NULL);
+    tw_free(x.w);
+    CHECK_INT(run_cmd(dir, json, 1), ==, 1);
+    CHECK_CONTAINS(slurp(json),
+                   "duplicate rank 1: rank-00001.cst and rank-1.cst both claim it; rank-1.cst"
+                   " skipped");
+
+    /* Mixed run id. */
+    snprintf(dir, sizeof dir, "%s/mixed", root);
+    write_four(dir, -1);
+    x = begin(2, 4, 0x999, 0);
+    snprintf(q, sizeof q, "%s/rank-00002.cst", dir);
+    ev(&x, CS_OP_FINALIZE, 100000, 100500, 0, 0, 0, 0, -1, 0);
+    tw_write(x.w, q, NULL);
+    tw_free(x.w);
+    CHECK_INT(run_cmd(dir, json, 1), ==, 1);
+    s = slurp(json);
+    CHECK_CONTAINS(s, "rank-00002.cst: run id 0000000000000999 differs from run id"
+                      " 0000000000abcdef of the other 3 files; file skipped");
+    CHECK_CONTAINS(s, "\"ranks_found\": 3");
+
+    /* A corrupted file is skipped with its reason. */
+    snprintf(dir, sizeof dir, "%s/corrupt", root);
+    write_four(dir, -1);
+    snprintf(p, sizeof p, "%s/rank-00003.cst", dir);
+    FILE *f = fopen(p, "r+b");
+    fseek(f, 4096 + 16384 + 200, SEEK_SET);
+    fputc(0x55, f);
+    fclose(f);
+    CHECK_INT(run_cmd(dir, json, 1), ==, 1);
+    CHECK_CONTAINS(slurp(json), "rank-00003.cst: block 1 CRC mismatch (byte 20480); file skipped");
+
+    /* A rank that died after two collectives: analysed, flagged partial, instances incomplete. */
+    snprintf(dir, sizeof dir, "%s/partial", root);
+    write_four(dir, 3);
+    CHECK_INT(run_cmd(dir, json, 1), ==, 1);
+    s = slurp(json);
+    CHECK_CONTAINS(s, "\"partial_ranks\": [\n      3\n    ]");
+    CHECK_CONTAINS(s, "\"matched\": 2");
+    CHECK_CONTAINS(s, "\"incomplete\": 3");
+    CHECK_CONTAINS(s, "rank-00003.cst: partial trace (rank 3 did not reach MPI_Finalize)");
+
+    /* Nothing analysable, usage errors. */
+    snprintf(dir, sizeof dir, "%s/empty", root);
+    mkdir(dir, 0755);
+    CHECK_INT(run_cmd(dir, NULL, 1), ==, 3);
+    snprintf(dir, sizeof dir, "%s/does-not-exist", root);
+    CHECK_INT(run_cmd(dir, NULL, 1), ==, 3);
+    char *bad[] = {"analyze", "--frobnicate", NULL};
+    CHECK_INT(cs_cmd_analyze(2, bad), ==, 2);
+    char *none[] = {"analyze", NULL};
+    CHECK_INT(cs_cmd_analyze(1, none), ==, 2);
+    char *nojson[] = {"analyze", root, "--json", NULL};
+    CHECK_INT(cs_cmd_analyze(3, nojson), ==, 2);
+}
+
+int main(void)
+{
+    snprintf(root, sizeof root, "/tmp/cs-test-analyze-XXXXXX");
+    if (!mkdtemp(root))
+        return 1;
+    test_clock_map();
+    test_four_ranks();
+    test_causality();
+    test_rundir();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", root);
+    return cs_test_result();
+}

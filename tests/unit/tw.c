@@ -1,0 +1,182 @@
+/* The test-only trace writer (see tw.h). */
+#include "tw.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commscope/ops.h"
+
+struct tblock {
+    unsigned char *data; /* span * CS_BLOCK_SIZE bytes */
+    uint32_t span;
+};
+
+struct tw {
+    struct cs_file_header h;
+    struct tblock *b;
+    size_t nb, capb;
+    long cur[64];        /* current event block of each thread, -1 none */
+    uint64_t seq[64];    /* next block seq of each thread */
+    long comm_cur;       /* current comm block, -1 none */
+    uint64_t events;
+};
+
+struct tw *tw_new(int rank, int world, uint64_t run_id, uint64_t nonce)
+{
+    struct tw *w = calloc(1, sizeof *w);
+    memcpy(w->h.magic, CS_TRACE_MAGIC, 8);
+    w->h.version = CS_TRACE_VERSION;
+    w->h.header_size = CS_HEADER_SIZE;
+    w->h.block_size = CS_BLOCK_SIZE;
+    w->h.event_size = CS_EVENT_SIZE;
+    w->h.rank = rank;
+    w->h.world_size = world;
+    w->h.pid = 1000 + rank;
+    w->h.run_id = run_id;
+    w->h.nonce = nonce;
+    snprintf(w->h.host, sizeof w->h.host, "node%d", rank / 2);
+    snprintf(w->h.program, sizeof w->h.program, "/bin/test-program");
+    for (int i = 0; i < 64; i++)
+        w->cur[i] = -1;
+    w->comm_cur = -1;
+    return w;
+}
+
+struct cs_file_header *tw_header(struct tw *w)
+{
+    return &w->h;
+}
+
+static struct cs_block_header *bh(struct tw *w, long i)
+{
+    return (struct cs_block_header *)w->b[i].data;
+}
+
+static long claim(struct tw *w, uint16_t kind, unsigned thread, uint32_t span)
+{
+    if (w->nb == w->capb) {
+        w->capb = w->capb ? 2 * w->capb : 16;
+        w->b = realloc(w->b, w->capb * sizeof *w->b);
+    }
+    struct tblock *t = &w->b[w->nb];
+    t->span = span;
+    t->data = calloc(span, CS_BLOCK_SIZE);
+    struct cs_block_header *h = (void *)t->data;
+    h->magic = CS_BLOCK_MAGIC;
+    h->kind = kind;
+    h->thread = (uint16_t)thread;
+    h->span = span;
+    h->ostid = 4242 + thread;
+    h->seq = kind == CS_BLOCK_EVENTS ? w->seq[thread]++ : 0;
+    return (long)w->nb++;
+}
+
+void tw_event(struct tw *w, unsigned thread, const struct cs_event *ev)
+{
+    long c = w->cur[thread];
+    if (c < 0 || bh(w, c)->used == CS_EVENTS_PER_BLOCK)
+        c = w->cur[thread] = claim(w, CS_BLOCK_EVENTS, thread, 1);
+    struct cs_block_header *h = bh(w, c);
+    memcpy(w->b[c].data + sizeof *h + (size_t)h->used * CS_EVENT_SIZE, ev, sizeof *ev);
+    h->used++;
+    w->events++;
+}
+
+void tw_comm(struct tw *w, uint64_t id, uint16_t op, int size, int my_rank, const int32_t *members)
+{
+    uint32_t len = (uint32_t)(sizeof(struct cs_comm_record) + 4 * (size_t)size);
+    len = (len + 7) & ~7u;
+    size_t room = CS_BLOCK_SIZE - sizeof(struct cs_block_header);
+    long c = w->comm_cur;
+    if (c < 0 || (size_t)w->b[c].span * CS_BLOCK_SIZE - sizeof(struct cs_block_header) -
+                         bh(w, c)->used < len) {
+        uint32_t span = 1;
+        if (len > room)
+            span = (uint32_t)((len + sizeof(struct cs_block_header) + CS_BLOCK_SIZE - 1) /
+                              CS_BLOCK_SIZE);
+        c = w->comm_cur = claim(w, CS_BLOCK_COMMS, 0, span);
+    }
+    struct cs_block_header *h = bh(w, c);
+    struct cs_comm_record *r = (void *)(w->b[c].data + sizeof *h + h->used);
+    r->record_bytes = len;
+    r->kind = CS_COMM_MPI;
+    r->op = op;
+    r->id = id;
+    r->parent = id == CS_COMM_WORLD_ID ? 0 : CS_COMM_WORLD_ID;
+    r->t_created = 1;
+    r->size = size;
+    r->my_rank = my_rank;
+    memcpy(r->members, members, 4 * (size_t)size);
+    h->used += len;
+}
+
+long tw_write(struct tw *w, const char *path, const struct tw_opts *o)
+{
+    struct tw_opts none = {0};
+    if (!o)
+        o = &none;
+    unsigned char *hdr = calloc(1, CS_HEADER_SIZE);
+    struct cs_file_header h = w->h;
+    uint64_t blocks = 0;
+    for (size_t i = 0; i < w->nb; i++)
+        blocks += w->b[i].span;
+    for (size_t i = 0; i < w->nb; i++) {
+        struct cs_block_header *b = bh(w, (long)i);
+        b->crc = 0;
+        if (o->partial && (long)i >= (long)w->nb - o->unsealed) {
+            if (o->garbage && b->kind == CS_BLOCK_EVENTS)
+                for (size_t k = sizeof *b + (size_t)b->used * CS_EVENT_SIZE; k < CS_BLOCK_SIZE;
+                     k++)
+                    w->b[i].data[k] = (unsigned char)(0xa5 ^ k);
+            continue;
+        }
+        b->crc = cs_crc32(0, w->b[i].data, (size_t)w->b[i].span * CS_BLOCK_SIZE);
+    }
+    if (o->partial) {
+        h.flags |= CS_FLAG_PARTIAL;
+        h.blocks = 0;
+        h.events = 0;
+        h.header_crc = 0;
+        memcpy(hdr, &h, sizeof h);
+    } else {
+        h.flags &= ~(uint32_t)CS_FLAG_PARTIAL;
+        h.blocks = blocks;
+        h.events = w->events;
+        h.header_crc = 0;
+        memcpy(hdr, &h, sizeof h);
+        uint32_t crc = cs_crc32(0, hdr, CS_HEADER_SIZE);
+        memcpy(hdr + offsetof(struct cs_file_header, header_crc), &crc, 4);
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(hdr);
+        return -1;
+    }
+    long size = CS_HEADER_SIZE;
+    fwrite(hdr, 1, CS_HEADER_SIZE, f);
+    for (size_t i = 0; i < w->nb; i++) {
+        fwrite(w->b[i].data, 1, (size_t)w->b[i].span * CS_BLOCK_SIZE, f);
+        size += (long)w->b[i].span * CS_BLOCK_SIZE;
+    }
+    if (o->partial) {
+        unsigned char *z = calloc(1, CS_BLOCK_SIZE);
+        for (int i = 0; i < o->zero_blocks; i++) {
+            fwrite(z, 1, CS_BLOCK_SIZE, f);
+            size += CS_BLOCK_SIZE;
+        }
+        free(z);
+    }
+    free(hdr);
+    return fclose(f) == 0 ? size : -1;
+}
+
+void tw_free(struct tw *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nb; i++)
+        free(w->b[i].data);
+    free(w->b);
+    free(w);
+}

@@ -1,0 +1,35 @@
+/*
+ * A test-only trace writer: produces rank-NNNNN.cst files in exactly the format of
+ * include/commscope/trace.h (docs/trace-format.md), CRCs included, without the collector, so the
+ * reader and analyzer can be tested on files whose every byte is known.
+ */
+#ifndef COMMSCOPE_TESTS_TW_H
+#define COMMSCOPE_TESTS_TW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commscope/trace.h"
+
+struct tw;
+
+/* A writer for one rank (clock samples invalid, run_id and nonce as given).  Never NULL. */
+struct tw *tw_new(int rank, int world, uint64_t run_id, uint64_t nonce);
+/* The header to adjust (clock samples, t_init, t_finalize, host, flags ...). */
+struct cs_file_header *tw_header(struct tw *w);
+/* Append an event to thread `thread`'s current block, claiming a new block when it is full. */
+void tw_event(struct tw *w, unsigned thread, const struct cs_event *ev);
+/* Append a communicator record with the given members (comm rank order); spans blocks if big. */
+void tw_comm(struct tw *w, uint64_t id, uint16_t op, int size, int my_rank, const int32_t *members);
+
+struct tw_opts {
+    int partial;     /* write as a rank that died: PARTIAL, header CRC 0, blocks 0 */
+    int unsealed;    /* partial: leave the last this-many blocks without CRC */
+    int zero_blocks; /* partial: append this many unclaimed all-zero blocks */
+    int garbage;     /* partial: fill the slots after `used` of the last block with junk */
+};
+/* Write the file (closed unless opts says partial).  Returns its size, or -1. */
+long tw_write(struct tw *w, const char *path, const struct tw_opts *opts);
+void tw_free(struct tw *w);
+
+#endif
