@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,6 +43,23 @@ void cs__count_drop(void)
         __atomic_fetch_or(&h->flags, CS_FLAG_DROPPED, __ATOMIC_RELAXED);
 }
 
+void cs__prefault(void *addr, size_t len)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+    /*
+     * Fault the new pages in with one system call instead of one trap per 4 KiB page on the hot
+     * path (a page fault on a shared file mapping costs microseconds, more in a VM: ~60 ns per
+     * event at 64 events per page).  Older kernels answer EINVAL: then the pages fault lazily.
+     */
+    static _Atomic int unsupported;
+    if (atomic_load_explicit(&unsupported, memory_order_relaxed))
+        return;
+    if (madvise(addr, len, MADV_POPULATE_WRITE) != 0 && (errno == EINVAL || errno == ENOSYS))
+        atomic_store_explicit(&unsupported, 1, memory_order_relaxed);
+}
+
 /* Make the file at least `blocks` blocks long.  Returns 0 or an errno value. */
 static int grow_file(uint64_t blocks)
 {
@@ -69,10 +87,12 @@ static int grow_file(uint64_t blocks)
         }
         if (rc != 0 && !cs__t.fallocate_works)
             rc = ftruncate(cs__t.fd, to);
-        if (rc != 0)
+        if (rc != 0) {
             err = errno;
-        else
+        } else {
+            cs__prefault(cs__t.base + from, (size_t)(to - from));
             atomic_store_explicit(&cs__t.file_blocks, want, memory_order_release);
+        }
     }
     pthread_mutex_unlock(&cs__t.grow_mu);
     return err;

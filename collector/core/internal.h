@@ -103,6 +103,9 @@ void cs__block_seal(struct cs_block_header *b);
 /* The calling thread's index and OS tid in the open trace (assigned on first use). */
 void cs__thread_ident(uint16_t *thread, uint32_t *ostid);
 
+/* Populate [addr, addr+len) of the mapping ahead of use (best effort). */
+void cs__prefault(void *addr, size_t len);
+
 /* Count one dropped event in the header. */
 void cs__count_drop(void);
 

@@ -237,6 +237,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__t.comm_seq = 0;
     cs__t.comm_full_warned = 0;
     fill_header(cs__t.hdr, p, t_init, skewed);
+    cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
     atomic_fetch_add(&cs__t.generation, 1);
     cs__t.open = 1;
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
