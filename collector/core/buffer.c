@@ -212,8 +212,11 @@ struct cs_event *cs_rec_begin(void)
 void cs_rec_commit(struct cs_event *ev)
 {
     struct tstate *t = &ts;
-    /* Ignore anything but the slot this thread was handed (NULL, or a stale pointer). */
-    if (CS_UNLIKELY(!ev || !t->begun || !t->blk || ev != slot(t->blk, t->used)))
+    /* Ignore anything but the slot this thread was handed in the open trace (NULL, a stale
+     * pointer, or a slot begun before the trace was closed, whose block may be unmapped). */
+    if (CS_UNLIKELY(!ev || !t->begun || ev != slot(t->blk, t->used) ||
+                    t->generation != atomic_load_explicit(&cs__t.generation,
+                                                          memory_order_relaxed)))
         return;
     t->begun = 0;
     t->used++;

@@ -639,6 +639,29 @@ static void test_open_failures(void)
     cs_trace_close(cs_now());
 }
 
+/* A slot begun before close and committed after a new open is ignored (its block is gone). */
+static void test_stale_commit(void)
+{
+    set_dir("stale");
+    setenv("COMMSCOPE_MAX_MB", "1048576", 1); /* the largest cap maps 1 TiB of address space */
+    struct cs_trace_params p = params(0, 1);
+    CHECK_INT(cs_trace_open(&p), ==, 0);
+    struct cs_event *old = cs_rec_begin();
+    CHECK(old != NULL);
+    cs_trace_close(cs_now());
+    unsetenv("COMMSCOPE_MAX_MB");
+    CHECK_INT(cs_trace_open(&p), ==, 0);
+    cs_rec_commit(old);
+    CHECK(record(1, 0));
+    cs_trace_close(cs_now());
+    struct tf f;
+    CHECK_INT(tf_load(&f, cs_trace_path()), ==, 0);
+    if (f.buf) {
+        CHECK_INT(check_closed(&f), ==, 1);
+        free(f.buf);
+    }
+}
+
 static void test_cap(void)
 {
     set_dir("cap");
@@ -1090,6 +1113,7 @@ int main(int argc, char **argv)
     test_disable_env();
     test_cs_disable();
     test_open_failures();
+    test_stale_commit();
     test_cap();
     test_threads();
     test_fork_child_inert();
