@@ -22,9 +22,9 @@ struct tstate {
     uint32_t generation;         /* trace generation this state belongs to */
     uint32_t ostid;
     uint16_t thread;
-    uint8_t begun;  /* a slot was handed out and not committed: zero it before reuse */
-    uint8_t valid;  /* thread index assigned in this generation */
-    uint64_t seq;   /* next block sequence number of this thread */
+    uint8_t begun; /* a slot was handed out and not committed: zero it before reuse */
+    uint8_t valid; /* thread index assigned in this generation */
+    uint64_t seq;  /* next block sequence number of this thread */
 };
 
 /* Initial-exec TLS: one %fs-relative access, no __tls_get_addr call on the hot path. */
@@ -197,8 +197,7 @@ struct cs_event *cs_rec_begin(void)
         return NULL;
     struct tstate *t = &ts;
     if (CS_UNLIKELY(t->used >= CS_EVENTS_PER_BLOCK ||
-                    t->generation != atomic_load_explicit(&cs__t.generation,
-                                                          memory_order_relaxed)))
+                    t->generation != atomic_load_explicit(&cs__t.generation, memory_order_relaxed)))
         return rec_slow(t);
     struct cs_event *ev = slot(t->blk, t->used);
     /* A slot handed out but never committed is handed out again, and must come back zeroed;
@@ -215,8 +214,7 @@ void cs_rec_commit(struct cs_event *ev)
     /* Ignore anything but the slot this thread was handed in the open trace (NULL, a stale
      * pointer, or a slot begun before the trace was closed, whose block may be unmapped). */
     if (CS_UNLIKELY(!ev || !t->begun || ev != slot(t->blk, t->used) ||
-                    t->generation != atomic_load_explicit(&cs__t.generation,
-                                                          memory_order_relaxed)))
+                    t->generation != atomic_load_explicit(&cs__t.generation, memory_order_relaxed)))
         return;
     t->begun = 0;
     t->used++;

@@ -17,13 +17,13 @@
 #include "internal.h"
 
 static struct {
-    int parsed_ok;  /* the variable named a valid RANK:OFFSET_NS:DRIFT_PPM */
-    int bad;        /* set but malformed: warn at open */
+    int parsed_ok; /* the variable named a valid RANK:OFFSET_NS:DRIFT_PPM */
+    int bad;       /* set but malformed: warn at open */
     int rank;
     int64_t offset_ns;
-    double drift;   /* DRIFT_PPM / 1e6 */
-    uint64_t base;  /* raw clock when the variable was parsed */
-    char text[96];  /* the bad value, for the warning */
+    double drift;  /* DRIFT_PPM / 1e6 */
+    uint64_t base; /* raw clock when the variable was parsed */
+    char text[96]; /* the bad value, for the warning */
 } skew;
 
 /* Read by every cs_now(); written only by the constructor and cs_trace_open. */

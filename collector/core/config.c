@@ -1,29 +1,34 @@
+// clang-format off
 /*
  * The collector's configuration: COMMSCOPE_* environment variables only, read at cs_trace_open
  * (COMMSCOPE_TEST_CLOCK_SKEW is read earlier, by a constructor in clock.c).  A bad value gets one
  * warning naming the variable and the value, and the default applies; nothing here aborts.
  *
- * | variable                  | meaning                                     | default                |
- * |---------------------------|---------------------------------------------|------------------------|
- * | COMMSCOPE_DIR             | run directory, where rank 0 gathers every   | ./commscope-run-<run_id|
- * |                           | trace (created with its parents)            |  as 16 hex digits>     |
- * | COMMSCOPE_LOCAL_DIR       | where this rank writes rank-NNNNN.cst       | COMMSCOPE_DIR          |
- * |                           | before the gather; %r = rank (decimal),     |                        |
- * |                           | %h = host name, %% = %                      |                        |
- * | COMMSCOPE_MAX_MB          | cap on this rank's trace file in MiB        | 1024                   |
- * |                           | (1 .. 1048576); events past it are dropped  |                        |
- * |                           | and counted (header.dropped, CS_FLAG_DROPPED)|                       |
- * | COMMSCOPE_DISABLE         | 1/yes/true/on: never open a trace;          | 0                      |
- * |                           | 0/no/false/off or empty: trace              |                        |
- * | COMMSCOPE_TEST_CLOCK_SKEW | test only: RANK:OFFSET_NS:DRIFT_PPM; on     | unset (no skew)        |
- * |                           | that rank cs_now() = raw + OFFSET_NS +      |                        |
- * |                           | (raw - base) * DRIFT_PPM / 1e6, base = raw  |                        |
- * |                           | clock at library load; sets                 |                        |
- * |                           | CS_FLAG_CLOCK_SKEW                          |                        |
+ * | variable                  | default                 | meaning                             |
+ * |---------------------------|-------------------------|-------------------------------------|
+ * | COMMSCOPE_DIR             | ./commscope-run-<run_id | run directory where rank 0 gathers  |
+ * |                           | as 16 hex digits>       | the traces (created with parents)   |
+ * | COMMSCOPE_LOCAL_DIR       | COMMSCOPE_DIR           | where this rank writes its          |
+ * |                           |                         | rank-NNNNN.cst before the gather;   |
+ * |                           |                         | %r = rank (decimal), %h = host      |
+ * |                           |                         | name, %% = %                        |
+ * | COMMSCOPE_MAX_MB          | 1024                    | cap on this rank's trace file in    |
+ * |                           |                         | MiB, 1 .. 1048576; events past it   |
+ * |                           |                         | are dropped and counted             |
+ * |                           |                         | (header.dropped, CS_FLAG_DROPPED)   |
+ * | COMMSCOPE_DISABLE         | 0                       | 1/yes/true/on: never open a trace;  |
+ * |                           |                         | 0/no/false/off: trace               |
+ * | COMMSCOPE_TEST_CLOCK_SKEW | unset (no skew)         | test only, RANK:OFFSET_NS:DRIFT_PPM |
+ * |                           |                         | (integer, integer, decimal in       |
+ * |                           |                         | (-1e6, 1e6)): on that rank cs_now() |
+ * |                           |                         | = raw + OFFSET_NS + (raw - base) *  |
+ * |                           |                         | DRIFT_PPM / 1e6, base = raw clock   |
+ * |                           |                         | at library load; CS_FLAG_CLOCK_SKEW |
  *
  * An empty value counts as unset.  Relative directories are relative to the working directory
  * of the process at cs_trace_open.
  */
+// clang-format on
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,9 +23,9 @@
 
 /* Effective configuration, resolved from COMMSCOPE_* at cs_trace_open (config.c). */
 struct cs__config {
-    int disabled;            /* COMMSCOPE_DISABLE=1 */
-    uint64_t max_bytes;      /* COMMSCOPE_MAX_MB in bytes */
-    char run_dir[PATH_MAX];  /* COMMSCOPE_DIR or the default */
+    int disabled;             /* COMMSCOPE_DISABLE=1 */
+    uint64_t max_bytes;       /* COMMSCOPE_MAX_MB in bytes */
+    char run_dir[PATH_MAX];   /* COMMSCOPE_DIR or the default */
     char local_dir[PATH_MAX]; /* COMMSCOPE_LOCAL_DIR expanded, or run_dir */
 };
 
@@ -58,23 +58,23 @@ int cs__disable_requested(void);
 
 /* State of the open trace (trace.c), read by the hot path in buffer.c. */
 struct cs__trace {
-    char *base;                    /* mapping of the whole cap; header at offset 0 */
-    struct cs_file_header *hdr;    /* == base */
-    size_t map_bytes;              /* CS_HEADER_SIZE + max_blocks * CS_BLOCK_SIZE */
-    uint64_t max_blocks;           /* blocks that fit under the cap */
-    int fd;                        /* the trace file, open while the trace is */
-    int open;                      /* a trace is open (mapping valid) */
-    _Atomic uint64_t next_block;   /* blocks claimed so far (never above max_blocks) */
-    _Atomic uint64_t file_blocks;  /* blocks the file currently holds */
-    _Atomic uint32_t next_thread;  /* next thread index */
-    _Atomic uint32_t generation;   /* bumped at every open/close/fork: resets thread state */
-    int fallocate_works;           /* 0 once fallocate said EOPNOTSUPP: use ftruncate */
-    pthread_mutex_t grow_mu;       /* serialises extending the file */
-    pthread_mutex_t comm_mu;       /* serialises the communicator table */
+    char *base;                       /* mapping of the whole cap; header at offset 0 */
+    struct cs_file_header *hdr;       /* == base */
+    size_t map_bytes;                 /* CS_HEADER_SIZE + max_blocks * CS_BLOCK_SIZE */
+    uint64_t max_blocks;              /* blocks that fit under the cap */
+    int fd;                           /* the trace file, open while the trace is */
+    int open;                         /* a trace is open (mapping valid) */
+    _Atomic uint64_t next_block;      /* blocks claimed so far (never above max_blocks) */
+    _Atomic uint64_t file_blocks;     /* blocks the file currently holds */
+    _Atomic uint32_t next_thread;     /* next thread index */
+    _Atomic uint32_t generation;      /* bumped at every open/close/fork: resets thread state */
+    int fallocate_works;              /* 0 once fallocate said EOPNOTSUPP: use ftruncate */
+    pthread_mutex_t grow_mu;          /* serialises extending the file */
+    pthread_mutex_t comm_mu;          /* serialises the communicator table */
     struct cs_block_header *comm_blk; /* current CS_BLOCK_COMMS block, or NULL */
-    uint64_t comm_seq;             /* next comm block sequence number */
+    uint64_t comm_seq;                /* next comm block sequence number */
     int comm_full_warned;
-    char path[PATH_MAX + 32];      /* this rank's trace file */
+    char path[PATH_MAX + 32]; /* this rank's trace file */
     struct cs__config cfg;
 };
 

@@ -82,7 +82,7 @@ static int mkdir_p(const char *dir)
     if (n == 0 || n >= sizeof buf)
         return ENAMETOOLONG;
     memcpy(buf, dir, n + 1);
-    for (char *p = buf + 1; ; p++) {
+    for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
@@ -131,8 +131,8 @@ static int size_file(int fd, uint64_t blocks)
     return ftruncate(fd, len) == 0 ? 0 : errno;
 }
 
-static void fill_header(struct cs_file_header *h, const struct cs_trace_params *p,
-                        uint64_t t_init, int skewed)
+static void fill_header(struct cs_file_header *h, const struct cs_trace_params *p, uint64_t t_init,
+                        int skewed)
 {
     memcpy(h->magic, CS_TRACE_MAGIC, sizeof h->magic);
     h->version = CS_TRACE_VERSION;
@@ -184,8 +184,7 @@ int cs_trace_open(const struct cs_trace_params *p)
 
     int err = mkdir_p(cfg->local_dir);
     if (err) {
-        cs_warn("cannot create trace directory %s: %s; not tracing", cfg->local_dir,
-                strerror(err));
+        cs_warn("cannot create trace directory %s: %s; not tracing", cfg->local_dir, strerror(err));
         return -1;
     }
     if (p->rank == 0 && strcmp(cfg->run_dir, cfg->local_dir) != 0 &&
@@ -270,9 +269,8 @@ int cs_trace_add_comm(const struct cs_comm_record *rec)
         if (b)
             cs__block_seal(b);
         cs__t.comm_blk = NULL;
-        uint64_t span = len <= CS__BLOCK_PAYLOAD
-                            ? 1
-                            : (len + sizeof *b + CS_BLOCK_SIZE - 1) / CS_BLOCK_SIZE;
+        uint64_t span =
+            len <= CS__BLOCK_PAYLOAD ? 1 : (len + sizeof *b + CS_BLOCK_SIZE - 1) / CS_BLOCK_SIZE;
         int64_t i = cs__claim_blocks(span);
         if (i < 0) {
             if (!cs__t.comm_full_warned && __atomic_load_n(&cs_active, __ATOMIC_RELAXED)) {
@@ -355,8 +353,7 @@ void cs_trace_close(uint64_t t_finalize)
         cs_warn("msync of trace file %s failed: %s", cs__t.path, strerror(errno));
     detach_mapping();
     if (ftruncate(cs__t.fd, (off_t)bytes) != 0)
-        cs_warn("cannot trim trace file %s to %zu bytes: %s", cs__t.path, bytes,
-                strerror(errno));
+        cs_warn("cannot trim trace file %s to %zu bytes: %s", cs__t.path, bytes, strerror(errno));
     close(cs__t.fd);
     cs__t.fd = -1;
     cs__t.open = 0;

@@ -231,8 +231,8 @@ static int event_ok(const struct cs_event *ev, uint64_t who, uint64_t idx)
 {
     return ev->t_begin == 1000 + idx && ev->t_end == 2000 + idx && ev->comm == CS_COMM_WORLD_ID &&
            ev->bytes == who && ev->bytes_recv == idx * 3 && ev->request == idx &&
-           ev->seq == (uint32_t)idx && ev->peer == (int32_t)who - 1 &&
-           ev->op == CS_OP_ALLREDUCE && ev->flags == CS_EV_IN_PLACE && ev->aux == 0x5a5a;
+           ev->seq == (uint32_t)idx && ev->peer == (int32_t)who - 1 && ev->op == CS_OP_ALLREDUCE &&
+           ev->flags == CS_EV_IN_PLACE && ev->aux == 0x5a5a;
 }
 
 static int record(uint64_t who, uint64_t idx)
@@ -337,10 +337,10 @@ static void test_basic(void)
         free(c);
     }
 
-    struct cs_clock_sample s0 = {.local_ns = 5, .offset_ns = -7, .rtt_ns = 11, .rounds = 9,
-                                 .valid = 1};
-    struct cs_clock_sample s1 = {.local_ns = 6, .offset_ns = 8, .rtt_ns = 12, .rounds = 10,
-                                 .valid = 1};
+    struct cs_clock_sample s0 = {
+        .local_ns = 5, .offset_ns = -7, .rtt_ns = 11, .rounds = 9, .valid = 1};
+    struct cs_clock_sample s1 = {
+        .local_ns = 6, .offset_ns = 8, .rtt_ns = 12, .rounds = 10, .valid = 1};
     cs_trace_set_clock(0, &s0);
     cs_trace_set_clock(1, &s1);
     cs_trace_set_clock(2, &s1); /* out of range: ignored */
