@@ -373,7 +373,10 @@ int main(void)
     test_rundir();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    if (system(cmd) != 0)
+    /* CS_TEST_KEEP=1 keeps the synthetic run directories for a look with the CLI. */
+    if (getenv("CS_TEST_KEEP"))
+        fprintf(stderr, "kept %s\n", root);
+    else if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", root);
     return cs_test_result();
 }
