@@ -285,7 +285,8 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     rep->communication_efficiency = max_wall > 0 ? max_compute / max_wall : NAN;
     rep->parallel_efficiency = rep->load_balance * rep->communication_efficiency;
 
-    qsort(run->rows, run->nrows, sizeof *run->rows, row_cmp);
+    if (run->nrows)
+        qsort(run->rows, run->nrows, sizeof *run->rows, row_cmp);
     for (size_t i = 0; i < run->nrows; i++) {
         const struct cs__oprow *r = &run->rows[i];
         struct cs_report_op *o = &rep->ops[rep->nops++];

@@ -505,7 +505,8 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
         return fail(r, err, errlen, CS_EHEADER,
                     "header says %" PRIu64 " events, the blocks hold %" PRIu64, r->hdr.events,
                     r->st.events);
-    qsort(r->blk, r->nblk, sizeof *r->blk, blk_cmp);
+    if (r->nblk)
+        qsort(r->blk, r->nblk, sizeof *r->blk, blk_cmp);
     for (size_t i = 1; i < r->nblk; i++)
         if (r->blk[i].thread == r->blk[i - 1].thread && r->blk[i].seq == r->blk[i - 1].seq)
             return fail(r, err, errlen, CS_EBLOCK,
@@ -541,6 +542,10 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
 int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t errlen)
 {
     *out = NULL;
+    if (!path) {
+        snprintf(err, errlen, "no trace file name given");
+        return CS_EUSAGE;
+    }
     struct cs_reader *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "%s: out of memory", path);

@@ -93,7 +93,8 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
         nf++;
     }
     closedir(d);
-    qsort(f, nf, sizeof *f, found_cmp);
+    if (nf)
+        qsort(f, nf, sizeof *f, found_cmp);
 
     /* Open and validate every file; a bad one is a problem, not the end of the analysis. */
     for (size_t i = 0; i < nf; i++) {
