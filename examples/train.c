@@ -461,7 +461,12 @@ int main(int argc, char **argv)
                 calls += (uint64_t)all[(size_t)r * nv + V_OPS + 2 * op];
                 bytes += (uint64_t)all[(size_t)r * nv + V_OPS + 2 * op + 1];
             }
-            if (calls)
+            /* MPI_Pcontrol is a marker, not communication: commscope records it as a step
+             * boundary, not among its per-op totals, so it gets its own line. */
+            if (calls && op == OP_PCONTROL)
+                printf("cs_train: marker %s calls=%llu\n", op_names[op],
+                       (unsigned long long)calls);
+            else if (calls)
                 printf("cs_train: op %s calls=%llu bytes=%llu\n", op_names[op],
                        (unsigned long long)calls, (unsigned long long)bytes);
         }

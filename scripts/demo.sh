@@ -6,14 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
+build=${CS_BUILD_DIR:-build}   # another build directory, e.g. to keep one per configuration
 
 cs_install_packages
 cs_mpi_env
-cs_build build
+cs_build "$build"
 
-run=build/demo-run
+run=$build/demo-run
 rm -rf "$run"
 echo
-echo "+ build/bin/commscope run -o $run -- mpirun --oversubscribe -np 4 build/bin/cs_train --steps-marker --slow-rank 2 --slow-factor 2 $*"
-exec build/bin/commscope run -o "$run" -- \
-    mpirun --oversubscribe -np 4 build/bin/cs_train --steps-marker --slow-rank 2 --slow-factor 2 "$@"
+echo "+ $build/bin/commscope run -o $run -- mpirun --oversubscribe -np 4 $build/bin/cs_train --steps-marker --slow-rank 2 --slow-factor 2 $*"
+exec "$build/bin/commscope" run -o "$run" -- \
+    mpirun --oversubscribe -np 4 "$build/bin/cs_train" --steps-marker --slow-rank 2 --slow-factor 2 "$@"

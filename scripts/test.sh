@@ -6,13 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/common.sh
+build=${CS_BUILD_DIR:-build}   # another build directory, e.g. to keep one per configuration
 
 cs_install_packages
 cs_mpi_env
-rm -f build/ctest.log
-cs_build build -DCS_WERROR=ON
+rm -f "$build/ctest.log"
+cs_build "$build" -DCS_WERROR=ON
 
-cd build
+cd "$build"
 set +e
 ctest --output-on-failure "$@" 2>&1 | tee ctest.log
 status=${PIPESTATUS[0]}
