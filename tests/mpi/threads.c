@@ -72,7 +72,6 @@ int main(int argc, char **argv)
         printf("threads: op MPI_Irecv calls=%ld bytes=0\n", n);
         printf("threads: op MPI_Waitall calls=%ld bytes=0\n", n);
         printf("threads: op MPI_Allreduce calls=%ld bytes=%ld\n", n, n * (long)sizeof(long));
-        printf("threads: op MPI_Comm_dup calls=%ld\n", (long)size * nthreads);
     }
     MPI_Finalize();
     return 0;
