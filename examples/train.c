@@ -23,7 +23,8 @@
 
 #define N_INPUT 64
 
-/* The MPI operations this program calls between MPI_Init and MPI_Finalize, as commscope names them. */
+/* The MPI operations this program calls between MPI_Init and MPI_Finalize, as commscope names them.
+ */
 enum { OP_ALLREDUCE, OP_IALLREDUCE, OP_WAITALL, OP_GATHER, OP_PCONTROL, N_OPS };
 static const char *const op_names[N_OPS] = {
     [OP_ALLREDUCE] = "MPI_Allreduce", [OP_IALLREDUCE] = "MPI_Iallreduce",
@@ -63,25 +64,32 @@ struct opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: cs_train [--steps N] [--overlap] [--slow-rank R --slow-factor F] [--hidden H]\n"
-            "                [--batch B] [--buckets K] [--steps-marker] [--lr X]\n"
-            "  --steps N         training steps (default 20)\n"
-            "  --overlap         start each bucket's MPI_Iallreduce during backward, MPI_Waitall\n"
-            "                    before the update (default: MPI_Allreduce per bucket after backward)\n"
-            "  --slow-rank R     rank R computes --slow-factor F times longer (default F 2)\n"
-            "  --hidden H        width of both hidden layers (default 256)\n"
-            "  --batch B         samples per rank per step (default 128)\n"
-            "  --buckets K       gradient buckets (default 4)\n"
-            "  --steps-marker    MPI_Pcontrol(1) at the start of every step\n"
-            "  --lr X            learning rate (default 0.5)\n");
+    fprintf(
+        f,
+        "usage: cs_train [--steps N] [--overlap] [--slow-rank R --slow-factor F] [--hidden H]\n"
+        "                [--batch B] [--buckets K] [--steps-marker] [--lr X]\n"
+        "  --steps N         training steps (default 20)\n"
+        "  --overlap         start each bucket's MPI_Iallreduce during backward, MPI_Waitall\n"
+        "                    before the update (default: MPI_Allreduce per bucket after backward)\n"
+        "  --slow-rank R     rank R computes --slow-factor F times longer (default F 2)\n"
+        "  --hidden H        width of both hidden layers (default 256)\n"
+        "  --batch B         samples per rank per step (default 128)\n"
+        "  --buckets K       gradient buckets (default 4)\n"
+        "  --steps-marker    MPI_Pcontrol(1) at the start of every step\n"
+        "  --lr X            learning rate (default 0.5)\n");
 }
 
 /* Returns 0, 1 after --help, or -1 after a message (printed by rank 0 only). */
 static int parse(int argc, char **argv, struct opts *o, int rank)
 {
-    *o = (struct opts){.steps = 20, .hidden = 256, .batch = 128, .buckets = 4, .slow_rank = -1,
-                       .slow_factor = 2.0, .lr = 0.5, .print_every = 5};
+    *o = (struct opts){.steps = 20,
+                       .hidden = 256,
+                       .batch = 128,
+                       .buckets = 4,
+                       .slow_rank = -1,
+                       .slow_factor = 2.0,
+                       .lr = 0.5,
+                       .print_every = 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -117,8 +125,8 @@ static int parse(int argc, char **argv, struct opts *o, int rank)
             int lo = strcmp(a, "--slow-rank") == 0 ? 0 : 1;
             if (*v == '\0' || *end != '\0' || x < lo || x > 1000000) {
                 if (rank == 0)
-                    fprintf(stderr, "cs_train: %s wants an integer in [%d, 1000000], not '%s'\n",
-                            a, lo, v);
+                    fprintf(stderr, "cs_train: %s wants an integer in [%d, 1000000], not '%s'\n", a,
+                            lo, v);
                 return -1;
             }
             if (strcmp(a, "--steps") == 0)
@@ -260,8 +268,10 @@ int main(int argc, char **argv)
     m.g = malloc(P * sizeof(double));
     double *x = malloc((size_t)B * N_INPUT * sizeof(double));
     double *y = malloc((size_t)B * sizeof(double));
-    double *a1 = malloc((size_t)B * H * sizeof(double)), *a2 = malloc((size_t)B * H * sizeof(double));
-    double *d1 = malloc((size_t)B * H * sizeof(double)), *d2 = malloc((size_t)B * H * sizeof(double));
+    double *a1 = malloc((size_t)B * H * sizeof(double)),
+           *a2 = malloc((size_t)B * H * sizeof(double));
+    double *d1 = malloc((size_t)B * H * sizeof(double)),
+           *d2 = malloc((size_t)B * H * sizeof(double));
     double *p = malloc((size_t)B * sizeof(double)), *d3 = malloc((size_t)B * sizeof(double));
     struct bucket *bk = calloc((size_t)K, sizeof(*bk));
     MPI_Request *req = malloc((size_t)K * sizeof(*req));
@@ -464,8 +474,7 @@ int main(int argc, char **argv)
             /* MPI_Pcontrol is a marker, not communication: commscope records it as a step
              * boundary, not among its per-op totals, so it gets its own line. */
             if (calls && op == OP_PCONTROL)
-                printf("cs_train: marker %s calls=%llu\n", op_names[op],
-                       (unsigned long long)calls);
+                printf("cs_train: marker %s calls=%llu\n", op_names[op], (unsigned long long)calls);
             else if (calls)
                 printf("cs_train: op %s calls=%llu bytes=%llu\n", op_names[op],
                        (unsigned long long)calls, (unsigned long long)bytes);

@@ -176,8 +176,10 @@ static int prepare_run_dir(const char *dir, char abs[PATH_MAX])
     struct stat st;
     if (stat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "commscope run: '%s' exists and is not a directory; choose another "
-                            "run directory with -o DIR\n", dir);
+            fprintf(stderr,
+                    "commscope run: '%s' exists and is not a directory; choose another "
+                    "run directory with -o DIR\n",
+                    dir);
             return CS__EXIT_USAGE;
         }
         int has = dir_has_entries(dir);
@@ -187,9 +189,11 @@ static int prepare_run_dir(const char *dir, char abs[PATH_MAX])
             return EXIT_SETUP;
         }
         if (has) {
-            fprintf(stderr, "commscope run: run directory '%s' already exists and is not empty; "
-                            "traces of two runs must not mix: remove it or choose another with "
-                            "-o DIR\n", dir);
+            fprintf(stderr,
+                    "commscope run: run directory '%s' already exists and is not empty; "
+                    "traces of two runs must not mix: remove it or choose another with "
+                    "-o DIR\n",
+                    dir);
             return CS__EXIT_USAGE;
         }
     } else if (make_dirs(dir) != 0) {
@@ -223,8 +227,9 @@ static int find_libdir(char out[PATH_MAX])
         char exe[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
         if (n <= 0) {
-            fprintf(stderr, "commscope run: cannot find my own executable (/proc/self/exe: %s); "
-                            "set COMMSCOPE_LIBDIR to the directory holding " LIB_CORE "\n",
+            fprintf(stderr,
+                    "commscope run: cannot find my own executable (/proc/self/exe: %s); "
+                    "set COMMSCOPE_LIBDIR to the directory holding " LIB_CORE "\n",
                     strerror(errno));
             return EXIT_SETUP;
         }
@@ -236,8 +241,9 @@ static int find_libdir(char out[PATH_MAX])
         source = "the directory next to the commscope executable";
     }
     if (!realpath(want, out)) {
-        fprintf(stderr, "commscope run: collector library directory '%s' (%s): %s; set "
-                        "COMMSCOPE_LIBDIR to the directory holding " LIB_CORE " and " LIB_MPI "\n",
+        fprintf(stderr,
+                "commscope run: collector library directory '%s' (%s): %s; set "
+                "COMMSCOPE_LIBDIR to the directory holding " LIB_CORE " and " LIB_MPI "\n",
                 want, source, strerror(errno));
         return EXIT_SETUP;
     }
@@ -246,8 +252,9 @@ static int find_libdir(char out[PATH_MAX])
         char p[PATH_MAX + 64];
         snprintf(p, sizeof(p), "%s/%s", out, libs[i]);
         if (access(p, R_OK) != 0) {
-            fprintf(stderr, "commscope run: collector library %s: %s (looked in %s); build the "
-                            "targets commscope and commscope_mpi, or set COMMSCOPE_LIBDIR\n",
+            fprintf(stderr,
+                    "commscope run: collector library %s: %s (looked in %s); build the "
+                    "targets commscope and commscope_mpi, or set COMMSCOPE_LIBDIR\n",
                     p, strerror(errno), source);
             return EXIT_SETUP;
         }
@@ -260,8 +267,8 @@ static int is_openmpi_launcher(const char *prog)
 {
     const char *base = strrchr(prog, '/');
     base = base ? base + 1 : prog;
-    static const char *const names[] = {"mpirun", "mpiexec", "orterun", "mpirun.openmpi",
-                                        "mpiexec.openmpi", "orterun.openmpi"};
+    static const char *const names[] = {"mpirun",         "mpiexec",         "orterun",
+                                        "mpirun.openmpi", "mpiexec.openmpi", "orterun.openmpi"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(base, names[i]) == 0)
             return 1;
@@ -343,7 +350,7 @@ static char **child_argv(const struct run_opts *o)
 static void put_quoted(FILE *f, const char *s)
 {
     if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-                       "@%_+=:,./-") == strlen(s)) {
+                        "@%_+=:,./-") == strlen(s)) {
         fputs(s, f);
         return;
     }
@@ -548,14 +555,14 @@ static int run_program(char *const *cav, int *sig, int *not_started)
 static int set_preload(const char *libdir)
 {
     const char *old = getenv("LD_PRELOAD");
-    size_t n = 2 * strlen(libdir) + strlen(LIB_MPI) + strlen(LIB_CORE) + 8 +
-               (old ? strlen(old) : 0);
+    size_t n =
+        2 * strlen(libdir) + strlen(LIB_MPI) + strlen(LIB_CORE) + 8 + (old ? strlen(old) : 0);
     char *v = malloc(n);
     if (!v)
         return -1;
     /* The MPI front end first: its PMPI wrappers must come before libmpi's MPI_* symbols. */
-    snprintf(v, n, "%s/" LIB_MPI ":%s/" LIB_CORE "%s%s", libdir, libdir,
-             old && old[0] ? ":" : "", old && old[0] ? old : "");
+    snprintf(v, n, "%s/" LIB_MPI ":%s/" LIB_CORE "%s%s", libdir, libdir, old && old[0] ? ":" : "",
+             old && old[0] ? old : "");
     int rc = setenv("LD_PRELOAD", v, 1);
     free(v);
     return rc;
@@ -617,8 +624,8 @@ int cs__cmd_run(int argc, char **argv)
     append_run_file(run_file, "exit_status: %d\n", prog_status);
     if (!o.quiet && !not_started) {
         if (sig)
-            fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", cav[0],
-                    sig, strsignal(sig), prog_status);
+            fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", cav[0], sig,
+                    strsignal(sig), prog_status);
         else
             fprintf(stderr, "commscope: %s exited with status %d after %.2f s\n", cav[0],
                     prog_status, elapsed);

@@ -13,7 +13,8 @@ int cs__cmd_version(int argc, char **argv)
                    "Print commscope's version and the trace format version it writes and reads.\n");
             return 0;
         }
-        fprintf(stderr, "commscope version: unexpected argument '%s'; see 'commscope version --help'\n",
+        fprintf(stderr,
+                "commscope version: unexpected argument '%s'; see 'commscope version --help'\n",
                 argv[i]);
         return CS__EXIT_USAGE;
     }

@@ -9,7 +9,8 @@
 #include "internal.h"
 
 static const struct cs__cmd commands[] = {
-    {"run", cs__cmd_run, "run a program (mpirun, srun, torchrun, ...) with the collector, then analyse"},
+    {"run", cs__cmd_run,
+     "run a program (mpirun, srun, torchrun, ...) with the collector, then analyse"},
     {"analyze", cs_cmd_analyze, "analyse a run directory: text summary and JSON report"},
     {"version", cs__cmd_version, "print the version of commscope and of its trace format"},
 };

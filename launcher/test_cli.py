@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-EXE = sys.argv[1]
+EXE = os.path.abspath(sys.argv[1])
 failures = []
 
 
