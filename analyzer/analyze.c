@@ -81,6 +81,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         int r = h.r[0];
         struct cs__rank *rk = &run->ranks[r];
         const struct cs_event *ev = rk->next;
+        if (run->events_out)
+            cs__events_csv_line(run->events_out, run, r, ev, rk->next_key,
+                                cs__clock_map(&rk->clk, ev->t_end));
         size_t row = cs__metrics_event(run, r, ev);
         cs__match_event(run, r, ev, row);
         rk->next = cs_reader_next(rk->rd);
@@ -99,11 +102,14 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
 }
 
 int cs__analyze_dir(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
-                    size_t errlen)
+                    size_t errlen, FILE *events_out)
 {
-    *run = (struct cs__run){0};
+    *run = (struct cs__run){.events_out = events_out};
+    if (events_out)
+        cs__events_csv_header(events_out);
     *rep = (struct cs_report){0};
     int rc = cs__rundir_load(run, dir, err, errlen);
+    run->events_out = events_out;
     if (rc)
         return rc;
     return cs__analyze(run, rep);

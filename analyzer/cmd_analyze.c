@@ -1,4 +1,5 @@
 /* `commscope analyze RUN_DIR [--json FILE] [--quiet]`: the command line around the pipeline. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,9 +8,10 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--quiet]\n"
+    fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--events FILE] [--quiet]\n"
                "  RUN_DIR      directory holding rank-NNNNN.cst trace files\n"
                "  --json FILE  also write the JSON report to FILE ('-' for stdout)\n"
+               "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
                "  --quiet      do not print the text summary\n"
                "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
                "input), 2 usage error, 3 nothing could be analysed\n");
@@ -17,7 +19,7 @@ static void usage(FILE *f)
 
 int cs_cmd_analyze(int argc, char **argv)
 {
-    const char *dir = NULL, *json = NULL;
+    const char *dir = NULL, *json = NULL, *events = NULL;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -28,6 +30,13 @@ int cs_cmd_analyze(int argc, char **argv)
                 return 2;
             }
             json = argv[++i];
+        } else if (strcmp(a, "--events") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "commscope analyze: --events needs a file name\n");
+                usage(stderr);
+                return 2;
+            }
+            events = argv[++i];
         } else if (strncmp(a, "--json=", 7) == 0 && a[7]) {
             json = a + 7;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
@@ -57,7 +66,17 @@ int cs_cmd_analyze(int argc, char **argv)
     struct cs__run run;
     struct cs_report rep;
     char err[1024] = "";
-    int rc = cs__analyze_dir(dir, &run, &rep, err, sizeof err);
+    FILE *ev = NULL;
+    if (events && !(ev = fopen(events, "w"))) {
+        fprintf(stderr, "commscope analyze: cannot write events to %s: %s\n", events,
+                strerror(errno));
+        return 3;
+    }
+    int rc = cs__analyze_dir(dir, &run, &rep, err, sizeof err, ev);
+    if (ev && fclose(ev) != 0) {
+        fprintf(stderr, "commscope analyze: error writing %s\n", events);
+        rc = rc ? rc : CS_EIO;
+    }
     if (rc == CS_ENOENT || rc == CS_EIO || (rc && !run.ranks)) {
         fprintf(stderr, "commscope analyze: %s\n", err[0] ? err : cs_strerror(rc));
         cs__report_free(&rep);

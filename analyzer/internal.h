@@ -149,6 +149,7 @@ struct cs__run {
     char **problems;
     size_t nproblems, capproblems;
     int bad_files;           /* files skipped */
+    FILE *events_out;        /* when set, every event is also written here on the aligned clock */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -220,8 +221,18 @@ struct cs_report {
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
 int cs__analyze(struct cs__run *run, struct cs_report *rep);
 /* Load RUN_DIR and analyze it.  Returns 0 or a negative CS_E* code (message in err). */
+/* The name of communicator id in reports: "world", "self" or "comm-<16 hex digits>"; returns buf. */
+const char *cs__comm_label(uint64_t id, char *buf, size_t n);
+
+/* report_events.c: the CSV header, then one line per event with times on rank 0's clock. */
+void cs__events_csv_header(FILE *f);
+void cs__events_csv_line(FILE *f, const struct cs__run *run, int rank, const struct cs_event *ev,
+                         int64_t t_begin, int64_t t_end);
+
+/* Like cs__analyze on a freshly loaded RUN_DIR; when events_out is not NULL every event is also
+ * written to it as CSV (see report_events.c). */
 int cs__analyze_dir(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
-                    size_t errlen);
+                    size_t errlen, FILE *events_out);
 void cs__report_build(struct cs__run *run, struct cs_report *rep);
 void cs__report_free(struct cs_report *rep);
 

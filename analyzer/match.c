@@ -28,7 +28,7 @@ static int add_comm(struct cs__run *run, struct cs__comm *c)
     return 0;
 }
 
-static const char *comm_label(uint64_t id, char *buf, size_t n)
+const char *cs__comm_label(uint64_t id, char *buf, size_t n)
 {
     if (id == CS_COMM_WORLD_ID)
         snprintf(buf, n, "world");
@@ -60,7 +60,7 @@ int cs__comms_build(struct cs__run *run)
                     char b[40];
                     cs__problem(run, "rank %d disagrees on the members of communicator %s"
                                 " (size %" PRId32 " vs %" PRId32 "); its first record is used", r,
-                                comm_label(rec->id, b, sizeof b), rec->size, c->size);
+                                cs__comm_label(rec->id, b, sizeof b), rec->size, c->size);
                 }
                 continue;
             }

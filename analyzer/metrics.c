@@ -293,12 +293,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         const struct cs_op_info *oi = cs_op_info(r->op);
         const struct cs__comm *c = cs__comm_get(run, r->comm);
         snprintf(o->op, sizeof o->op, "%s", cs_op_name(r->op));
-        if (r->comm == CS_COMM_WORLD_ID)
-            snprintf(o->comm, sizeof o->comm, "world");
-        else if (r->comm >= CS_COMM_SELF_BASE && r->comm < CS_COMM_SELF_BASE + (1ull << 32))
-            snprintf(o->comm, sizeof o->comm, "self");
-        else
-            snprintf(o->comm, sizeof o->comm, "comm-%016" PRIx64, r->comm);
+        cs__comm_label(r->comm, o->comm, sizeof o->comm);
         o->comm_size = c ? c->size : 0;
         o->calls = r->calls;
         o->bytes = r->bytes;

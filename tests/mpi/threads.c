@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     if (rank == 0) {
         long n = (long)size * nthreads * iters;
         printf("threads: op MPI_Isend calls=%ld bytes=%ld\n", n, n * 16 * (long)sizeof(long));
-        printf("threads: op MPI_Irecv calls=%ld bytes=0\n", n);
+        printf("threads: op MPI_Irecv calls=%ld bytes=%ld\n", n, n * 16 * (long)sizeof(long));
         printf("threads: op MPI_Waitall calls=%ld bytes=0\n", n);
         printf("threads: op MPI_Allreduce calls=%ld bytes=%ld\n", n, n * (long)sizeof(long));
     }

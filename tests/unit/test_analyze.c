@@ -113,7 +113,7 @@ static void test_four_ranks(void)
     write_four(dir, -1);
     struct cs__run run;
     struct cs_report rep;
-    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err), ==, 0);
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
     for (size_t i = 0; i < run.nproblems; i++)
         fprintf(stderr, "unexpected problem: %s\n", run.problems[i]);
     CHECK_INT(run.nproblems, ==, 0);
@@ -230,7 +230,7 @@ static void test_causality(void)
     finish(&b, dir, 1, NULL);
     struct cs__run run;
     struct cs_report rep;
-    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err), ==, 0);
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
     CHECK_INT(rep.violations_repaired, ==, 1);
     CHECK_INT(rep.matched, ==, 1);
     /* Rank 1's arrival is pulled back to 5000, the earliest end: rank 0 waited 3000. */
