@@ -61,7 +61,8 @@ def load_report(rundir):
 def self_reported_ops(stdout, prefix):
     """Parse '<prefix>: op NAME calls=C bytes=B' lines printed by a test program."""
     ops = {}
-    for m in re.finditer(r"^%s: op (\S+) calls=(\d+)(?: bytes=(\d+))?" % prefix, stdout, re.M):
+    lead = prefix + ": " if prefix else ""
+    for m in re.finditer(r"^%sop (\S+) calls=(\d+)(?: bytes=(\d+))?" % lead, stdout, re.M):
         ops[m.group(1)] = (int(m.group(2)), int(m.group(3)) if m.group(3) else None)
     return ops
 
@@ -246,6 +247,31 @@ def case_threads(a, tmp):
     comms = {o["comm"] for o in rep["ops"] if o["op"] == "MPI_Allreduce"}
     check(len(comms) == 4, "all-reduces on 4 distinct communicators: %r" % comms)
     check(rep["instances"]["incomplete"] == 0, "instances %r" % rep["instances"])
+
+
+def case_all_ops(a, tmp):
+    """Every intercepted function once or more: exact calls and bytes per op against what the
+    program computed from its own arguments; every instance matched; split communicators."""
+    rundir = os.path.join(tmp, "run")
+    prefix = os.path.join(tmp, "expect")
+    prog = os.path.join(BIN, "cs_test_allops")
+    commscope_run(rundir, MPIRUN + ["-np", str(a.np), prog, prefix])
+    expected = {}
+    for r in range(a.np):
+        with open("%s-rank-%d.txt" % (prefix, r)) as f:
+            for name, (c, b) in self_reported_ops(f.read(), "").items():
+                oc, ob = expected.get(name, (0, 0))
+                expected[name] = (oc + c, ob + b)
+    check(len(expected) >= 50, "program used %d distinct calls" % len(expected))
+    rep = load_report(rundir)
+    check_trace_complete(rep, a.np)
+    compare_ops(expected, rep)
+    check(rep["instances"]["incomplete"] == 0, "instances %r" % rep["instances"])
+    allr = {o["comm"]: o for o in rep["ops"] if o["op"] == "MPI_Allreduce"}
+    # world, dup, split_type (one host), create, and the two halves of the split.
+    sizes = sorted(o["comm_size"] for o in allr.values())
+    want = sorted([a.np] * 4 + [(a.np + 1) // 2, a.np // 2])
+    check(sizes == want, "all-reduce communicator sizes %r, expected %r" % (sizes, want))
 
 
 def case_inert(a, tmp):
