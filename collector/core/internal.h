@@ -44,6 +44,12 @@ void cs__skew_report(void);
  * now on.  Returns 1 when the skew is active for this rank.
  */
 int cs__skew_confirm(int rank, uint64_t *t);
+/*
+ * How cs_now reads the raw clock (clock.c), for tests and diagnostics: 0 clock_gettime only (no
+ * invariant TSC, or given up), 1 invariant TSC found but the factor not yet calibrated (so
+ * clock_gettime), 2 TSC with per-thread anchors.
+ */
+int cs__clock_tsc_state(void);
 
 /* CRC-32 as cs_crc32(0, buf, len); PCLMUL-accelerated where the CPU has it (crc_fast.c). */
 uint32_t cs__crc32(const void *buf, size_t len);
