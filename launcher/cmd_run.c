@@ -302,11 +302,19 @@ static char **commscope_env(size_t *n)
 
 /*
  * argv for the child: PROGRAM ARGS, with Open MPI's `-x` options inserted after the launcher name.
- * Returns a malloc'ed NULL-terminated array (the array and the inserted names are owned by the
- * caller; freed at exit), or NULL when out of memory.
+ * Returns a malloc'ed NULL-terminated array, or NULL when out of memory; *owned is set to the
+ * number of variable names it allocated (av[5], av[7], ...): release it with free_child_argv().
  */
-static char **child_argv(const struct run_opts *o)
+static void free_child_argv(char **av, size_t owned)
 {
+    for (size_t j = 0; j < owned; j++)
+        free(av[5 + 2 * j]);
+    free(av);
+}
+
+static char **child_argv(const struct run_opts *o, size_t *owned)
+{
+    *owned = 0;
     size_t nenv = 0;
     char **env = commscope_env(&nenv);
     if (!env)
@@ -332,11 +340,12 @@ static char **child_argv(const struct run_opts *o)
             char *name = strndup(env[i], len);
             if (!name) {
                 free(env);
-                free(av);
+                free_child_argv(av, *owned);
                 return NULL;
             }
             av[k++] = "-x";
             av[k++] = name;
+            ++*owned;
         }
     }
     for (int i = 1; i < o->prog_argc; i++)
@@ -590,7 +599,8 @@ int cs__cmd_run(int argc, char **argv)
         fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
         return EXIT_SETUP;
     }
-    char **cav = child_argv(&o);
+    size_t owned;
+    char **cav = child_argv(&o, &owned);
     if (!cav) {
         fprintf(stderr, "commscope run: out of memory\n");
         return EXIT_SETUP;
@@ -599,8 +609,10 @@ int cs__cmd_run(int argc, char **argv)
     snprintf(run_file, sizeof(run_file), "%s/" RUN_FILE, run_dir);
     time_t start = time(NULL);
     rc = write_run_file(run_file, argc, argv, cav, run_dir, libdir, start);
-    if (rc)
+    if (rc) {
+        free_child_argv(cav, owned);
         return rc;
+    }
     if (!o.quiet)
         fprintf(stderr, "commscope: run directory %s\n", run_dir);
 
@@ -608,6 +620,9 @@ int cs__cmd_run(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int sig = 0, not_started = 0;
     int prog_status = run_program(cav, &sig, &not_started);
+    char prog_name[256];
+    snprintf(prog_name, sizeof prog_name, "%s", cav[0]);
+    free_child_argv(cav, owned);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double elapsed = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     time_t end = time(NULL);
@@ -624,10 +639,10 @@ int cs__cmd_run(int argc, char **argv)
     append_run_file(run_file, "exit_status: %d\n", prog_status);
     if (!o.quiet && !not_started) {
         if (sig)
-            fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", cav[0], sig,
+            fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", prog_name, sig,
                     strsignal(sig), prog_status);
         else
-            fprintf(stderr, "commscope: %s exited with status %d after %.2f s\n", cav[0],
+            fprintf(stderr, "commscope: %s exited with status %d after %.2f s\n", prog_name,
                     prog_status, elapsed);
     }
     /* A program that never ran left nothing to analyse. */
