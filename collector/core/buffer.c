@@ -6,9 +6,18 @@
  * crashed rank's file sees exactly the committed events.  Only when a block is full does the
  * thread seal it (CRC) and claim the next block index from a global counter, and only when that
  * block lies past the end of the file does it take a mutex and grow the file, by 4 MiB at a time.
+ *
+ * First writes to fresh file pages are expensive (page allocation and zeroing in the kernel:
+ * 40-70 ns per 64-byte event in a VM).  A helper thread started with the trace keeps the file
+ * grown and its pages populated (MADV_POPULATE_WRITE) CS__AHEAD_BLOCKS ahead of the claim
+ * frontier, on another core, so writers find their pages ready; it sleeps on a futex, and a
+ * claim that comes within half that distance of the populated end wakes it.  A writer that
+ * catches up still grows the file itself, and pages it touches first fault in as usual.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -60,8 +69,11 @@ void cs__prefault(void *addr, size_t len)
         atomic_store_explicit(&unsupported, 1, memory_order_relaxed);
 }
 
-/* Make the file at least `blocks` blocks long.  Returns 0 or an errno value. */
-static int grow_file(uint64_t blocks)
+/*
+ * Make the file at least `blocks` blocks long; with `populate`, also populate what was added.
+ * Returns 0 or an errno value.
+ */
+static int grow_file(uint64_t blocks, int populate)
 {
     if (blocks <= atomic_load_explicit(&cs__t.file_blocks, memory_order_acquire))
         return 0;
@@ -90,7 +102,8 @@ static int grow_file(uint64_t blocks)
         if (rc != 0) {
             err = errno;
         } else {
-            cs__prefault(cs__t.base + from, (size_t)(to - from));
+            if (populate)
+                cs__prefault(cs__t.base + from, (size_t)(to - from));
             atomic_store_explicit(&cs__t.file_blocks, want, memory_order_release);
         }
     }
@@ -108,13 +121,92 @@ int64_t cs__claim_blocks(uint64_t n)
             return -1;
     } while (!atomic_compare_exchange_weak_explicit(&cs__t.next_block, &first, first + n,
                                                     memory_order_relaxed, memory_order_relaxed));
-    int err = grow_file(first + n);
+    /* Seq-cst, with the helper's store of wake_at and its reload of next_block: either this
+     * claim sees the helper's wake_at, or the helper sees this claim (no lost wake-up). */
+    uint64_t wake = atomic_load(&cs__t.wake_at);
+    if (CS_UNLIKELY(first + n >= wake) &&
+        atomic_compare_exchange_strong(&cs__t.wake_at, &wake, UINT64_MAX)) {
+        atomic_fetch_add(&cs__t.helper_seq, 1);
+        syscall(SYS_futex, &cs__t.helper_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+    int err = grow_file(first + n, !cs__t.helper_running);
     if (err) {
         cs_disable("cannot extend trace file %s to %llu blocks: %s", cs__t.path,
                    (unsigned long long)(first + n), strerror(err));
         return -1;
     }
     return (int64_t)first;
+}
+
+/* The helper's main loop: populate ahead of the frontier, sleep, repeat, until told to stop. */
+static void *helper_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        uint32_t seq = atomic_load(&cs__t.helper_seq);
+        if (atomic_load(&cs__t.helper_stop))
+            break;
+        uint64_t front = atomic_load(&cs__t.next_block);
+        uint64_t ready = atomic_load_explicit(&cs__t.ready_blocks, memory_order_relaxed);
+        uint64_t goal = front + CS__AHEAD_BLOCKS;
+        if (goal > cs__t.max_blocks)
+            goal = cs__t.max_blocks;
+        if (ready < goal) {
+            /* Pages behind the frontier are the writers' already: start at the frontier. */
+            uint64_t from = ready > front ? ready : front;
+            uint64_t to = from + CS__POPULATE_BLOCKS < goal ? from + CS__POPULATE_BLOCKS : goal;
+            /* A failure (disk full) is the writers' to report when they reach it. */
+            if (from < to && grow_file(to, 0) != 0)
+                goto idle;
+            if (from < to)
+                cs__prefault(cs__block(from), (size_t)(to - from) * CS_BLOCK_SIZE);
+            atomic_store_explicit(&cs__t.ready_blocks, to, memory_order_relaxed);
+            continue;
+        }
+        atomic_store(&cs__t.wake_at, ready - CS__AHEAD_BLOCKS / 2);
+        if (atomic_load(&cs__t.next_block) >= ready - CS__AHEAD_BLOCKS / 2)
+            continue;
+    idle:
+        /* Sleeps until a claim or close bumps helper_seq (returns at once if it did already). */
+        syscall(SYS_futex, &cs__t.helper_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+    }
+    return NULL;
+}
+
+void cs__helper_start(void)
+{
+    atomic_store(&cs__t.helper_stop, 0);
+    atomic_store(&cs__t.wake_at, UINT64_MAX);
+    cs__t.helper_running = 0;
+    /* The helper must never receive the program's signals: block them all while creating it
+     * (the new thread inherits the mask), then restore the caller's mask. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&cs__t.helper, NULL, helper_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) {
+        cs__t.helper_running = 1;
+        pthread_setname_np(cs__t.helper, "commscope-pf");
+    }
+}
+
+void cs__helper_stop(void)
+{
+    if (!cs__t.helper_running)
+        return;
+    atomic_store(&cs__t.helper_stop, 1);
+    atomic_fetch_add(&cs__t.helper_seq, 1);
+    syscall(SYS_futex, &cs__t.helper_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    pthread_join(cs__t.helper, NULL);
+    cs__t.helper_running = 0;
+    atomic_store(&cs__t.wake_at, UINT64_MAX);
+}
+
+void cs__helper_forget(void)
+{
+    cs__t.helper_running = 0;
+    atomic_store(&cs__t.wake_at, UINT64_MAX);
 }
 
 void cs__block_init(struct cs_block_header *b, uint16_t kind, uint16_t thread, uint32_t ostid,

@@ -18,6 +18,12 @@
 
 /* The file grows in steps of this many blocks (4 MiB), so extending it is rare. */
 #define CS__GROW_BLOCKS 256u
+/*
+ * The prefault helper thread keeps at least this many blocks (8 MiB) populated beyond the claim
+ * frontier, working in steps of CS__POPULATE_BLOCKS (1 MiB, so stopping it never waits long).
+ */
+#define CS__AHEAD_BLOCKS 512u
+#define CS__POPULATE_BLOCKS 64u
 /* Payload bytes of one block (after its header). */
 #define CS__BLOCK_PAYLOAD (CS_BLOCK_SIZE - sizeof(struct cs_block_header))
 
@@ -75,6 +81,12 @@ struct cs__trace {
     _Atomic uint32_t next_thread;     /* next thread index */
     _Atomic uint32_t generation;      /* bumped at every open/close/fork: resets thread state */
     int fallocate_works;              /* 0 once fallocate said EOPNOTSUPP: use ftruncate */
+    _Atomic uint64_t ready_blocks;    /* blocks populated (page-table entries in place) */
+    _Atomic uint64_t wake_at;         /* a claim reaching this block wakes the helper */
+    _Atomic uint32_t helper_seq;      /* futex word: bumped to wake the helper */
+    _Atomic int helper_stop;          /* set at close: the helper exits */
+    int helper_running;               /* the helper thread exists (join it at close) */
+    pthread_t helper;
     pthread_mutex_t grow_mu;          /* serialises extending the file */
     pthread_mutex_t comm_mu;          /* serialises the communicator table */
     struct cs_block_header *comm_blk; /* current CS_BLOCK_COMMS block, or NULL */
@@ -111,6 +123,15 @@ void cs__thread_ident(uint16_t *thread, uint32_t *ostid);
 
 /* Populate [addr, addr+len) of the mapping ahead of use (best effort). */
 void cs__prefault(void *addr, size_t len);
+
+/*
+ * Start the prefault helper for the trace just opened (buffer.c); without it (thread creation
+ * failed) writers grow and populate the file themselves.  Stop it and wait for it (at close;
+ * returns within one populate step).  Forget it in a forked child, where it does not exist.
+ */
+void cs__helper_start(void);
+void cs__helper_stop(void);
+void cs__helper_forget(void);
 
 /* Count one dropped event in the header. */
 void cs__count_drop(void);

@@ -19,6 +19,7 @@ volatile int cs_active;
 
 struct cs__trace cs__t = {
     .fd = -1,
+    .wake_at = UINT64_MAX,
     .grow_mu = PTHREAD_MUTEX_INITIALIZER,
     .comm_mu = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -57,6 +58,7 @@ static void atfork_child(void)
     if (cs__t.open) {
         inherited = 1;
         __atomic_store_n(&cs_active, 0, __ATOMIC_RELAXED);
+        cs__helper_forget(); /* threads do not survive fork */
         detach_mapping();
         close(cs__t.fd);
         cs__t.fd = -1;
@@ -231,6 +233,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__t.fd = fd;
     atomic_store(&cs__t.next_block, 0);
     atomic_store(&cs__t.file_blocks, initial);
+    atomic_store(&cs__t.ready_blocks, initial);
     atomic_store(&cs__t.next_thread, 0);
     cs__t.comm_blk = NULL;
     cs__t.comm_seq = 0;
@@ -239,6 +242,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
     atomic_fetch_add(&cs__t.generation, 1);
     cs__t.open = 1;
+    cs__helper_start();
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -320,6 +324,8 @@ void cs_trace_close(uint64_t t_finalize)
     if (!cs__t.open)
         return;
     __atomic_store_n(&cs_active, 0, __ATOMIC_RELEASE);
+    /* Before the locks: the helper may be waiting for grow_mu. */
+    cs__helper_stop();
     pthread_mutex_lock(&cs__t.comm_mu);
     pthread_mutex_lock(&cs__t.grow_mu);
 
