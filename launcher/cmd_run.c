@@ -303,12 +303,12 @@ static char **commscope_env(size_t *n)
 /*
  * argv for the child: PROGRAM ARGS, with Open MPI's `-x` options inserted after the launcher name.
  * Returns a malloc'ed NULL-terminated array, or NULL when out of memory; *owned is set to the
- * number of variable names it allocated (av[5], av[7], ...): release it with free_child_argv().
+ * number of variable names it allocated (av[6], av[8], ...): release it with free_child_argv().
  */
 static void free_child_argv(char **av, size_t owned)
 {
     for (size_t j = 0; j < owned; j++)
-        free(av[5 + 2 * j]);
+        free(av[6 + 2 * j]);
     free(av);
 }
 
