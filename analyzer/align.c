@@ -23,13 +23,25 @@ void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h)
     for (int i = 0; i < 2; i++)
         if (h->clock[i].valid && h->clock[i].rtt_ns > c->rtt_max)
             c->rtt_max = h->clock[i].rtt_ns;
+    if (c->valid == 2) {
+        /* The slope in 64-bit integers when it fits: the common case, and then mapping a time
+         * needs one 64-bit multiply and divide instead of 128-bit arithmetic. */
+        i128 num = (i128)c->o1 - (i128)c->o0, den = (i128)c->l1 - (i128)c->l0;
+        if (den < 0) {
+            num = -num;
+            den = -den;
+        }
+        if (num > -INT64_MAX && num < INT64_MAX && den < INT64_MAX) {
+            c->num = (int64_t)num;
+            c->den = (int64_t)den;
+            c->fast = 1;
+        }
+    }
 }
 
-int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
+/* The exact interpolation of cs__clock_map in 128-bit integers. */
+static int64_t map_wide(const struct cs__clock *c, uint64_t t)
 {
-    if (c->valid < 2)
-        return (int64_t)t + c->o0;
-    /* Exact integer interpolation, rounded to nearest, extrapolating outside [l0, l1]. */
     i128 num = (i128)(c->o1 - c->o0) * ((i128)t - (i128)c->l0);
     i128 den = (i128)c->l1 - (i128)c->l0;
     if (den < 0) {
@@ -38,6 +50,26 @@ int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
     }
     i128 q = num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
     return (int64_t)((i128)t + c->o0 + q);
+}
+
+int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
+{
+    if (c->valid < 2)
+        return (int64_t)t + c->o0;
+    /* Exact integer interpolation, rounded to nearest, extrapolating outside [l0, l1].  The same
+     * arithmetic in 64 bits whenever no intermediate overflows (checked), else in 128 bits. */
+    int64_t d, num, q;
+    if (c->fast && t <= INT64_MAX && c->l0 <= INT64_MAX &&
+        !__builtin_sub_overflow((int64_t)t, (int64_t)c->l0, &d) &&
+        !__builtin_mul_overflow(c->num, d, &num) && num > -INT64_MAX &&
+        !__builtin_add_overflow(num >= 0 ? num : -num, c->den / 2, &q)) {
+        q /= c->den;
+        q = num >= 0 ? q : -q;
+        int64_t r;
+        if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
+            return r;
+    }
+    return map_wide(c, t);
 }
 
 double cs__clock_drift_ppm(const struct cs__clock *c)

@@ -8,33 +8,36 @@
 
 #include "internal.h"
 
-struct heap {
-    int *r;
-    size_t n;
-    const struct cs__rank *ranks;
+/* The merge heap keeps each rank's key beside it, so comparisons touch one array only. */
+struct heap_ent {
+    int64_t key;
+    int r;
 };
 
-static int before(const struct heap *h, int a, int b)
+struct heap {
+    struct heap_ent *e;
+    size_t n;
+};
+
+static int before(const struct heap_ent *a, const struct heap_ent *b)
 {
-    int64_t ka = h->ranks[a].next_key, kb = h->ranks[b].next_key;
-    return ka < kb || (ka == kb && a < b);
+    return a->key < b->key || (a->key == b->key && a->r < b->r);
 }
 
 static void sift_down(struct heap *h, size_t i)
 {
+    struct heap_ent x = h->e[i];
     for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        if (l < h->n && before(h, h->r[l], h->r[m]))
-            m = l;
-        if (l + 1 < h->n && before(h, h->r[l + 1], h->r[m]))
-            m = l + 1;
-        if (m == i)
-            return;
-        int t = h->r[i];
-        h->r[i] = h->r[m];
-        h->r[m] = t;
+        size_t l = 2 * i + 1, m;
+        if (l >= h->n)
+            break;
+        m = l + 1 < h->n && before(&h->e[l + 1], &h->e[l]) ? l + 1 : l;
+        if (!before(&h->e[m], &x))
+            break;
+        h->e[i] = h->e[m];
         i = m;
     }
+    h->e[i] = x;
 }
 
 int cs__analyze(struct cs__run *run, struct cs_report *rep)
@@ -55,8 +58,8 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);
         rk->t_last_end = rk->t_first;
     }
-    struct heap h = {.r = malloc(((size_t)run->world + 1) * sizeof(int)), .ranks = run->ranks};
-    if (!h.r) {
+    struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
+    if (!h.e) {
         cs__problem(run, "out of memory for the event merge");
         cs__report_build(run, rep);
         return CS_ENOMEM;
@@ -68,7 +71,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
             rk->next_key = cs__clock_map(&rk->clk, rk->next->t_begin);
-            h.r[h.n++] = r;
+            h.e[h.n++] = (struct heap_ent){rk->next_key, r};
         }
     }
     for (size_t i = h.n; i-- > 0;)
@@ -78,24 +81,25 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (run->ranks[r].present && !run->ranks[r].next)
             cs__match_rank_done(run, r);
     while (h.n) {
-        int r = h.r[0];
+        int r = h.e[0].r;
         struct cs__rank *rk = &run->ranks[r];
         const struct cs_event *ev = rk->next;
+        /* Each timestamp is mapped once here and handed on. */
+        int64_t tb = rk->next_key, te = cs__clock_map(&rk->clk, ev->t_end);
         if (run->events_out)
-            cs__events_csv_line(run->events_out, run, r, ev, rk->next_key,
-                                cs__clock_map(&rk->clk, ev->t_end));
-        size_t row = cs__metrics_event(run, r, ev);
-        cs__match_event(run, r, ev, row);
+            cs__events_csv_line(run->events_out, run, r, ev, tb, te);
+        size_t row = cs__metrics_event(run, r, ev, te);
+        cs__match_event(run, r, ev, row, tb, te);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
-            rk->next_key = cs__clock_map(&rk->clk, rk->next->t_begin);
+            rk->next_key = h.e[0].key = cs__clock_map(&rk->clk, rk->next->t_begin);
         } else {
-            h.r[0] = h.r[--h.n];
+            h.e[0] = h.e[--h.n];
             cs__match_rank_done(run, r);
         }
         sift_down(&h, 0);
     }
-    free(h.r);
+    free(h.e);
     cs__match_finish(run);
     cs__report_build(run, rep);
     return 0;

@@ -48,6 +48,10 @@ struct cs__clock {
     uint64_t l0, l1;  /* local times of the samples */
     int64_t o0, o1;   /* offsets at them */
     uint64_t rtt_max; /* largest valid round trip */
+    /* Precomputed for cs__clock_map (valid == 2): slope numerator o1 - o0 and denominator
+     * l1 - l0 with the sign moved to the numerator, and whether both fit the 64-bit fast path. */
+    int64_t num, den;
+    int fast;
 };
 void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h);
 /* t on rank 0's clock (ns), rounded to nearest. */
@@ -62,6 +66,7 @@ struct cs__comm {
     int32_t size;
     const int32_t *members; /* world rank of comm rank i (points into a mapping or run->ident) */
     int32_t *owned;         /* members copy owned by the run (synthesised comms) or NULL */
+    struct cs__inst *spare; /* closed instances kept for reuse (all of this comm's size) */
 };
 
 /* One open collective instance (match.c). */
@@ -69,6 +74,9 @@ struct cs__inst {
     uint64_t comm;
     uint32_t seq;
     uint16_t op;
+    struct cs__comm *c;      /* its communicator (owns the spare list it returns to) */
+    struct cs__inst *next;   /* link in c->spare while unused */
+    size_t row;              /* op row of (op, comm), SIZE_MAX unknown */
     int mixed;               /* members disagree on the op: never used for waits */
     int32_t n;               /* members */
     int32_t root;            /* comm rank of the root, -1 unknown or none */
@@ -89,6 +97,12 @@ struct cs__rank {
     struct cs__clock clk;
     const struct cs_event *next;
     int64_t next_key;        /* aligned t_begin of next */
+    /* Last communicators this rank used: id -> comm and this rank's comm rank (match.c). */
+    struct cs__rank_comm {
+        uint64_t id;
+        struct cs__comm *c;
+        int32_t idx;
+    } cc[4];
     /* metrics */
     int64_t t_first, t_last_end; /* aligned */
     uint64_t comm_ns, calls, bytes;
@@ -117,6 +131,7 @@ struct cs__pending {
     int64_t t_begin;   /* aligned */
     uint64_t bytes;
     size_t row;        /* op row index */
+    struct cs__pending *next; /* link in run->spare_pending while unused */
 };
 
 struct cs__run {
@@ -134,9 +149,16 @@ struct cs__run {
     /* matching */
     struct cs__map open;         /* (comm, seq) -> struct cs__inst * */
     struct cs__map pending;      /* (world rank, request) -> struct cs__pending * */
+    struct cs__pending *spare_pending; /* freed requests kept for reuse */
     uint64_t uncertainty_ns;     /* max rtt / 2 over all ranks */
     /* metrics */
     struct cs__map row_by_key;   /* (op, comm) -> row index + 1 */
+    /* Direct-mapped cache in front of row_by_key: rows never move until the report is built. */
+    struct cs__rowc {
+        uint64_t comm;
+        uint32_t op;  /* 0: empty (op 0 never has a row) */
+        uint32_t row;
+    } rowc[256];
     struct cs__oprow *rows;
     size_t nrows, caprows;
     uint64_t matched, incomplete, unmatched_events;
@@ -163,12 +185,17 @@ void cs__run_free(struct cs__run *run);
 /* match.c */
 int cs__comms_build(struct cs__run *run);
 const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id);
-void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row);
+/* tb, te: ev's t_begin and t_end on rank 0's clock. */
+void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
+                     int64_t tb, int64_t te);
 void cs__match_rank_done(struct cs__run *run, int rank);
 void cs__match_finish(struct cs__run *run);
 
 /* metrics.c */
-size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev);
+/* te: ev's t_end on rank 0's clock.  Returns the op row of the event, SIZE_MAX none. */
+size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t te);
+/* The op row of (op, comm), created when absent; SIZE_MAX out of memory. */
+size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm);
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete);
 void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, int64_t t_end);
 

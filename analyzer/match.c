@@ -118,16 +118,48 @@ static int32_t comm_rank(const struct cs__run *run, const struct cs__comm *c, in
     return -1;
 }
 
-static struct cs__inst *inst_new(struct cs__run *run, const struct cs__comm *c, uint64_t comm,
-                                 uint32_t seq, uint16_t op)
+/*
+ * The communicator with id `id` and world rank `rank`'s rank in it (-1 not a member), through the
+ * rank's small cache of recently used communicators: a rank's collectives cycle over a few
+ * communicators, and both answers are fixed once found.  NULL: unknown communicator.
+ */
+static struct cs__comm *comm_of(struct cs__run *run, int rank, uint64_t id, int32_t *idx)
+{
+    struct cs__rank_comm *e = &run->ranks[rank].cc[(id ^ (id >> 32)) & 3];
+    if (e->c && e->id == id) {
+        *idx = e->idx;
+        return e->c;
+    }
+    struct cs__comm *c = (struct cs__comm *)cs__comm_get(run, id);
+    if (!c)
+        return NULL;
+    *idx = comm_rank(run, c, rank);
+    *e = (struct cs__rank_comm){.id = id, .c = c, .idx = *idx};
+    return c;
+}
+
+static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64_t comm,
+                                 uint32_t seq, uint16_t op, size_t row)
 {
     size_t n = (size_t)c->size;
-    struct cs__inst *in = calloc(1, sizeof *in + n * (3 * sizeof(int64_t) + 1));
-    if (!in)
-        return NULL;
+    size_t bytes = sizeof(struct cs__inst) + n * (3 * sizeof(int64_t) + 1);
+    /* Instances of one communicator all have its size, so closed ones are reused from its spare
+     * list rather than freed: no allocation per instance once the open window is reached, and
+     * memory stays at the most instances that were ever open at once. */
+    struct cs__inst *in = c->spare;
+    if (in) {
+        c->spare = in->next;
+        memset(in, 0, bytes);
+    } else {
+        in = calloc(1, bytes);
+        if (!in)
+            return NULL;
+    }
     in->comm = comm;
     in->seq = seq;
     in->op = op;
+    in->c = c;
+    in->row = row;
     in->n = c->size;
     in->root = -1;
     in->members = c->members;
@@ -147,14 +179,35 @@ static void inst_check(struct cs__run *run, struct cs__inst *in)
         return;
     cs__map_del(&run->open, in->comm, in->seq);
     cs__metrics_instance(run, in, complete);
-    free(in);
+    in->next = in->c->spare;
+    in->c->spare = in;
 }
 
-static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row)
+/* A pending-request record, from the spare list when it has one.  NULL: out of memory. */
+static struct cs__pending *pending_new(struct cs__run *run)
 {
-    const struct cs__comm *c = cs__comm_get(run, ev->comm);
-    int32_t idx = c ? comm_rank(run, c, rank) : -1;
-    if (idx < 0) {
+    struct cs__pending *p = run->spare_pending;
+    if (p) {
+        run->spare_pending = p->next;
+        return p;
+    }
+    return malloc(sizeof *p);
+}
+
+static void pending_free(struct cs__run *run, struct cs__pending *p)
+{
+    if (!p)
+        return;
+    p->next = run->spare_pending;
+    run->spare_pending = p;
+}
+
+static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
+                       int64_t tb, int64_t te)
+{
+    int32_t idx = -1;
+    struct cs__comm *c = comm_of(run, rank, ev->comm, &idx);
+    if (!c || idx < 0) {
         run->unmatched_events++;
         return;
     }
@@ -165,7 +218,7 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
         return;
     }
     if (fresh) {
-        struct cs__inst *in = inst_new(run, c, ev->comm, ev->seq, ev->op);
+        struct cs__inst *in = inst_new(run, c, ev->comm, ev->seq, ev->op, row);
         if (!in) {
             cs__map_del(&run->open, ev->comm, ev->seq);
             run->unmatched_events++;
@@ -180,10 +233,9 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
         run->unmatched_events++;
         return;
     }
-    struct cs__rank *rk = &run->ranks[rank];
     if (ev->op != in->op)
         in->mixed = 1;
-    in->arr[idx] = cs__clock_map(&rk->clk, ev->t_begin);
+    in->arr[idx] = tb;
     in->size[idx] = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
     in->state[idx] |= 1;
     in->arrived++;
@@ -192,44 +244,43 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
     else if (in->root < 0 && ev->peer >= 0 && cs_op_info(ev->op)->pattern != CS_PAT_NXN)
         in->root = comm_rank(run, c, ev->peer);
     if (cs_op_info(ev->op)->kind == CS_KIND_COLL) {
-        in->end[idx] = cs__clock_map(&rk->clk, ev->t_end);
+        in->end[idx] = te;
         in->state[idx] |= 2;
         in->ended++;
         inst_check(run, in);
         return;
     }
-    struct cs__pending *p = malloc(sizeof *p);
+    struct cs__pending *p = pending_new(run);
     uint64_t *pv = p ? cs__map_put(&run->pending, (uint64_t)rank, ev->request, &fresh) : NULL;
     if (!pv) {
-        free(p);
+        pending_free(run, p);
         return;
     }
-    if (!fresh)
-        free((void *)(uintptr_t)*pv); /* a reused request id replaces the forgotten one */
+    if (!fresh) /* a reused request id replaces the forgotten one */
+        pending_free(run, (struct cs__pending *)(uintptr_t)*pv);
     *p = (struct cs__pending){.op = ev->op, .is_coll = 1, .comm = ev->comm, .seq = ev->seq,
                               .idx = idx, .t_begin = in->arr[idx], .bytes = ev->bytes, .row = row};
     *pv = (uint64_t)(uintptr_t)p;
 }
 
-void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row)
+void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
+                     int64_t tb, int64_t te)
 {
     enum cs_op_kind k = cs_op_info(ev->op)->kind;
-    struct cs__rank *rk = &run->ranks[rank];
     if (k == CS_KIND_COLL || k == CS_KIND_ICOLL) {
-        coll_event(run, rank, ev, row);
+        coll_event(run, rank, ev, row, tb, te);
     } else if (k == CS_KIND_IP2P) {
         int fresh;
-        struct cs__pending *p = malloc(sizeof *p);
+        struct cs__pending *p = pending_new(run);
         uint64_t *pv = p ? cs__map_put(&run->pending, (uint64_t)rank, ev->request, &fresh) : NULL;
         if (!pv) {
-            free(p);
+            pending_free(run, p);
             return;
         }
         if (!fresh)
-            free((void *)(uintptr_t)*pv);
+            pending_free(run, (struct cs__pending *)(uintptr_t)*pv);
         uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
-        *p = (struct cs__pending){.op = ev->op, .t_begin = cs__clock_map(&rk->clk, ev->t_begin),
-                                  .bytes = b, .row = row};
+        *p = (struct cs__pending){.op = ev->op, .t_begin = tb, .bytes = b, .row = row};
         *pv = (uint64_t)(uintptr_t)p;
     } else if (k == CS_KIND_DONE) {
         uint64_t *pv = cs__map_get(&run->pending, (uint64_t)rank, ev->request);
@@ -237,7 +288,7 @@ void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, s
             return;
         struct cs__pending *p = (void *)(uintptr_t)*pv;
         cs__map_del(&run->pending, (uint64_t)rank, ev->request);
-        int64_t t_end = cs__clock_map(&rk->clk, ev->t_end);
+        int64_t t_end = te;
         if (p->is_coll) {
             uint64_t *iv = cs__map_get(&run->open, p->comm, p->seq);
             struct cs__inst *in = iv ? (void *)(uintptr_t)*iv : NULL;
@@ -250,7 +301,7 @@ void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, s
         } else if (!(ev->flags & CS_EV_CANCELLED)) {
             cs__metrics_request_done(run, p, t_end);
         }
-        free(p);
+        pending_free(run, p);
     }
 }
 
@@ -266,8 +317,7 @@ void cs__match_rank_done(struct cs__run *run, int rank)
         if (!run->open.slot[i].used)
             continue;
         struct cs__inst *in = (void *)(uintptr_t)run->open.slot[i].v;
-        const struct cs__comm *c = cs__comm_get(run, in->comm);
-        int32_t idx = c ? comm_rank(run, c, rank) : -1;
+        int32_t idx = comm_rank(run, in->c, rank);
         if (idx >= 0 && !(in->state[idx] & 2)) {
             in->dead_unended++;
             hit[n++] = in;
@@ -289,7 +339,8 @@ void cs__match_finish(struct cs__run *run)
         for (size_t i = 0; i < n; i++) {
             cs__map_del(&run->open, left[i]->comm, left[i]->seq);
             cs__metrics_instance(run, left[i], 0);
-            free(left[i]);
+            left[i]->next = left[i]->c->spare;
+            left[i]->c->spare = left[i];
         }
         free(left);
     }

@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-static size_t row_get(struct cs__run *run, uint16_t op, uint64_t comm)
+static size_t row_lookup(struct cs__run *run, uint16_t op, uint64_t comm)
 {
     int fresh;
     uint64_t *v = cs__map_put(&run->row_by_key, op, comm, &fresh);
@@ -33,16 +33,27 @@ static size_t row_get(struct cs__run *run, uint16_t op, uint64_t comm)
     return run->nrows - 1;
 }
 
+size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm)
+{
+    struct cs__rowc *c = &run->rowc[(comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >>
+                                    56];
+    if (c->op == op && c->comm == comm)
+        return c->row;
+    size_t row = row_lookup(run, op, comm);
+    if (row != SIZE_MAX && op != 0 && row < UINT32_MAX)
+        *c = (struct cs__rowc){.comm = comm, .op = op, .row = (uint32_t)row};
+    return row;
+}
+
 static int is_comm_kind(enum cs_op_kind k)
 {
     return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
            k == CS_KIND_WAIT;
 }
 
-size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev)
+size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t te)
 {
     struct cs__rank *rk = &run->ranks[rank];
-    int64_t te = cs__clock_map(&rk->clk, ev->t_end);
     if (te > rk->t_last_end)
         rk->t_last_end = te;
     enum cs_op_kind k = cs_op_info(ev->op)->kind;
@@ -52,7 +63,7 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
     rk->comm_ns += dur;
     rk->calls++;
     rk->bytes += ev->bytes;
-    size_t row = row_get(run, ev->op, ev->comm);
+    size_t row = cs__row_get(run, ev->op, ev->comm);
     if (row == SIZE_MAX)
         return row;
     struct cs__oprow *r = &run->rows[row];
@@ -166,9 +177,14 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         s->others_waited_ns += others;
     }
 
-    uint64_t *rv = cs__map_get(&run->row_by_key, in->op, in->comm);
-    if (rv) {
-        struct cs__oprow *r = &run->rows[*rv - 1];
+    /* The row is the creating event's; look it up only if that failed (out of memory). */
+    size_t row = in->row;
+    if (row == SIZE_MAX) {
+        uint64_t *rv = cs__map_get(&run->row_by_key, in->op, in->comm);
+        row = rv ? (size_t)(*rv - 1) : SIZE_MAX;
+    }
+    if (row != SIZE_MAX) {
+        struct cs__oprow *r = &run->rows[row];
         r->inst_bytes += (double)S;
         r->inst_ns += (double)(last_end > last ? last_end - last : 0);
         r->instances++;

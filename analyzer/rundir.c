@@ -236,6 +236,11 @@ void cs__run_free(struct cs__run *run)
     free(run->ranks);
     free(run->ident);
     for (size_t i = 0; i < run->ncomms; i++) {
+        while (run->comms[i]->spare) {
+            struct cs__inst *in = run->comms[i]->spare;
+            run->comms[i]->spare = in->next;
+            free(in);
+        }
         free(run->comms[i]->owned);
         free(run->comms[i]);
     }
@@ -250,6 +255,11 @@ void cs__run_free(struct cs__run *run)
         if (run->pending.slot[i].used)
             free((void *)(uintptr_t)run->pending.slot[i].v);
     cs__map_free(&run->pending);
+    while (run->spare_pending) {
+        struct cs__pending *p = run->spare_pending;
+        run->spare_pending = p->next;
+        free(p);
+    }
     cs__map_free(&run->row_by_key);
     free(run->rows);
     for (size_t i = 0; i < run->nproblems; i++)
