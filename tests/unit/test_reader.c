@@ -307,6 +307,23 @@ static void test_crc(void)
         for (size_t len = 0; len + start <= sizeof buf; len += 37)
             same &= cs_reader_crc32(0, buf + start, len) == cs_crc32(0, buf + start, len);
     CHECK(same);
+    /* Every length and alignment around the 64- and 16-byte steps of the folding path (x86-64),
+     * and a long buffer computed whole and in uneven pieces. */
+    static unsigned char big[CS_BLOCK_SIZE + 100];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)((i * 2654435761u) >> 13);
+    same = 1;
+    for (size_t start = 0; start < 16; start++)
+        for (size_t len = 0; len <= 300; len++)
+            same &= cs_reader_crc32(0x12345678u, big + start, len) ==
+                    cs_crc32(0x12345678u, big + start, len);
+    CHECK(same);
+    uint32_t whole = cs_reader_crc32(0, big, sizeof big);
+    CHECK_INT(whole, ==, cs_crc32(0, big, sizeof big));
+    uint32_t parts = 0;
+    for (size_t off = 0, step = 1; off < sizeof big; off += step, step = step * 3 + 1)
+        parts = cs_reader_crc32(parts, big + off, step < sizeof big - off ? step : sizeof big - off);
+    CHECK_INT(parts, ==, whole);
     CHECK_INT(cs_reader_crc32(0, "123456789", 9), ==, 0xcbf43926u);
 }
 
