@@ -85,7 +85,7 @@ struct cs__trace {
     _Atomic uint64_t wake_at;         /* a claim reaching this block wakes the helper */
     _Atomic uint32_t helper_seq;      /* futex word: bumped to wake the helper */
     _Atomic int helper_stop;          /* set at close: the helper exits */
-    int helper_running;               /* the helper thread exists (join it at close) */
+    _Atomic int helper_running;       /* the helper thread exists (join it at close) */
     pthread_t helper;
     pthread_mutex_t grow_mu;          /* serialises extending the file */
     pthread_mutex_t comm_mu;          /* serialises the communicator table */
