@@ -34,6 +34,7 @@ void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h)
         if (num > -INT64_MAX && num < INT64_MAX && den < INT64_MAX) {
             c->num = (int64_t)num;
             c->den = (int64_t)den;
+            c->inv = den >= 2 ? (uint64_t)(((unsigned __int128)1 << 64) / (unsigned __int128)den) : 0;
             c->fast = 1;
         }
     }
@@ -52,6 +53,20 @@ static int64_t map_wide(const struct cs__clock *c, uint64_t t)
     return (int64_t)((i128)t + c->o0 + q);
 }
 
+/*
+ * n / den (n < 2^63) with the precomputed reciprocal: n * inv / 2^64 is at most one below the
+ * quotient (inv > 2^64 / den - 1 and n < 2^64), so one correction makes it exact.
+ */
+static uint64_t udiv(const struct cs__clock *c, uint64_t n)
+{
+    if (c->den < 2)
+        return n;
+    uint64_t q = (uint64_t)(((unsigned __int128)n * c->inv) >> 64);
+    if (n - q * (uint64_t)c->den >= (uint64_t)c->den)
+        q++;
+    return q;
+}
+
 int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
 {
     if (c->valid < 2)
@@ -63,7 +78,7 @@ int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
         !__builtin_sub_overflow((int64_t)t, (int64_t)c->l0, &d) &&
         !__builtin_mul_overflow(c->num, d, &num) && num > -INT64_MAX &&
         !__builtin_add_overflow(num >= 0 ? num : -num, c->den / 2, &q)) {
-        q /= c->den;
+        q = (int64_t)udiv(c, (uint64_t)q);
         q = num >= 0 ? q : -q;
         int64_t r;
         if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))

@@ -51,6 +51,7 @@ struct cs__clock {
     /* Precomputed for cs__clock_map (valid == 2): slope numerator o1 - o0 and denominator
      * l1 - l0 with the sign moved to the numerator, and whether both fit the 64-bit fast path. */
     int64_t num, den;
+    uint64_t inv; /* floor(2^64 / den) for den >= 2: division by multiplication */
     int fast;
 };
 void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h);

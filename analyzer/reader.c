@@ -760,6 +760,9 @@ const struct cs_event *cs_reader_next(struct cs_reader *r)
     if (!best)
         return NULL;
     const struct cs_event *e = best->ev++;
+    /* The analyzer takes one event from each of many files in turn: too many streams for the
+     * hardware prefetcher, so ask for the line a few events ahead. */
+    __builtin_prefetch(e + 8);
     if (best->ev == best->end)
         cursor_seek(r, best, best->bi + 1);
     return e;

@@ -217,6 +217,58 @@ static void test_clock_map(void)
     CHECK_NEAR(cs__clock_drift_ppm(&c), 0.0, 0);
 }
 
+/* The mapping's definition in 128-bit integers, independent of cs__clock_map's fast paths. */
+static int64_t ref_map(const struct cs_clock_sample *s0, const struct cs_clock_sample *s1,
+                       uint64_t t)
+{
+    __int128 num = (__int128)(s1->offset_ns - s0->offset_ns) * ((__int128)t - (__int128)s0->local_ns);
+    __int128 den = (__int128)s1->local_ns - (__int128)s0->local_ns;
+    if (den < 0) {
+        num = -num;
+        den = -den;
+    }
+    __int128 q = num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
+    return (int64_t)((__int128)t + s0->offset_ns + q);
+}
+
+/* Exact rounding (ties away from zero) for slopes of either sign, samples in either order,
+ * denominators 1, 2 and powers of two, times far outside the samples, and inputs whose products
+ * overflow 64 bits (the 128-bit path). */
+static void test_clock_map_exact(void)
+{
+    static const int64_t offs[] = {0, 1, -1, 3, -7, 1000, -999999, 123456789, -(1ll << 40),
+                                   (1ll << 62)};
+    static const uint64_t l0s[] = {0, 1, 1000000, 1ull << 40, (1ull << 63) + 5};
+    static const uint64_t dens[] = {1, 2, 3, 7, 64, 1000, 999983, 1ull << 33, 1ull << 62};
+    static const uint64_t ts[] = {0, 1, 2, 3, 499, 500, 501, 1ull << 20, 1ull << 45, 1ull << 62,
+                                  (1ull << 63) - 1, 1ull << 63, ~0ull};
+    uint64_t checked = 0, wrong = 0;
+    for (size_t a = 0; a < sizeof offs / sizeof *offs; a++)
+        for (size_t b = 0; b < sizeof offs / sizeof *offs; b++)
+            for (size_t i = 0; i < sizeof l0s / sizeof *l0s; i++)
+                for (size_t j = 0; j < sizeof dens / sizeof *dens; j++)
+                    for (int swap = 0; swap < 2; swap++) {
+                        struct cs_file_header h = {0};
+                        uint64_t l0 = l0s[i], l1 = l0s[i] + dens[j];
+                        if (l1 < l0)
+                            continue;
+                        h.clock[0] = (struct cs_clock_sample){.local_ns = swap ? l1 : l0,
+                                                              .offset_ns = offs[a], .valid = 1};
+                        h.clock[1] = (struct cs_clock_sample){.local_ns = swap ? l0 : l1,
+                                                              .offset_ns = offs[b], .valid = 1};
+                        struct cs__clock c;
+                        cs__clock_init(&c, &h);
+                        for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
+                            for (int64_t d = -2; d <= 2; d++) {
+                                uint64_t t = ts[k] + (uint64_t)d + l0;
+                                checked++;
+                                wrong += cs__clock_map(&c, t) != ref_map(&h.clock[0], &h.clock[1], t);
+                            }
+                    }
+    CHECK_INT(checked, >, 10000);
+    CHECK_INT(wrong, ==, 0);
+}
+
 /* Rank 1's clock is off so its allreduce arrival falls after rank 0 already left. */
 static void test_causality(void)
 {
@@ -368,6 +420,7 @@ int main(void)
     if (!mkdtemp(root))
         return 1;
     test_clock_map();
+    test_clock_map_exact();
     test_four_ranks();
     test_causality();
     test_rundir();
