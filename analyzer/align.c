@@ -40,8 +40,7 @@ void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h)
     }
 }
 
-/* The exact interpolation of cs__clock_map in 128-bit integers. */
-static int64_t map_wide(const struct cs__clock *c, uint64_t t)
+int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t)
 {
     i128 num = (i128)(c->o1 - c->o0) * ((i128)t - (i128)c->l0);
     i128 den = (i128)c->l1 - (i128)c->l0;
@@ -51,40 +50,6 @@ static int64_t map_wide(const struct cs__clock *c, uint64_t t)
     }
     i128 q = num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
     return (int64_t)((i128)t + c->o0 + q);
-}
-
-/*
- * n / den (n < 2^63) with the precomputed reciprocal: n * inv / 2^64 is at most one below the
- * quotient (inv > 2^64 / den - 1 and n < 2^64), so one correction makes it exact.
- */
-static uint64_t udiv(const struct cs__clock *c, uint64_t n)
-{
-    if (c->den < 2)
-        return n;
-    uint64_t q = (uint64_t)(((unsigned __int128)n * c->inv) >> 64);
-    if (n - q * (uint64_t)c->den >= (uint64_t)c->den)
-        q++;
-    return q;
-}
-
-int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
-{
-    if (c->valid < 2)
-        return (int64_t)t + c->o0;
-    /* Exact integer interpolation, rounded to nearest, extrapolating outside [l0, l1].  The same
-     * arithmetic in 64 bits whenever no intermediate overflows (checked), else in 128 bits. */
-    int64_t d, num, q;
-    if (c->fast && t <= INT64_MAX && c->l0 <= INT64_MAX &&
-        !__builtin_sub_overflow((int64_t)t, (int64_t)c->l0, &d) &&
-        !__builtin_mul_overflow(c->num, d, &num) && num > -INT64_MAX &&
-        !__builtin_add_overflow(num >= 0 ? num : -num, c->den / 2, &q)) {
-        q = (int64_t)udiv(c, (uint64_t)q);
-        q = num >= 0 ? q : -q;
-        int64_t r;
-        if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
-            return r;
-    }
-    return map_wide(c, t);
 }
 
 double cs__clock_drift_ppm(const struct cs__clock *c)

@@ -55,8 +55,36 @@ struct cs__clock {
     int fast;
 };
 void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h);
-/* t on rank 0's clock (ns), rounded to nearest. */
-int64_t cs__clock_map(const struct cs__clock *c, uint64_t t);
+/* cs__clock_map for two valid samples, in 128-bit integers (any t). */
+int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t);
+
+/* t on rank 0's clock (ns), rounded to nearest.  Inline: the analyzer maps every timestamp. */
+static inline int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
+{
+    if (c->valid < 2)
+        return (int64_t)t + c->o0;
+    /* Exact integer interpolation, rounded to nearest (ties away from zero), extrapolating outside
+     * [l0, l1].  The same arithmetic in 64 bits whenever no intermediate overflows (checked), else
+     * in 128 bits. */
+    int64_t d, num, q, r;
+    if (c->fast && t <= INT64_MAX && c->l0 <= INT64_MAX &&
+        !__builtin_sub_overflow((int64_t)t, (int64_t)c->l0, &d) &&
+        !__builtin_mul_overflow(c->num, d, &num) && num > -INT64_MAX &&
+        !__builtin_add_overflow(num >= 0 ? num : -num, c->den / 2, &q)) {
+        /* q / den by the precomputed reciprocal: q * inv / 2^64 is at most one below the quotient
+         * (inv > 2^64 / den - 1 and q < 2^64), so one correction makes it exact. */
+        if (c->den >= 2) {
+            uint64_t n = (uint64_t)q, u = (uint64_t)(((unsigned __int128)n * c->inv) >> 64);
+            if (n - u * (uint64_t)c->den >= (uint64_t)c->den)
+                u++;
+            q = (int64_t)u;
+        }
+        q = num >= 0 ? q : -q;
+        if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
+            return r;
+    }
+    return cs__clock_map_wide(c, t);
+}
 /* Drift in ppm ((o1 - o0) / (l1 - l0) * 1e6), 0 unless both samples are valid. */
 double cs__clock_drift_ppm(const struct cs__clock *c);
 
