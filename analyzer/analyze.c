@@ -80,6 +80,10 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present && !run->ranks[r].next)
             cs__match_rank_done(run, r);
+    /* Op kinds by table: every event needs its kind in two places. */
+    unsigned char kind[CS_OP_MAX];
+    for (unsigned op = 0; op < CS_OP_MAX; op++)
+        kind[op] = (unsigned char)cs_op_info(op)->kind;
     while (h.n) {
         int r = h.e[0].r;
         struct cs__rank *rk = &run->ranks[r];
@@ -88,8 +92,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         int64_t tb = rk->next_key, te = cs__clock_map(&rk->clk, ev->t_end);
         if (run->events_out)
             cs__events_csv_line(run->events_out, run, r, ev, tb, te);
-        size_t row = cs__metrics_event(run, r, ev, te);
-        cs__match_event(run, r, ev, row, tb, te);
+        enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
+        size_t row = cs__metrics_event(run, r, ev, k, te);
+        cs__match_event(run, r, ev, k, row, tb, te);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
             rk->next_key = h.e[0].key = cs__clock_map(&rk->clk, rk->next->t_begin);

@@ -31,8 +31,28 @@ struct cs__map {
 };
 /* Pointer to the value for (a, b), inserting 0 when absent (*fresh = 1).  NULL: out of memory. */
 uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh);
-/* Pointer to the value for (a, b) or NULL. */
-uint64_t *cs__map_get(const struct cs__map *m, uint64_t a, uint64_t b);
+static inline uint64_t cs__map_hash(uint64_t a, uint64_t b)
+{
+    uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull + (a << 6) + (a >> 2));
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h;
+}
+
+/* Pointer to the value for (a, b) or NULL.  Inline: matching looks up several keys per event. */
+static inline uint64_t *cs__map_get(const struct cs__map *m, uint64_t a, uint64_t b)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t j = cs__map_hash(a, b) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
+        struct cs__map_slot *s = &m->slot[j];
+        if (!s->used)
+            return NULL;
+        if (s->a == a && s->b == b)
+            return &s->v;
+    }
+}
 /* Remove (a, b) if present. */
 void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b);
 void cs__map_free(struct cs__map *m);
@@ -215,14 +235,16 @@ void cs__run_free(struct cs__run *run);
 int cs__comms_build(struct cs__run *run);
 const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id);
 /* tb, te: ev's t_begin and t_end on rank 0's clock. */
-void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
-                     int64_t tb, int64_t te);
+void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                     size_t row, int64_t tb, int64_t te);
 void cs__match_rank_done(struct cs__run *run, int rank);
 void cs__match_finish(struct cs__run *run);
 
 /* metrics.c */
-/* te: ev's t_end on rank 0's clock.  Returns the op row of the event, SIZE_MAX none. */
-size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t te);
+/* k: ev's op kind; te: ev's t_end on rank 0's clock.  Returns the op row of the event, SIZE_MAX
+ * none. */
+size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev,
+                         enum cs_op_kind k, int64_t te);
 /* The op row of (op, comm), created when absent; SIZE_MAX out of memory. */
 size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm);
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete);

@@ -3,15 +3,6 @@
 
 #include "internal.h"
 
-static uint64_t mix(uint64_t a, uint64_t b)
-{
-    uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull + (a << 6) + (a >> 2));
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 29;
-    return h;
-}
-
 static int grow(struct cs__map *m)
 {
     size_t cap = m->cap ? 2 * m->cap : 64;
@@ -21,7 +12,7 @@ static int grow(struct cs__map *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->slot[i].used)
             continue;
-        size_t j = mix(m->slot[i].a, m->slot[i].b) & (cap - 1);
+        size_t j = cs__map_hash(m->slot[i].a, m->slot[i].b) & (cap - 1);
         while (s[j].used)
             j = (j + 1) & (cap - 1);
         s[j] = m->slot[i];
@@ -30,19 +21,6 @@ static int grow(struct cs__map *m)
     m->slot = s;
     m->cap = cap;
     return 0;
-}
-
-uint64_t *cs__map_get(const struct cs__map *m, uint64_t a, uint64_t b)
-{
-    if (!m->cap)
-        return NULL;
-    for (size_t j = mix(a, b) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
-        struct cs__map_slot *s = &m->slot[j];
-        if (!s->used)
-            return NULL;
-        if (s->a == a && s->b == b)
-            return &s->v;
-    }
 }
 
 uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
@@ -56,7 +34,7 @@ uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
     /* Keep the load at most one half so probes stay short. */
     if (2 * (m->n + 1) > m->cap && grow(m))
         return NULL;
-    size_t j = mix(a, b) & (m->cap - 1);
+    size_t j = cs__map_hash(a, b) & (m->cap - 1);
     while (m->slot[j].used)
         j = (j + 1) & (m->cap - 1);
     m->slot[j] = (struct cs__map_slot){.a = a, .b = b, .v = 0, .used = 1};
@@ -78,7 +56,7 @@ void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b)
     m->n--;
     /* Backward-shift deletion: move later members of the probe run into the hole. */
     for (size_t j = (i + 1) & mask; m->slot[j].used; j = (j + 1) & mask) {
-        size_t home = mix(m->slot[j].a, m->slot[j].b) & mask;
+        size_t home = cs__map_hash(m->slot[j].a, m->slot[j].b) & mask;
         /* Entry j may move to i if i lies cyclically in [home, j). */
         if (((j - home) & mask) >= ((j - i) & mask)) {
             m->slot[i] = m->slot[j];

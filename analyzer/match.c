@@ -202,8 +202,8 @@ static void pending_free(struct cs__run *run, struct cs__pending *p)
     run->spare_pending = p;
 }
 
-static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
-                       int64_t tb, int64_t te)
+static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
+                       enum cs_op_kind k, size_t row, int64_t tb, int64_t te)
 {
     int32_t idx = -1;
     struct cs__comm *c = comm_of(run, rank, ev->comm, &idx);
@@ -243,7 +243,7 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
         in->root = idx;
     else if (in->root < 0 && ev->peer >= 0 && cs_op_info(ev->op)->pattern != CS_PAT_NXN)
         in->root = comm_rank(run, c, ev->peer);
-    if (cs_op_info(ev->op)->kind == CS_KIND_COLL) {
+    if (k == CS_KIND_COLL) {
         in->end[idx] = te;
         in->state[idx] |= 2;
         in->ended++;
@@ -263,12 +263,11 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
     *pv = (uint64_t)(uintptr_t)p;
 }
 
-void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
-                     int64_t tb, int64_t te)
+void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                     size_t row, int64_t tb, int64_t te)
 {
-    enum cs_op_kind k = cs_op_info(ev->op)->kind;
     if (k == CS_KIND_COLL || k == CS_KIND_ICOLL) {
-        coll_event(run, rank, ev, row, tb, te);
+        coll_event(run, rank, ev, k, row, tb, te);
     } else if (k == CS_KIND_IP2P) {
         int fresh;
         struct cs__pending *p = pending_new(run);

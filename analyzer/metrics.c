@@ -51,12 +51,12 @@ static int is_comm_kind(enum cs_op_kind k)
            k == CS_KIND_WAIT;
 }
 
-size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t te)
+size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *ev,
+                         enum cs_op_kind k, int64_t te)
 {
     struct cs__rank *rk = &run->ranks[rank];
     if (te > rk->t_last_end)
         rk->t_last_end = te;
-    enum cs_op_kind k = cs_op_info(ev->op)->kind;
     if (!is_comm_kind(k))
         return SIZE_MAX;
     uint64_t dur = ev->t_end - ev->t_begin;
