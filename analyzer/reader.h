@@ -101,7 +101,5 @@ const struct cs_event *cs_reader_next(struct cs_reader *r);
 /* Start again from the first event. */
 void cs_reader_rewind(struct cs_reader *r);
 
-/* CRC-32 (same values as cs_crc32()), slicing-by-8 so validation keeps up with the disk. */
-uint32_t cs_reader_crc32(uint32_t crc, const void *buf, size_t len);
 
 #endif

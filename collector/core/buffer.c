@@ -224,7 +224,7 @@ void cs__block_seal(struct cs_block_header *b)
 {
     uint32_t span = b->span ? b->span : 1;
     b->crc = 0;
-    uint32_t crc = cs__crc32(b, (size_t)span * CS_BLOCK_SIZE);
+    uint32_t crc = cs_crc32(0, b, (size_t)span * CS_BLOCK_SIZE);
     __atomic_store_n(&b->crc, crc, __ATOMIC_RELEASE);
 }
 

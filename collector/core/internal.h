@@ -57,8 +57,6 @@ int cs__skew_confirm(int rank, uint64_t *t);
  */
 int cs__clock_tsc_state(void);
 
-/* CRC-32 as cs_crc32(0, buf, len); PCLMUL-accelerated where the CPU has it (crc_fast.c). */
-uint32_t cs__crc32(const void *buf, size_t len);
 
 /* Rank for warnings (-1 before the first open). */
 extern int cs__rank;

@@ -1,4 +1,5 @@
-/* The op table, expanded from ops.def, and the CRC-32 used by the trace format. */
+/* The op table, expanded from ops.def, and the byte-at-a-time reference CRC-32 (crc.c has the
+ * fast one every reader and writer uses). */
 #include <string.h>
 
 #include "commscope/ops.h"
@@ -57,7 +58,7 @@ int cs_op_is_collective(unsigned op)
 static uint32_t crc_table[256];
 static int crc_ready;
 
-uint32_t cs_crc32(uint32_t crc, const void *buf, size_t len)
+uint32_t cs_crc32_simple(uint32_t crc, const void *buf, size_t len)
 {
     if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE)) {
         for (uint32_t i = 0; i < 256; i++) {

@@ -351,7 +351,7 @@ void cs_trace_close(uint64_t t_finalize)
     h->events = events;
     __atomic_fetch_and(&h->flags, ~(uint32_t)CS_FLAG_PARTIAL, __ATOMIC_RELAXED);
     h->header_crc = 0;
-    h->header_crc = cs__crc32(h, CS_HEADER_SIZE);
+    h->header_crc = cs_crc32(0, h, CS_HEADER_SIZE);
 
     size_t bytes = CS_HEADER_SIZE + nb * CS_BLOCK_SIZE;
     /* MS_SYNC so rank 0 on another node of a shared filesystem reads the final bytes. */

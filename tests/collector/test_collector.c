@@ -152,7 +152,7 @@ static uint32_t block_crc(const struct cs_block_header *b, uint32_t span)
     unsigned char *copy = malloc(n);
     memcpy(copy, b, n);
     ((struct cs_block_header *)copy)->crc = 0;
-    uint32_t c = cs_crc32(0, copy, n);
+    uint32_t c = cs_crc32_simple(0, copy, n);
     free(copy);
     return c;
 }
@@ -162,7 +162,7 @@ static uint32_t header_crc(const struct tf *f)
     unsigned char copy[CS_HEADER_SIZE];
     memcpy(copy, f->buf, CS_HEADER_SIZE);
     ((struct cs_file_header *)copy)->header_crc = 0;
-    return cs_crc32(0, copy, CS_HEADER_SIZE);
+    return cs_crc32_simple(0, copy, CS_HEADER_SIZE);
 }
 
 /*
