@@ -17,9 +17,9 @@ void cs__events_csv_line(FILE *f, const struct cs__run *run, int rank, const str
 {
     (void)run;
     char comm[40];
-    fprintf(f, "%d,%s,%s,%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRId32
-               ",%" PRIu64 ",%u\n",
-            rank, cs_op_name(ev->op), cs__comm_label(ev->comm, comm, sizeof comm), ev->seq,
-            t_begin, t_end, ev->bytes, ev->bytes_recv, ev->peer, ev->request,
-            (unsigned)ev->flags);
+    fprintf(f,
+            "%d,%s,%s,%" PRIu32 ",%" PRId64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRId32
+            ",%" PRIu64 ",%u\n",
+            rank, cs_op_name(ev->op), cs__comm_label(ev->comm, comm, sizeof comm), ev->seq, t_begin,
+            t_end, ev->bytes, ev->bytes_recv, ev->peer, ev->request, (unsigned)ev->flags);
 }

@@ -39,9 +39,8 @@ static void crc_init(void)
  * x^k mod P for the reflected polynomial, as in the paper.  crc is the running (inverted) state;
  * len >= 64 and a multiple of 16.
  */
-__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_fold(uint32_t crc,
-                                                                   const unsigned char *p,
-                                                                   size_t len)
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+crc_fold(uint32_t crc, const unsigned char *p, size_t len)
 {
     const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
     const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
