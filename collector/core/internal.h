@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collector.h"
+#include "hot.h"
 
 #define CS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CS_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -79,7 +79,6 @@ struct cs__trace {
     _Atomic uint64_t next_block;      /* blocks claimed so far (never above max_blocks) */
     _Atomic uint64_t file_blocks;     /* blocks the file currently holds */
     _Atomic uint32_t next_thread;     /* next thread index */
-    _Atomic uint32_t generation;      /* bumped at every open/close/fork: resets thread state */
     int fallocate_works;              /* 0 once fallocate said EOPNOTSUPP: use ftruncate */
     _Atomic uint64_t ready_blocks;    /* blocks populated (page-table entries in place) */
     _Atomic uint64_t wake_at;         /* a claim reaching this block wakes the helper */

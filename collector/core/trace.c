@@ -16,6 +16,7 @@
 #include "internal.h"
 
 volatile int cs_active;
+uint32_t cs_trace_generation;
 
 struct cs__trace cs__t = {
     .fd = -1,
@@ -64,7 +65,7 @@ static void atfork_child(void)
         cs__t.fd = -1;
         cs__t.open = 0;
         cs__t.hdr = NULL;
-        atomic_fetch_add(&cs__t.generation, 1);
+        __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
     }
     /* Another parent thread may have held these at fork time. */
     pthread_mutex_init(&cs__t.grow_mu, NULL);
@@ -240,7 +241,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__t.comm_full_warned = 0;
     fill_header(cs__t.hdr, p, t_init, skewed);
     cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
-    atomic_fetch_add(&cs__t.generation, 1);
+    __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
     cs__t.open = 1;
     cs__helper_start();
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
@@ -365,7 +366,7 @@ void cs_trace_close(uint64_t t_finalize)
     cs__t.open = 0;
     cs__t.hdr = NULL;
     cs__t.comm_blk = NULL;
-    atomic_fetch_add(&cs__t.generation, 1);
+    __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
 
     pthread_mutex_unlock(&cs__t.grow_mu);
     pthread_mutex_unlock(&cs__t.comm_mu);
