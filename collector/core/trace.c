@@ -203,7 +203,9 @@ int cs_trace_open(const struct cs_trace_params *p)
     }
 
     uint64_t max_blocks = (cfg->max_bytes - CS_HEADER_SIZE) / CS_BLOCK_SIZE;
-    uint64_t initial = max_blocks < CS__GROW_BLOCKS ? max_blocks : CS__GROW_BLOCKS;
+    /* The file starts with the helper's whole reserve, populated below, so writers find their
+     * pages ready from the first event on (see CS__AHEAD_BLOCKS). */
+    uint64_t initial = max_blocks < CS__AHEAD_BLOCKS ? max_blocks : CS__AHEAD_BLOCKS;
     cs__t.fallocate_works = 1;
     if ((err = size_file(fd, initial)) != 0) {
         cs_warn("cannot size trace file %s: %s; not tracing", cs__t.path, strerror(err));
