@@ -25,19 +25,8 @@
 
 #include "internal.h"
 
-struct tstate {
-    struct cs_block_header *blk; /* current block, NULL when none */
-    uint32_t used;               /* committed events in blk; CS_EVENTS_PER_BLOCK when none */
-    uint32_t generation;         /* trace generation this state belongs to */
-    uint32_t ostid;
-    uint16_t thread;
-    uint8_t begun; /* a slot was handed out and not committed: zero it before reuse */
-    uint8_t valid; /* thread index assigned in this generation */
-    uint64_t seq;  /* next block sequence number of this thread */
-};
-
-/* Initial-exec TLS: one %fs-relative access, no __tls_get_addr call on the hot path. */
-static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
+/* Exported for the inline fast path of hot.h; initial-exec: one %fs-relative access. */
+__thread struct cs_thread_state cs_thread_state __attribute__((tls_model("initial-exec")));
 
 static struct cs_event *slot(struct cs_block_header *b, uint32_t i)
 {
@@ -228,7 +217,7 @@ void cs__block_seal(struct cs_block_header *b)
     __atomic_store_n(&b->crc, crc, __ATOMIC_RELEASE);
 }
 
-static void thread_reset(struct tstate *t, uint32_t gen)
+static void thread_reset(struct cs_thread_buf *t, uint32_t gen)
 {
     t->blk = NULL;
     t->used = CS_EVENTS_PER_BLOCK;
@@ -238,7 +227,7 @@ static void thread_reset(struct tstate *t, uint32_t gen)
     t->seq = 0;
 }
 
-static void thread_assign(struct tstate *t)
+static void thread_assign(struct cs_thread_buf *t)
 {
     /* More than 65536 threads in one rank wrap the 16-bit index; the OS tid still differs. */
     t->thread = (uint16_t)atomic_fetch_add(&cs__t.next_thread, 1);
@@ -248,8 +237,8 @@ static void thread_assign(struct tstate *t)
 
 void cs__thread_ident(uint16_t *thread, uint32_t *ostid)
 {
-    struct tstate *t = &ts;
-    uint32_t gen = atomic_load_explicit(&cs__t.generation, memory_order_relaxed);
+    struct cs_thread_buf *t = &cs_thread_state.buf;
+    uint32_t gen = __atomic_load_n(&cs_trace_generation, __ATOMIC_RELAXED);
     if (t->generation != gen)
         thread_reset(t, gen);
     if (!t->valid)
@@ -259,9 +248,9 @@ void cs__thread_ident(uint16_t *thread, uint32_t *ostid)
 }
 
 /* The calling thread's block is full or it has none yet (or a new trace was opened). */
-static __attribute__((noinline)) struct cs_event *rec_slow(struct tstate *t)
+static __attribute__((noinline)) struct cs_event *rec_slow(struct cs_thread_buf *t)
 {
-    uint32_t gen = atomic_load_explicit(&cs__t.generation, memory_order_relaxed);
+    uint32_t gen = __atomic_load_n(&cs_trace_generation, __ATOMIC_RELAXED);
     if (t->generation != gen)
         thread_reset(t, gen);
     if (!t->valid)
@@ -287,9 +276,9 @@ struct cs_event *cs_rec_begin(void)
 {
     if (CS_UNLIKELY(!__atomic_load_n(&cs_active, __ATOMIC_RELAXED)))
         return NULL;
-    struct tstate *t = &ts;
+    struct cs_thread_buf *t = &cs_thread_state.buf;
     if (CS_UNLIKELY(t->used >= CS_EVENTS_PER_BLOCK ||
-                    t->generation != atomic_load_explicit(&cs__t.generation, memory_order_relaxed)))
+                    t->generation != __atomic_load_n(&cs_trace_generation, __ATOMIC_RELAXED)))
         return rec_slow(t);
     struct cs_event *ev = slot(t->blk, t->used);
     /* A slot handed out but never committed is handed out again, and must come back zeroed;
@@ -302,13 +291,5 @@ struct cs_event *cs_rec_begin(void)
 
 void cs_rec_commit(struct cs_event *ev)
 {
-    struct tstate *t = &ts;
-    /* Ignore anything but the slot this thread was handed in the open trace (NULL, a stale
-     * pointer, or a slot begun before the trace was closed, whose block may be unmapped). */
-    if (CS_UNLIKELY(!ev || !t->begun || ev != slot(t->blk, t->used) ||
-                    t->generation != atomic_load_explicit(&cs__t.generation, memory_order_relaxed)))
-        return;
-    t->begun = 0;
-    t->used++;
-    __atomic_store_n(&t->blk->used, t->used, __ATOMIC_RELEASE);
+    cs_hot_commit(ev);
 }

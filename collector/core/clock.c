@@ -54,8 +54,8 @@ static struct {
     char text[96]; /* the bad value, for the warning */
 } skew;
 
-/* Read by every cs_now(); written only by the constructor and cs_trace_open. */
-static _Atomic int skew_on;
+/* Read by every stamp (hot.h); written only by the constructor and cs_trace_open. */
+int cs_clock_skew_on;
 
 static inline uint64_t mono_now(void)
 {
@@ -87,15 +87,7 @@ static struct {
     uint64_t base_tsc, base_ns;      /* start of the calibration interval */
 } cal = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* Per-thread anchor.  Initial-exec TLS: one %fs-relative access on the hot path. */
-struct anchor {
-    uint64_t tsc;   /* TSC at the anchor */
-    uint64_t ns;    /* CLOCK_MONOTONIC at the anchor */
-    uint64_t mult;  /* the factor when anchored */
-    uint64_t limit; /* ticks after tsc this anchor serves; 0 = no anchor */
-    uint64_t last;  /* last result returned to this thread */
-};
-static __thread struct anchor an __attribute__((tls_model("initial-exec")));
+/* The per-thread anchor is cs_thread_state.clk (hot.h): the front ends read it inline too. */
 
 /*
  * A (tsc, mono_ns) pair: the TSC read on both sides of clock_gettime, the middle taken.  A pair
@@ -174,13 +166,13 @@ static void calibrate(uint64_t tsc, uint64_t ns)
     atomic_store_explicit(&cal.state, TSC_ON, memory_order_release);
 }
 
-static inline uint64_t extrapolate(const struct anchor *a, uint64_t tsc)
+static inline uint64_t extrapolate(const struct cs_thread_clock *a, uint64_t tsc)
 {
     return a->ns + (uint64_t)(((unsigned __int128)(tsc - a->tsc) * a->mult) >> 32);
 }
 
 /* No anchor, or this one is used up: read the real clock and anchor anew. */
-static __attribute__((noinline)) uint64_t reanchor(struct anchor *a)
+static __attribute__((noinline)) uint64_t reanchor(struct cs_thread_clock *a)
 {
     int state = atomic_load_explicit(&cal.state, memory_order_acquire);
     if (state == TSC_OFF) {
@@ -222,7 +214,7 @@ static __attribute__((noinline)) uint64_t reanchor(struct anchor *a)
 
 static inline uint64_t raw_now(void)
 {
-    struct anchor *a = &an;
+    struct cs_thread_clock *a = &cs_thread_state.clk;
     uint64_t d = __rdtsc() - a->tsc;
     /* Unsigned: a TSC behind the anchor wraps to a huge d and re-anchors too. */
     if (CS_UNLIKELY(d >= a->limit))
@@ -273,7 +265,7 @@ static uint64_t skew_unapply(uint64_t t)
 uint64_t cs_now(void)
 {
     uint64_t t = raw_now();
-    if (CS_UNLIKELY(atomic_load_explicit(&skew_on, memory_order_relaxed)))
+    if (CS_UNLIKELY(__atomic_load_n(&cs_clock_skew_on, __ATOMIC_RELAXED)))
         t = skew_apply(t);
     return t;
 }
@@ -333,7 +325,7 @@ __attribute__((constructor)) static void skew_init(void)
     skew.offset_ns = off;
     skew.drift = ppm / 1e6;
     if (guess_rank() == skew.rank)
-        atomic_store_explicit(&skew_on, 1, memory_order_relaxed);
+        __atomic_store_n(&cs_clock_skew_on, 1, __ATOMIC_RELAXED);
 }
 
 void cs__skew_report(void)
@@ -347,11 +339,11 @@ void cs__skew_report(void)
 int cs__skew_confirm(int rank, uint64_t *t)
 {
     int want = skew.parsed_ok && skew.rank == rank;
-    int was = atomic_load_explicit(&skew_on, memory_order_relaxed);
+    int was = __atomic_load_n(&cs_clock_skew_on, __ATOMIC_RELAXED);
     if (want && !was)
         *t = skew_apply(*t);
     else if (!want && was)
         *t = skew_unapply(*t);
-    atomic_store_explicit(&skew_on, want, memory_order_relaxed);
+    __atomic_store_n(&cs_clock_skew_on, want, __ATOMIC_RELAXED);
     return want;
 }

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collector.h"
+#include "hot.h"
 
 #define CS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CS_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -19,10 +19,16 @@
 /* The file grows in steps of this many blocks (4 MiB), so extending it is rare. */
 #define CS__GROW_BLOCKS 256u
 /*
- * The prefault helper thread keeps at least this many blocks (8 MiB) populated beyond the claim
- * frontier, working in steps of CS__POPULATE_BLOCKS (1 MiB, so stopping it never waits long).
+ * The prefault helper thread keeps at least this many blocks (64 MiB, ~1 M events) populated
+ * beyond the claim frontier, working in steps of CS__POPULATE_BLOCKS (1 MiB, so stopping it never
+ * waits long); cs_trace_open sizes and populates the first 64 MiB itself (~30-60 ms in a VM).
+ * Populating a fresh page-cache page costs 1.5-3.5 us on the development VM, as much as the
+ * writer spends on the 64 events that fill it, so a writer recording events back to back can
+ * outrun the helper; the reserve absorbs bursts of up to ~1 M events.  It is page cache of the
+ * trace file (dirty until written back, the unused part dropped when close trims the file), not
+ * locked memory; COMMSCOPE_MAX_MB caps it.
  */
-#define CS__AHEAD_BLOCKS 512u
+#define CS__AHEAD_BLOCKS 4096u
 #define CS__POPULATE_BLOCKS 64u
 /* Payload bytes of one block (after its header). */
 #define CS__BLOCK_PAYLOAD (CS_BLOCK_SIZE - sizeof(struct cs_block_header))
@@ -77,7 +83,6 @@ struct cs__trace {
     _Atomic uint64_t next_block;      /* blocks claimed so far (never above max_blocks) */
     _Atomic uint64_t file_blocks;     /* blocks the file currently holds */
     _Atomic uint32_t next_thread;     /* next thread index */
-    _Atomic uint32_t generation;      /* bumped at every open/close/fork: resets thread state */
     int fallocate_works;              /* 0 once fallocate said EOPNOTSUPP: use ftruncate */
     _Atomic uint64_t ready_blocks;    /* blocks populated (page-table entries in place) */
     _Atomic uint64_t wake_at;         /* a claim reaching this block wakes the helper */

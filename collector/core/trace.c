@@ -16,6 +16,7 @@
 #include "internal.h"
 
 volatile int cs_active;
+uint32_t cs_trace_generation;
 
 struct cs__trace cs__t = {
     .fd = -1,
@@ -64,7 +65,7 @@ static void atfork_child(void)
         cs__t.fd = -1;
         cs__t.open = 0;
         cs__t.hdr = NULL;
-        atomic_fetch_add(&cs__t.generation, 1);
+        __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
     }
     /* Another parent thread may have held these at fork time. */
     pthread_mutex_init(&cs__t.grow_mu, NULL);
@@ -202,7 +203,9 @@ int cs_trace_open(const struct cs_trace_params *p)
     }
 
     uint64_t max_blocks = (cfg->max_bytes - CS_HEADER_SIZE) / CS_BLOCK_SIZE;
-    uint64_t initial = max_blocks < CS__GROW_BLOCKS ? max_blocks : CS__GROW_BLOCKS;
+    /* The file starts with the helper's whole reserve, populated below, so writers find their
+     * pages ready from the first event on (see CS__AHEAD_BLOCKS). */
+    uint64_t initial = max_blocks < CS__AHEAD_BLOCKS ? max_blocks : CS__AHEAD_BLOCKS;
     cs__t.fallocate_works = 1;
     if ((err = size_file(fd, initial)) != 0) {
         cs_warn("cannot size trace file %s: %s; not tracing", cs__t.path, strerror(err));
@@ -240,7 +243,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__t.comm_full_warned = 0;
     fill_header(cs__t.hdr, p, t_init, skewed);
     cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
-    atomic_fetch_add(&cs__t.generation, 1);
+    __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
     cs__t.open = 1;
     cs__helper_start();
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
@@ -365,7 +368,7 @@ void cs_trace_close(uint64_t t_finalize)
     cs__t.open = 0;
     cs__t.hdr = NULL;
     cs__t.comm_blk = NULL;
-    atomic_fetch_add(&cs__t.generation, 1);
+    __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
 
     pthread_mutex_unlock(&cs__t.grow_mu);
     pthread_mutex_unlock(&cs__t.comm_mu);

@@ -73,7 +73,7 @@ static void complete_one(const struct snap *s, const MPI_Status *st, int err_in_
     if (!s->slot)
         return;
     cs__req_done(s->slot, s->r.id);
-    struct cs_event *ev = cs_rec_begin();
+    struct cs_event *ev = cs_hot_begin();
     if (!ev)
         return;
     ev->t_begin = t;
@@ -104,13 +104,13 @@ static void complete_one(const struct snap *s, const MPI_Status *st, int err_in_
                 ev->peer = cs__to_world(ci, st->MPI_SOURCE, &ev->flags);
         }
     }
-    cs_rec_commit(ev);
+    cs_hot_commit(ev);
 }
 
 /* The event of the completion call itself. */
 static void call_event(uint16_t op, uint64_t t0, uint64_t t1, int rc, int count, uint64_t req)
 {
-    struct cs_event *ev = cs_rec_begin();
+    struct cs_event *ev = cs_hot_begin();
     if (!ev)
         return;
     ev->t_begin = t0;
@@ -123,7 +123,7 @@ static void call_event(uint16_t op, uint64_t t0, uint64_t t1, int rc, int count,
         ev->flags |= CS_EV_ERROR;
         ev->aux = rc;
     }
-    cs_rec_commit(ev);
+    cs_hot_commit(ev);
 }
 
 /* Wait and Test: one request. */
@@ -135,9 +135,9 @@ static int one(int test, MPI_Request *request, int *flag, MPI_Status *status)
         s.slot = cs__req_get(h, &s.r);
     MPI_Status own;
     MPI_Status *st = (status == MPI_STATUS_IGNORE && s.slot) ? &own : status;
-    uint64_t t0 = cs_now();
+    uint64_t t0 = cs_hot_now();
     int rc = test ? PMPI_Test(request, flag, st) : PMPI_Wait(request, st);
-    uint64_t t1 = cs_now();
+    uint64_t t1 = cs_hot_now();
     int done = h != MPI_REQUEST_NULL && (test ? *flag : 1);
     if (test && !done && rc == MPI_SUCCESS) {
         cs_trace_count_test(t1 - t0);
@@ -179,9 +179,9 @@ static int all(int test, int count, MPI_Request reqs[], int *flag, MPI_Status st
     MPI_Status *st = statuses;
     if (statuses == MPI_STATUSES_IGNORE && tracked)
         st = status_room(count, ststack);
-    uint64_t t0 = cs_now();
+    uint64_t t0 = cs_hot_now();
     int rc = test ? PMPI_Testall(count, reqs, flag, st) : PMPI_Waitall(count, reqs, st);
-    uint64_t t1 = cs_now();
+    uint64_t t1 = cs_hot_now();
     int done = test ? *flag : 1;
     if (test && (!done || live == 0) && rc == MPI_SUCCESS) {
         cs_trace_count_test(t1 - t0);
@@ -227,10 +227,10 @@ static int any(int test, int count, MPI_Request reqs[], int *index, int *flag, M
     int tracked = s ? snap_take(count, reqs, s) : 0;
     MPI_Status own;
     MPI_Status *st = (status == MPI_STATUS_IGNORE && tracked) ? &own : status;
-    uint64_t t0 = cs_now();
+    uint64_t t0 = cs_hot_now();
     int rc = test ? PMPI_Testany(count, reqs, index, flag, st)
                   : PMPI_Waitany(count, reqs, index, st);
-    uint64_t t1 = cs_now();
+    uint64_t t1 = cs_hot_now();
     int i = *index;
     int done = (test ? *flag : 1) && i != MPI_UNDEFINED && i >= 0 && i < count;
     if (test && !done && rc == MPI_SUCCESS) {
@@ -271,10 +271,10 @@ static int some(int test, int incount, MPI_Request reqs[], int *outcount, int in
     MPI_Status *st = statuses;
     if (statuses == MPI_STATUSES_IGNORE && tracked)
         st = status_room(incount, ststack);
-    uint64_t t0 = cs_now();
+    uint64_t t0 = cs_hot_now();
     int rc = test ? PMPI_Testsome(incount, reqs, outcount, indices, st)
                   : PMPI_Waitsome(incount, reqs, outcount, indices, st);
-    uint64_t t1 = cs_now();
+    uint64_t t1 = cs_hot_now();
     int n = *outcount;
     if (n == MPI_UNDEFINED || n < 0)
         n = 0;

@@ -141,6 +141,7 @@ static void start(uint64_t t_pre, uint16_t op, int provided)
                                 .run_id = hdr[0],
                                 .t_init = t_init};
     cs__req_reset();
+    cs__tsize_init();
     opened = cs_trace_open(&p) == 0;
     cs__comm_init(my_rank, my_size, opened);
     if (!opened)

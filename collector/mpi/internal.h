@@ -8,7 +8,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#include "collector.h"
+#include "hot.h"
 
 #define CS_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CS_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -96,13 +96,42 @@ void cs__req_done(uint32_t slot, uint64_t id);
 /* Start the request side for a new trace (reqmap.c). */
 void cs__req_reset(void);
 
+/*
+ * Sizes of the predefined datatypes, asked once at MPI_Init (typesize.c); read-only afterwards.
+ * Open addressing, linear probing; a free slot ends a search.
+ */
+#define CS__TSIZE_SLOTS 128u
+struct cs__tsize_entry {
+    MPI_Datatype type;
+    uint64_t size;
+    int used;
+};
+extern struct cs__tsize_entry cs__tsize_table[CS__TSIZE_SLOTS];
+
+/* Fill the table (once; before tracing is switched on). */
+void cs__tsize_init(void);
+/* PMPI_Type_size of t, 0 for MPI_DATATYPE_NULL or on error. */
+uint64_t cs__tsize_ask(MPI_Datatype t);
+
+/* Handles are pointers (Open MPI) or integers (MPICH): either converts to an integer. */
+static inline uint32_t cs__tsize_hash(MPI_Datatype t)
+{
+    uint64_t x = (uint64_t)(uintptr_t)t;
+    return (uint32_t)((x * 0x9E3779B97F4A7C15ull) >> 57) % CS__TSIZE_SLOTS;
+}
+
 /* Size in bytes of datatype t, 0 for MPI_DATATYPE_NULL or on error. */
 static inline uint64_t cs__tsize(MPI_Datatype t)
 {
-    int s = 0;
-    if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &s) != MPI_SUCCESS || s < 0)
-        return 0;
-    return (uint64_t)s;
+    for (uint32_t i = cs__tsize_hash(t), n = 0; n < CS__TSIZE_SLOTS;
+         i = (i + 1) % CS__TSIZE_SLOTS, n++) {
+        const struct cs__tsize_entry *e = &cs__tsize_table[i];
+        if (!e->used)
+            break;
+        if (e->type == t)
+            return e->size;
+    }
+    return cs__tsize_ask(t);
 }
 
 #endif
