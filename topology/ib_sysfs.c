@@ -102,8 +102,31 @@ static void fill_port(struct cs_topo_nic *n, const char *pdir, int port)
     }
 }
 
+/* Network interfaces t already lists (not RDMA): link speed, state and MTU from class/net. */
+static void apply_net(struct cs_topo *t, const char *root)
+{
+    for (size_t i = 0; i < t->n_nics; i++) {
+        struct cs_topo_nic *n = &t->nics[i];
+        char dir[1024], buf[64];
+        if (n->rdma || !n->name[0] || strchr(n->name, '/'))
+            continue;
+        snprintf(dir, sizeof(dir), "%s/class/net/%s", root, n->name);
+        if (read_line(dir, "operstate", buf, sizeof(buf)) == 0)
+            CS__COPY(n->state, !strcmp(buf, "up") ? "ACTIVE" : !strcmp(buf, "down") ? "DOWN"
+                                                                                    : "unknown");
+        /* speed is Mb/s, -1 (or unreadable) when the driver does not know. */
+        if (read_line(dir, "speed", buf, sizeof(buf)) == 0 && atoi(buf) > 0) {
+            n->gbps = atoi(buf) / 1000.0;
+            CS__COPY(n->rate_source, "sysfs");
+        }
+        if (read_line(dir, "mtu", buf, sizeof(buf)) == 0)
+            n->mtu = atoi(buf);
+    }
+}
+
 int cs_topo_apply_sysfs(struct cs_topo *t, const char *root, char *err, size_t errlen)
 {
+    apply_net(t, root);
     char base[768];
     snprintf(base, sizeof(base), "%s/class/infiniband", root);
     if (access(base, F_OK) != 0)

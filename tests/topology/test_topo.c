@@ -401,6 +401,20 @@ static void check_sysfs(const char *sysfs)
     }
     free(c);
 
+    /* An Ethernet interface the topology lists gets its speed, state and MTU from class/net. */
+    t = load_str("<system version=\"1\"><cpu numaid=\"0\"><nic><net name=\"eth0\"/></nic>"
+                 "<nic><net name=\"eth1\"/></nic></cpu></system>");
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_INT(cs_topo_apply_sysfs(t, root, err, sizeof(err)), ==, 4);
+        CHECK_NEAR(t->nics[0].gbps, 25, 0);
+        CHECK_STR(t->nics[0].state, "ACTIVE");
+        CHECK_INT(t->nics[0].mtu, ==, 9000);
+        CHECK_STR(t->nics[1].state, "DOWN");
+        CHECK_NEAR(t->nics[1].gbps, 0, 0); /* speed -1: unknown */
+        cs_topo_free(t);
+    }
+
     /* A missing tree is no devices; a tree that cannot be read is an error that names it. */
     t = load_str("<system version=\"1\"/>");
     CHECK_INT(cs_topo_apply_sysfs(t, "/nonexistent", err, sizeof(err)), ==, 0);
