@@ -19,28 +19,28 @@ enum { EXIT_INCOMPLETE = 1, EXIT_SLOW = 3 };
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: commscope fabric [OPTIONS] -- LAUNCHER [LAUNCHER ARGS...]\n\n"
-            "Run commscope's MPI benchmark across the allocation with LAUNCHER (mpirun -np N\n"
-            "--map-by ppr:1:node ..., srun ...): node-to-node latency and bandwidth for every pair\n"
-            "of nodes (sampled above 64 nodes) and a sweep of all-reduce, all-gather,\n"
-            "reduce-scatter, all-to-all and send/recv; then a verdict per node and link (ok or\n"
-            "slow, with measured vs expected vs median) and a ranked list of suspects.\n\n"
-            "  --json FILE             write commscope-fabric/1 JSON to FILE ('-': stdout)\n"
-            "  --raw FILE              keep the benchmark's result lines in FILE\n"
-            "  --min-bytes N           smallest collective size (default 8)\n"
-            "  --max-bytes N           largest collective size (default 64M; 0: no sweep)\n"
-            "  --step-factor N         sweep step (default 2)\n"
-            "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
-            "  --pair-iters N          messages per direction and pair (default 8)\n"
-            "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
-            "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
-            "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
-            "  --quiet                 no text report\n\n"
-            "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or cs_fabric\n"
-            "next to the commscope executable; it must be reachable on every node.\n"
-            "Exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
-            "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n");
+    fprintf(
+        f, "usage: commscope fabric [OPTIONS] -- LAUNCHER [LAUNCHER ARGS...]\n\n"
+           "Run commscope's MPI benchmark across the allocation with LAUNCHER (mpirun -np N\n"
+           "--map-by ppr:1:node ..., srun ...): node-to-node latency and bandwidth for every pair\n"
+           "of nodes (sampled above 64 nodes) and a sweep of all-reduce, all-gather,\n"
+           "reduce-scatter, all-to-all and send/recv; then a verdict per node and link (ok or\n"
+           "slow, with measured vs expected vs median) and a ranked list of suspects.\n\n"
+           "  --json FILE             write commscope-fabric/1 JSON to FILE ('-': stdout)\n"
+           "  --raw FILE              keep the benchmark's result lines in FILE\n"
+           "  --min-bytes N           smallest collective size (default 8)\n"
+           "  --max-bytes N           largest collective size (default 64M; 0: no sweep)\n"
+           "  --step-factor N         sweep step (default 2)\n"
+           "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
+           "  --pair-iters N          messages per direction and pair (default 8)\n"
+           "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
+           "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
+           "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
+           "  --quiet                 no text report\n\n"
+           "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or cs_fabric\n"
+           "next to the commscope executable; it must be reachable on every node.\n"
+           "Exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
+           "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n");
 }
 
 static int bench_path(char *out, size_t len)
@@ -65,8 +65,8 @@ static int bench_path(char *out, size_t len)
 int cs__cmd_fabric(int argc, char **argv)
 {
     const char *json = NULL, *raw = NULL;
-    const char *pass_names[] = {"--min-bytes", "--max-bytes", "--step-factor", "--pair-bytes",
-                                "--pair-iters", "--max-rounds"};
+    const char *pass_names[] = {"--min-bytes",  "--max-bytes",  "--step-factor",
+                                "--pair-bytes", "--pair-iters", "--max-rounds"};
     enum { NPASS = sizeof(pass_names) / sizeof(pass_names[0]) };
     const char *pass[NPASS] = {0};
     struct cs_fabric_limits lim;
@@ -124,8 +124,9 @@ int cs__cmd_fabric(int argc, char **argv)
     }
     char bench[PATH_MAX + 16];
     if (bench_path(bench, sizeof(bench)) < 0) {
-        fprintf(stderr, "commscope fabric: benchmark '%s' not found or not executable; set "
-                        "COMMSCOPE_FABRIC_BENCH\n",
+        fprintf(stderr,
+                "commscope fabric: benchmark '%s' not found or not executable; set "
+                "COMMSCOPE_FABRIC_BENCH\n",
                 bench);
         return CS__EXIT_NOTFOUND;
     }

@@ -14,17 +14,18 @@ void cs_topo_json_string(FILE *f, const char *s);
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: commscope topo [--topology FILE]... [--json FILE] [--quiet]\n\n"
-            "Print a node's topology: GPUs, NICs, each GPU's nearest NIC and how far it is\n"
-            "(pcie-switch, host-bridge, numa, socket, cross-socket), NIC port states and rates,\n"
-            "NVLink bandwidth, and warnings (ports down, degraded rate, GPUs without a near NIC).\n\n"
-            "  --topology FILE  read an hwloc XML export or an NCCL topology file instead of this\n"
-            "                   machine (repeatable; default $COMMSCOPE_TOPOLOGY, else live)\n"
-            "  --json FILE      also write commscope-topology/1 JSON to FILE ('-': stdout)\n"
-            "  --quiet          no text summary\n\n"
-            "Exit status: 0, 1 when a topology could not be read (the others are still shown),\n"
-            "2 on a usage error.\n");
+    fprintf(
+        f,
+        "usage: commscope topo [--topology FILE]... [--json FILE] [--quiet]\n\n"
+        "Print a node's topology: GPUs, NICs, each GPU's nearest NIC and how far it is\n"
+        "(pcie-switch, host-bridge, numa, socket, cross-socket), NIC port states and rates,\n"
+        "NVLink bandwidth, and warnings (ports down, degraded rate, GPUs without a near NIC).\n\n"
+        "  --topology FILE  read an hwloc XML export or an NCCL topology file instead of this\n"
+        "                   machine (repeatable; default $COMMSCOPE_TOPOLOGY, else live)\n"
+        "  --json FILE      also write commscope-topology/1 JSON to FILE ('-': stdout)\n"
+        "  --quiet          no text summary\n\n"
+        "Exit status: 0, 1 when a topology could not be read (the others are still shown),\n"
+        "2 on a usage error.\n");
 }
 
 int cs__cmd_topo(int argc, char **argv)
@@ -54,8 +55,8 @@ int cs__cmd_topo(int argc, char **argv)
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
         } else {
-            fprintf(stderr, "commscope topo: unexpected argument '%s'; see 'commscope topo --help'\n",
-                    a);
+            fprintf(stderr,
+                    "commscope topo: unexpected argument '%s'; see 'commscope topo --help'\n", a);
             free(files);
             return CS__EXIT_USAGE;
         }

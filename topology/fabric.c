@@ -110,8 +110,8 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         double g;
         char host[256], nic[64];
         if (fint(line, "rank", &r) < 0 || fint(line, "node", &k) < 0 ||
-            field(line, "host", host, sizeof(host)) < 0 || field(line, "nic", nic, sizeof(nic)) < 0 ||
-            fnum(line, "nic_gbps", &g) < 0)
+            field(line, "host", host, sizeof(host)) < 0 ||
+            field(line, "nic", nic, sizeof(nic)) < 0 || fnum(line, "nic_gbps", &g) < 0)
             goto bad;
         struct cs_fabric_node *n = node_at(f, k);
         if (!n)
@@ -290,10 +290,11 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
             snprintf(exp, sizeof(exp), "%.3g Gb/s (%.63s)", n->nic_gbps, n->nic);
         else
             snprintf(exp, sizeof(exp), "unknown");
-        snprintf(n->evidence, sizeof(n->evidence),
-                 "median of its %d link(s) %.3g Gb/s measured vs %s expected vs %.3g Gb/s median of "
-                 "nodes (%.2f of median)",
-                 n->measured, n->gbps, exp, f->node_reference_gbps, n->ratio);
+        snprintf(
+            n->evidence, sizeof(n->evidence),
+            "median of its %d link(s) %.3g Gb/s measured vs %s expected vs %.3g Gb/s median of "
+            "nodes (%.2f of median)",
+            n->measured, n->gbps, exp, f->node_reference_gbps, n->ratio);
     }
     free(v);
 
@@ -342,11 +343,10 @@ void cs_fabric_print(const struct cs_fabric *f, FILE *o)
 {
     size_t pairs = f->n_nodes * (f->n_nodes ? f->n_nodes - 1 : 0) / 2;
     fprintf(o, "fabric: %zu node(s), %d rank(s); %zu of %zu node pairs measured in %d round(s)%s\n",
-            f->n_nodes, f->ranks, f->n_links, pairs, f->rounds,
-            f->complete ? "" : " (INCOMPLETE)");
+            f->n_nodes, f->ranks, f->n_links, pairs, f->rounds, f->complete ? "" : " (INCOMPLETE)");
     fprintf(o, "\nnodes (median of each node's links)\n");
-    fprintf(o, "  %-20s %-8s %10s %8s %12s  %s\n", "host", "status", "Gb/s", "ratio",
-                "latency_us", "NIC (capacity)");
+    fprintf(o, "  %-20s %-8s %10s %8s %12s  %s\n", "host", "status", "Gb/s", "ratio", "latency_us",
+            "NIC (capacity)");
     for (size_t k = 0; k < f->n_nodes; k++) {
         const struct cs_fabric_node *n = &f->nodes[k];
         char cap[96];
@@ -354,8 +354,8 @@ void cs_fabric_print(const struct cs_fabric *f, FILE *o)
             snprintf(cap, sizeof(cap), "%s (%.3g Gb/s)", n->nic, n->nic_gbps);
         else
             snprintf(cap, sizeof(cap), "%s (unknown)", n->nic[0] ? n->nic : "-");
-        fprintf(o, "  %-20s %-8s %10.3g %8.2f %12.3g  %s\n", n->host, n->status, n->gbps,
-                n->ratio, n->latency_us, cap);
+        fprintf(o, "  %-20s %-8s %10.3g %8.2f %12.3g  %s\n", n->host, n->status, n->gbps, n->ratio,
+                n->latency_us, cap);
     }
     if (f->n_links) {
         fprintf(o, "\nlinks (slower direction; median %.3g Gb/s, %.3g us)\n", f->link_median_gbps,
@@ -370,8 +370,8 @@ void cs_fabric_print(const struct cs_fabric *f, FILE *o)
                 snprintf(exp, sizeof(exp), "%.3g", l->expected_gbps);
             else
                 snprintf(exp, sizeof(exp), "-");
-            fprintf(o, "  %-41.41s %-6s %10.3g %10s %8.2f %12.3g\n", name, l->status, l->gbps,
-                    exp, l->ratio, l->latency_us);
+            fprintf(o, "  %-41.41s %-6s %10.3g %10s %8.2f %12.3g\n", name, l->status, l->gbps, exp,
+                    l->ratio, l->latency_us);
         }
     }
     if (f->n_colls) {

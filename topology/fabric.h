@@ -15,23 +15,23 @@
 struct cs_fabric_node {
     char host[256];
     char nic[64];
-    double nic_gbps;  /* capacity of the NIC its ranks use, 0 unknown */
+    double nic_gbps; /* capacity of the NIC its ranks use, 0 unknown */
     int ranks;
-    int measured;     /* links with a result */
-    double gbps;      /* median bandwidth of its links */
+    int measured;      /* links with a result */
+    double gbps;       /* median bandwidth of its links */
     double latency_us; /* median latency of its links */
-    char status[12];  /* "ok", "slow", "failed" (no result though others have), "unmeasured" */
-    double ratio;     /* gbps / reference */
+    char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured" */
+    double ratio;      /* gbps / reference */
     char evidence[256];
 };
 
 struct cs_fabric_link {
-    int a, b;          /* node indexes */
+    int a, b;                      /* node indexes */
     double ab_gbps, ba_gbps, gbps; /* gbps: the slower direction */
     double latency_us;
     double expected_gbps; /* capacity model: the slower NIC of the two, 0 unknown */
-    char status[12];   /* "ok", "slow" */
-    double ratio;      /* gbps / median of all links */
+    char status[12];      /* "ok", "slow" */
+    double ratio;         /* gbps / median of all links */
     char evidence[256];
 };
 

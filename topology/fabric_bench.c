@@ -24,7 +24,7 @@
 struct opts {
     size_t min_bytes, max_bytes, pair_bytes;
     int pair_iters, lat_iters, max_rounds;
-    int factor; /* sweep step: sizes min, min*factor, ... max */
+    int factor;    /* sweep step: sizes min, min*factor, ... max */
     int fail_node; /* testing: this node's leader exits after the first round */
 };
 
@@ -173,8 +173,10 @@ static const struct {
     const char *name;
     enum cs_op op;
 } colls[] = {
-    {"allreduce", CS_OP_ALLREDUCE},   {"allgather", CS_OP_ALLGATHER},
-    {"reducescatter", CS_OP_REDUCE_SCATTER_BLOCK}, {"alltoall", CS_OP_ALLTOALL},
+    {"allreduce", CS_OP_ALLREDUCE},
+    {"allgather", CS_OP_ALLGATHER},
+    {"reducescatter", CS_OP_REDUCE_SCATTER_BLOCK},
+    {"alltoall", CS_OP_ALLTOALL},
     {"sendrecv", CS_OP_SENDRECV},
 };
 
@@ -311,8 +313,8 @@ int main(int argc, char **argv)
         all = calloc((size_t)n, sizeof(*all));
     MPI_Gather(&mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, 0,
                MPI_COMM_WORLD);
-    emit("start ranks=%d nodes=%d pair_bytes=%zu pair_iters=%d max_bytes=%zu", n, m,
-         o.pair_bytes, o.pair_iters, o.max_bytes);
+    emit("start ranks=%d nodes=%d pair_bytes=%zu pair_iters=%d max_bytes=%zu", n, m, o.pair_bytes,
+         o.pair_iters, o.max_bytes);
     for (int i = 0; all && i < n; i++)
         emit("rank rank=%d node=%d host=%s nic=%s nic_gbps=%.6g", i, all[i].node, all[i].host,
              all[i].nic[0] ? all[i].nic : "-", all[i].gbps);

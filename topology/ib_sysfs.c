@@ -112,8 +112,9 @@ static void apply_net(struct cs_topo *t, const char *root)
             continue;
         snprintf(dir, sizeof(dir), "%s/class/net/%s", root, n->name);
         if (read_line(dir, "operstate", buf, sizeof(buf)) == 0)
-            CS__COPY(n->state, !strcmp(buf, "up") ? "ACTIVE" : !strcmp(buf, "down") ? "DOWN"
-                                                                                    : "unknown");
+            CS__COPY(n->state, !strcmp(buf, "up")     ? "ACTIVE"
+                               : !strcmp(buf, "down") ? "DOWN"
+                                                      : "unknown");
         /* speed is Mb/s, -1 (or unreadable) when the driver does not know. */
         if (read_line(dir, "speed", buf, sizeof(buf)) == 0 && atoi(buf) > 0) {
             n->gbps = atoi(buf) / 1000.0;

@@ -52,8 +52,8 @@ static const char *port_state(int s)
 
 static const char *phys_state(int s)
 {
-    static const char *const n[] = {"unknown", "Sleep", "Polling", "Disabled", "PortConfTrain",
-                                    "LinkUp", "LinkErrRecover", "Phytest"};
+    static const char *const n[] = {"unknown",       "Sleep",  "Polling",        "Disabled",
+                                    "PortConfTrain", "LinkUp", "LinkErrRecover", "Phytest"};
     return s >= 0 && s <= 7 ? n[s] : "unknown";
 }
 
@@ -108,8 +108,8 @@ int cs_topo_apply_verbs(struct cs_topo *t, int *have_verbs, char *err, size_t er
             n->port = p;
             CS__COPY(n->state, port_state(pa.state));
             CS__COPY(n->phys_state, phys_state(pa.phys_state));
-            CS__COPY(n->link_layer, pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet"
-                                                                             : "InfiniBand");
+            CS__COPY(n->link_layer,
+                     pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
             int lanes = 0;
             double g = cs_topo_ib_gbps(pa.active_speed, pa.active_width, &lanes);
             if (g > 0) {

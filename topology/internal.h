@@ -59,8 +59,7 @@ int cs__topo_add_node(struct cs_topo *t, int parent, enum cs__tkind kind, int nu
 struct cs_topo_gpu *cs__topo_add_gpu(struct cs_topo *t);
 struct cs_topo_nic *cs__topo_add_nic(struct cs_topo *t);
 /* Add a warning sentence (printf format). */
-void cs__topo_warn(struct cs_topo *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void cs__topo_warn(struct cs_topo *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The rated maximum of a network adapter by PCI vendor and device id; 0 unknown. */
 double cs__nic_max_gbps(unsigned vendor, unsigned device);
 /* NVLink Gb/s per link for a GPU of compute capability sm (NCCL's per-link figures). */

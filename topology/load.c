@@ -47,8 +47,8 @@ int cs_topo_load_buffer(const char *buf, size_t len, const char *name, struct cs
         r = cs__load_nccl_xml(t, root, err, errlen);
     else {
         snprintf(err, errlen,
-                 "%s:%d: root element <%s> is neither hwloc's <topology> nor NCCL's <system>",
-                 name, root->line, root->name);
+                 "%s:%d: root element <%s> is neither hwloc's <topology> nor NCCL's <system>", name,
+                 root->line, root->name);
         r = -EINVAL;
     }
     cs__xml_free(root);

@@ -30,11 +30,16 @@ static int osdev_kind(const char *type, int v3)
         return k;
     }
     switch (v) {
-    case 1: return OSDEV_GPU;
-    case 2: return OSDEV_NETWORK;
-    case 3: return OSDEV_OPENFABRICS;
-    case 5: return OSDEV_COPROC;
-    default: return 0;
+    case 1:
+        return OSDEV_GPU;
+    case 2:
+        return OSDEV_NETWORK;
+    case 3:
+        return OSDEV_OPENFABRICS;
+    case 5:
+        return OSDEV_COPROC;
+    default:
+        return 0;
     }
 }
 
@@ -111,7 +116,8 @@ static int pci_ids(const char *pci_type, unsigned *cls, unsigned *vendor, unsign
 /* A GPU: 3D controllers of any vendor, VGA controllers of NVIDIA and AMD (not BMC graphics). */
 static int is_gpu_class(unsigned cls, unsigned vendor)
 {
-    return cls == 0x0302 || ((cls == 0x0300 || cls == 0x0380) && (vendor == 0x10de || vendor == 0x1002));
+    return cls == 0x0302 ||
+           ((cls == 0x0300 || cls == 0x0380) && (vendor == 0x10de || vendor == 0x1002));
 }
 
 static int visit(struct ctx *c, const struct cs__xml *obj, int parent, int numa, int package);
@@ -156,8 +162,8 @@ static void add_pcidev(struct ctx *c, const struct cs__xml *obj, int node, int n
             const char *model = info(ch, "GPUModel");
             if (model)
                 CS__COPY(g->model, model);
-            if (nm && (!strncmp(nm, "cuda", 4) || !strncmp(nm, "nvml", 4)) &&
-                nm[4] >= '0' && nm[4] <= '9')
+            if (nm && (!strncmp(nm, "cuda", 4) || !strncmp(nm, "nvml", 4)) && nm[4] >= '0' &&
+                nm[4] <= '9')
                 g->index = atoi(nm + 4);
             if (!strcmp(ch->name, "object"))
                 remember_gp(c, ch, (int)(g - t->gpus));
@@ -198,8 +204,8 @@ static void add_pcidev(struct ctx *c, const struct cs__xml *obj, int node, int n
             const char *st = info(ch, key);
             if (!st)
                 continue;
-            static const char *const states[] = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE",
-                                                 "ACTIVE_DEFER"};
+            static const char *const states[] = {"NOP",   "DOWN",   "INIT",
+                                                 "ARMED", "ACTIVE", "ACTIVE_DEFER"};
             int s = atoi(st);
             n->port = p;
             CS__COPY(n->state, s >= 0 && s <= 5 ? states[s] : "unknown");
@@ -394,8 +400,8 @@ static void read_nvlink(struct ctx *c, const struct cs__xml *root)
     const char *nb = cs__xml_attr(d, "nbobjs");
     size_t n = nb ? strtoul(nb, NULL, 10) : 0;
     if (n == 0 || n > 4096) {
-        cs__topo_warn(c->t, "%s:%d: NVLinkBandwidth has nbobjs \"%s\"; NVLink not read",
-                      c->t->file, d->line, nb ? nb : "");
+        cs__topo_warn(c->t, "%s:%d: NVLinkBandwidth has nbobjs \"%s\"; NVLink not read", c->t->file,
+                      d->line, nb ? nb : "");
         return;
     }
     struct nv_read r = {c, n, 0, 0, malloc(n * sizeof(int)), calloc(n * n, sizeof(double))};
@@ -403,8 +409,9 @@ static void read_nvlink(struct ctx *c, const struct cs__xml *root)
         each_token(d, "indexes", nv_index, &r);
         each_token(d, "u64values", nv_value, &r);
         if (r.ni != n || r.nv != n * n)
-            cs__topo_warn(c->t, "%s:%d: NVLinkBandwidth lists %zu objects and %zu values for "
-                                "%zu objects; NVLink not read",
+            cs__topo_warn(c->t,
+                          "%s:%d: NVLinkBandwidth lists %zu objects and %zu values for "
+                          "%zu objects; NVLink not read",
                           c->t->file, d->line, r.ni, r.nv, n);
         else
             cs__topo_set_nvlink(c->t, r.bw, r.gpu_of, n);

@@ -101,8 +101,8 @@ static int walk(struct nctx *c, const struct cs__xml *e, int parent, int numa)
                 nic = !strcmp(g->name, "nic") ? g : nic;
                 n_pci += !strcmp(g->name, "pci");
             }
-            enum cs__tkind kind = (cls >> 8) == 0x06 && cls != 0x0680 ? CS__T_PCIBRIDGE
-                                                                       : CS__T_PCIDEV;
+            enum cs__tkind kind =
+                (cls >> 8) == 0x06 && cls != 0x0680 ? CS__T_PCIBRIDGE : CS__T_PCIDEV;
             if (!busid) {
                 snprintf(c->err, c->errlen, "%s:%d: <pci> without a busid", t->file, ch->line);
                 return -EINVAL;
@@ -112,8 +112,8 @@ static int walk(struct nctx *c, const struct cs__xml *e, int parent, int numa)
                 return -ENOMEM;
             if (kind == CS__T_PCIBRIDGE && n_pci > 1)
                 t->n_pcie_switches++;
-            if (gpu || cls == 0x0302 || ((cls == 0x0300 || cls == 0x0380) &&
-                                         (vendor == 0x10de || vendor == 0x1002))) {
+            if (gpu || cls == 0x0302 ||
+                ((cls == 0x0300 || cls == 0x0380) && (vendor == 0x10de || vendor == 0x1002))) {
                 struct cs_topo_gpu *g = cs__topo_add_gpu(t);
                 if (!g)
                     return -ENOMEM;
@@ -159,7 +159,7 @@ static void build_nvlink(struct nctx *c)
     if (!c->n_links)
         return;
     size_t cap = t->n_gpus + c->n_links, n = t->n_gpus;
-    char (*names)[16] = calloc(cap, sizeof(*names));
+    char(*names)[16] = calloc(cap, sizeof(*names));
     int *gpu_of = malloc(cap * sizeof(int));
     double *bw = NULL;
     if (!names || !gpu_of)
@@ -192,8 +192,9 @@ static void build_nvlink(struct nctx *c)
         bw[(size_t)k->gpu * n + j] += per * k->count;
     }
     if (unknown_sm)
-        cs__topo_warn(t, "%s: a GPU with NVLinks has no compute capability (sm); its NVLink "
-                         "bandwidth is unknown",
+        cs__topo_warn(t,
+                      "%s: a GPU with NVLinks has no compute capability (sm); its NVLink "
+                      "bandwidth is unknown",
                       t->file);
     cs__topo_set_nvlink(t, bw, gpu_of, n);
 out:

@@ -11,9 +11,12 @@
 #include "internal.h"
 
 static const char *const dist_names[] = {
-    [CS_DIST_PCIE_SWITCH] = "pcie-switch", [CS_DIST_HOST_BRIDGE] = "host-bridge",
-    [CS_DIST_NUMA] = "numa",               [CS_DIST_SOCKET] = "socket",
-    [CS_DIST_CROSS_SOCKET] = "cross-socket", [CS_DIST_UNKNOWN] = "unknown",
+    [CS_DIST_PCIE_SWITCH] = "pcie-switch",
+    [CS_DIST_HOST_BRIDGE] = "host-bridge",
+    [CS_DIST_NUMA] = "numa",
+    [CS_DIST_SOCKET] = "socket",
+    [CS_DIST_CROSS_SOCKET] = "cross-socket",
+    [CS_DIST_UNKNOWN] = "unknown",
 };
 
 const char *cs_topo_dist_name(enum cs_topo_dist d)
@@ -304,10 +307,9 @@ void cs_topo_finish(struct cs_topo *t)
             n->gbps = n->max_gbps;
             CS__COPY(n->rate_source, "pci-id");
         }
-        if (!strcmp(n->state, "DOWN") || !strcmp(n->state, "INIT") ||
-            !strcmp(n->state, "ARMED"))
-            cs__topo_warn(t, "NIC %s port %d is %s (physical state %s)", n->name, n->port,
-                          n->state, n->phys_state);
+        if (!strcmp(n->state, "DOWN") || !strcmp(n->state, "INIT") || !strcmp(n->state, "ARMED"))
+            cs__topo_warn(t, "NIC %s port %d is %s (physical state %s)", n->name, n->port, n->state,
+                          n->phys_state);
         else if (!strcmp(n->rate_source, "verbs") || !strcmp(n->rate_source, "sysfs")) {
             if (n->max_gbps > 0 && n->gbps > 0 && n->gbps < n->max_gbps * 0.99)
                 cs__topo_warn(t,
@@ -316,8 +318,9 @@ void cs_topo_finish(struct cs_topo *t)
                               n->name, n->port, n->gbps, n->max_gbps);
             else if (n->rdma && n->width > 0 && n->width < 4 &&
                      !strcmp(n->link_layer, "InfiniBand"))
-                cs__topo_warn(t, "NIC %s port %d is linked at width %dX (InfiniBand ports "
-                                 "normally run 4X): degraded width",
+                cs__topo_warn(t,
+                              "NIC %s port %d is linked at width %dX (InfiniBand ports "
+                              "normally run 4X): degraded width",
                               n->name, n->port, n->width);
         }
     }
@@ -340,24 +343,54 @@ double cs_topo_ib_gbps(int speed, int width, int *lanes)
 {
     double lane;
     switch (speed) {
-    case 1: lane = 2.5; break;    /* SDR */
-    case 2: lane = 5.0; break;    /* DDR */
-    case 4: lane = 10.0; break;   /* QDR */
-    case 8: lane = 10.0; break;   /* FDR10 */
-    case 16: lane = 14.0; break;  /* FDR */
-    case 32: lane = 25.0; break;  /* EDR */
-    case 64: lane = 50.0; break;  /* HDR */
-    case 128: lane = 100.0; break; /* NDR */
-    default: lane = 0; break;
+    case 1:
+        lane = 2.5;
+        break; /* SDR */
+    case 2:
+        lane = 5.0;
+        break; /* DDR */
+    case 4:
+        lane = 10.0;
+        break; /* QDR */
+    case 8:
+        lane = 10.0;
+        break; /* FDR10 */
+    case 16:
+        lane = 14.0;
+        break; /* FDR */
+    case 32:
+        lane = 25.0;
+        break; /* EDR */
+    case 64:
+        lane = 50.0;
+        break; /* HDR */
+    case 128:
+        lane = 100.0;
+        break; /* NDR */
+    default:
+        lane = 0;
+        break;
     }
     int n;
     switch (width) {
-    case 1: n = 1; break;
-    case 2: n = 4; break;
-    case 4: n = 8; break;
-    case 8: n = 12; break;
-    case 16: n = 2; break;
-    default: n = 0; break;
+    case 1:
+        n = 1;
+        break;
+    case 2:
+        n = 4;
+        break;
+    case 4:
+        n = 8;
+        break;
+    case 8:
+        n = 12;
+        break;
+    case 16:
+        n = 2;
+        break;
+    default:
+        n = 0;
+        break;
     }
     if (lanes)
         *lanes = n;

@@ -141,7 +141,8 @@ void cs_topo_print(const struct cs_topo *t, FILE *f)
     fprintf(f, "  %d package(s), %d NUMA node(s), %d PCIe switch(es), %zu GPU(s), %zu NIC(s)\n",
             t->n_packages, t->n_numa, t->n_pcie_switches, t->n_gpus, t->n_nics);
     if (t->n_gpus) {
-        fprintf(f, "\n  GPU  PCI            NUMA  model                      NIC          distance\n");
+        fprintf(f,
+                "\n  GPU  PCI            NUMA  model                      NIC          distance\n");
         for (size_t i = 0; i < t->n_gpus; i++) {
             const struct cs_topo_gpu *g = &t->gpus[i];
             char numa[16];
@@ -152,7 +153,8 @@ void cs_topo_print(const struct cs_topo *t, FILE *f)
         }
     }
     if (t->n_nics) {
-        fprintf(f, "\n  NIC          netdev   PCI            layer       state   rate (source)        NUMA\n");
+        fprintf(f, "\n  NIC          netdev   PCI            layer       state   rate (source)     "
+                   "   NUMA\n");
         for (size_t i = 0; i < t->n_nics; i++) {
             const struct cs_topo_nic *n = &t->nics[i];
             char numa[16], rs[96];

@@ -33,33 +33,33 @@ enum cs_topo_dist {
 const char *cs_topo_dist_name(enum cs_topo_dist d);
 
 struct cs_topo_gpu {
-    int index;          /* CUDA/NVML index when the source names it, else order of discovery */
-    char pci[16];       /* "0000:44:00.0" */
-    char model[64];     /* "NVIDIA A100-SXM4-40GB" when known, else "10de:20b0" */
-    int numa, package;  /* OS indexes, -1 unknown */
-    double pcie_gbps;   /* PCIe link of the device, 0 unknown */
-    int nic;            /* index into cs_topo.nics of the nearest NIC, -1 none */
+    int index;         /* CUDA/NVML index when the source names it, else order of discovery */
+    char pci[16];      /* "0000:44:00.0" */
+    char model[64];    /* "NVIDIA A100-SXM4-40GB" when known, else "10de:20b0" */
+    int numa, package; /* OS indexes, -1 unknown */
+    double pcie_gbps;  /* PCIe link of the device, 0 unknown */
+    int nic;           /* index into cs_topo.nics of the nearest NIC, -1 none */
     enum cs_topo_dist distance; /* to that NIC */
-    int node;           /* internal: tree node */
+    int node;                   /* internal: tree node */
 };
 
 struct cs_topo_nic {
-    char name[64];       /* RDMA device ("mlx5_0") or network interface ("eth0") */
-    char netdev[32];     /* the network interface of an RDMA device ("ib0"), "" none */
-    char pci[16];        /* "" when not a PCI device */
-    char link_layer[16]; /* "InfiniBand", "Ethernet", "unknown" */
-    int rdma;            /* an OpenFabrics (verbs) device */
-    int port;            /* port described below (first active one), 0 unknown */
-    char state[16];      /* "ACTIVE", "DOWN", "INIT", ..., "unknown" */
-    char phys_state[16]; /* "LinkUp", "Polling", "Disabled", ..., "unknown" */
-    double gbps;         /* active rate; 0 unknown */
-    double max_gbps;     /* what the adapter can do (from its PCI id), 0 unknown */
-    int width;           /* active lanes (1, 2, 4, 8, 12), 0 unknown */
-    int mtu;             /* active MTU in bytes, 0 unknown */
+    char name[64];        /* RDMA device ("mlx5_0") or network interface ("eth0") */
+    char netdev[32];      /* the network interface of an RDMA device ("ib0"), "" none */
+    char pci[16];         /* "" when not a PCI device */
+    char link_layer[16];  /* "InfiniBand", "Ethernet", "unknown" */
+    int rdma;             /* an OpenFabrics (verbs) device */
+    int port;             /* port described below (first active one), 0 unknown */
+    char state[16];       /* "ACTIVE", "DOWN", "INIT", ..., "unknown" */
+    char phys_state[16];  /* "LinkUp", "Polling", "Disabled", ..., "unknown" */
+    double gbps;          /* active rate; 0 unknown */
+    double max_gbps;      /* what the adapter can do (from its PCI id), 0 unknown */
+    int width;            /* active lanes (1, 2, 4, 8, 12), 0 unknown */
+    int mtu;              /* active MTU in bytes, 0 unknown */
     char rate_source[16]; /* where gbps came from: "verbs", "sysfs", "nccl", "pci-id", "none" */
-    double pcie_gbps;    /* PCIe link of the adapter, 0 unknown */
+    double pcie_gbps;     /* PCIe link of the adapter, 0 unknown */
     int numa, package;
-    int node;            /* internal: tree node */
+    int node; /* internal: tree node */
 };
 
 /* Counters of one port, read from sysfs (cs_topo_read_counters). */
@@ -75,14 +75,14 @@ struct cs_topo_node; /* internal tree of packages, NUMA nodes, bridges and devic
 
 struct cs_topo {
     char host[256];
-    char source[32];   /* "hwloc", "hwloc-xml", "nccl-xml" */
-    char file[512];    /* the file read, "" live */
+    char source[32]; /* "hwloc", "hwloc-xml", "nccl-xml" */
+    char file[512];  /* the file read, "" live */
     int n_packages, n_numa, n_pcie_switches;
     struct cs_topo_gpu *gpus;
     size_t n_gpus;
     struct cs_topo_nic *nics;
     size_t n_nics;
-    double *nvlink;    /* n_gpus x n_gpus, Gb/s between GPU i and j over NVLink; NULL none */
+    double *nvlink; /* n_gpus x n_gpus, Gb/s between GPU i and j over NVLink; NULL none */
     char **warnings;
     size_t n_warnings;
     struct cs_topo_node *tree;
@@ -159,7 +159,7 @@ struct cs_topo_place {
 };
 struct cs_topo_path {
     enum cs_topo_path_kind kind;
-    double gbps; /* bottleneck bandwidth, 0 unknown */
+    double gbps;   /* bottleneck bandwidth, 0 unknown */
     char why[256]; /* "mlx5_0 200 Gb/s (node a) vs mlx5_2 100 Gb/s (node b)" */
 };
 /*

@@ -2,8 +2,9 @@
  * A small XML reader for the two topology formats commscope reads: hwloc's XML export (versions
  * 2 and 3) and NCCL's topology files (NCCL_TOPO_FILE).  Both use elements and attributes only, so
  * this  builds a tree of elements with their attributes and skips comments, processing
- * instructions and the DOCTYPE, and keeps element text (hwloc writes distance matrices as text).  It is not a general XML parser: no namespaces, no CDATA
- * sections, only the five predefined entities and numeric character references.
+ * instructions and the DOCTYPE, and keeps element text (hwloc writes distance matrices as text). It
+ * is not a general XML parser: no namespaces, no CDATA sections, only the five predefined entities
+ * and numeric character references.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -263,8 +264,8 @@ static struct cs__xml *start_tag(struct parser *p, struct cs__xml *parent, int *
     }
 }
 
-int cs__xml_parse(struct cs__xml **out, const char *buf, size_t len, const char *name,
-                  char *err, size_t errlen)
+int cs__xml_parse(struct cs__xml **out, const char *buf, size_t len, const char *name, char *err,
+                  size_t errlen)
 {
     struct parser p = {buf, buf + len, name ? name : "(buffer)", 1, err, errlen, NULL};
     *out = NULL;

@@ -30,7 +30,8 @@ static void feed_link(struct cs_fabric *f, int a, int b, double gbps, double lat
 static const struct cs_fabric_link *link_of(const struct cs_fabric *f, int a, int b)
 {
     for (size_t i = 0; i < f->n_links; i++)
-        if ((f->links[i].a == a && f->links[i].b == b) || (f->links[i].a == b && f->links[i].b == a))
+        if ((f->links[i].a == a && f->links[i].b == b) ||
+            (f->links[i].a == b && f->links[i].b == a))
             return &f->links[i];
     return NULL;
 }
@@ -55,7 +56,7 @@ int main(void)
     CHECK_INT(cs_fabric_feed(&f, "@cs-fabric done"), ==, 1);
     cs_fabric_judge(&f, &lim);
     CHECK_INT(f.n_nodes, ==, 4);
-    CHECK_NEAR(f.link_median_gbps, 250, 1e-9);   /* (100 + 400) / 2 */
+    CHECK_NEAR(f.link_median_gbps, 250, 1e-9);    /* (100 + 400) / 2 */
     CHECK_NEAR(f.node_reference_gbps, 400, 1e-9); /* h1..h3: median of (400, 400, 100) */
     CHECK_STR(f.nodes[3].status, "slow");
     CHECK_NEAR(f.nodes[3].ratio, 0.25, 1e-9);
