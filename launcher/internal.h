@@ -22,5 +22,7 @@ enum {
 
 int cs__cmd_run(int argc, char **argv);
 int cs__cmd_version(int argc, char **argv);
+int cs__cmd_topo(int argc, char **argv);
+int cs__cmd_fabric(int argc, char **argv);
 
 #endif

@@ -13,6 +13,8 @@ static const struct cs__cmd commands[] = {
      "run a program (mpirun, srun, torchrun, ...) with the collector, then analyse"},
     {"analyze", cs_cmd_analyze, "analyse a run directory: text summary and JSON report"},
     {"version", cs__cmd_version, "print the version of commscope and of its trace format"},
+    {"topo", cs__cmd_topo, "print a node's topology: GPUs, NICs, GPU-NIC pairing, rates, warnings"},
+    {"fabric", cs__cmd_fabric, "benchmark the fabric over MPI: verdict per node and link, suspects"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

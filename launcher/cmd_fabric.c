@@ -1,0 +1,235 @@
+/*
+ * `commscope fabric [OPTIONS] -- LAUNCHER ARGS...`: run the built-in MPI benchmark (cs_fabric,
+ * next to this executable) with the user's launcher (mpirun, srun), read its result lines from
+ * the job's stdout, and judge every node and link.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fabric.h"
+#include "internal.h"
+
+enum { EXIT_INCOMPLETE = 1, EXIT_SLOW = 3 };
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f, "usage: commscope fabric [OPTIONS] -- LAUNCHER [LAUNCHER ARGS...]\n\n"
+           "Run commscope's MPI benchmark across the allocation with LAUNCHER (mpirun -np N\n"
+           "--map-by ppr:1:node ..., srun ...): node-to-node latency and bandwidth for every pair\n"
+           "of nodes (sampled above 64 nodes) and a sweep of all-reduce, all-gather,\n"
+           "reduce-scatter, all-to-all and send/recv; then a verdict per node and link (ok or\n"
+           "slow, with measured vs expected vs median) and a ranked list of suspects.\n\n"
+           "  --json FILE             write commscope-fabric/1 JSON to FILE ('-': stdout)\n"
+           "  --raw FILE              keep the benchmark's result lines in FILE\n"
+           "  --min-bytes N           smallest collective size (default 8)\n"
+           "  --max-bytes N           largest collective size (default 64M; 0: no sweep)\n"
+           "  --step-factor N         sweep step (default 2)\n"
+           "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
+           "  --pair-iters N          messages per direction and pair (default 8)\n"
+           "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
+           "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
+           "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
+           "  --quiet                 no text report\n\n"
+           "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or cs_fabric\n"
+           "next to the commscope executable; it must be reachable on every node.\n"
+           "Exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
+           "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n");
+}
+
+static int bench_path(char *out, size_t len)
+{
+    const char *env = getenv("COMMSCOPE_FABRIC_BENCH");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(out, len, "%s/cs_fabric", exe);
+    return access(out, X_OK);
+}
+
+int cs__cmd_fabric(int argc, char **argv)
+{
+    const char *json = NULL, *raw = NULL;
+    const char *pass_names[] = {"--min-bytes",  "--max-bytes",  "--step-factor",
+                                "--pair-bytes", "--pair-iters", "--max-rounds"};
+    enum { NPASS = sizeof(pass_names) / sizeof(pass_names[0]) };
+    const char *pass[NPASS] = {0};
+    struct cs_fabric_limits lim;
+    cs_fabric_default_limits(&lim);
+    int quiet = 0, i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        }
+        if (a[0] != '-')
+            break; /* the launcher, without "--" */
+        if (i + 1 >= argc) {
+            fprintf(stderr, "commscope fabric: %s needs a value\n", a);
+            return CS__EXIT_USAGE;
+        }
+        const char *val = argv[++i];
+        int k;
+        for (k = 0; k < NPASS && strcmp(a, pass_names[k]); k++)
+            ;
+        if (k < NPASS)
+            pass[k] = val;
+        else if (!strcmp(a, "--json"))
+            json = val;
+        else if (!strcmp(a, "--raw"))
+            raw = val;
+        else if (!strcmp(a, "--peer-fraction") || !strcmp(a, "--capacity-fraction")) {
+            char *end;
+            double v = strtod(val, &end);
+            if (*end || !(v > 0 && v <= 1)) {
+                fprintf(stderr, "commscope fabric: %s wants a fraction in (0, 1], not '%s'\n", a,
+                        val);
+                return CS__EXIT_USAGE;
+            }
+            *(a[2] == 'p' ? &lim.peer_fraction : &lim.capacity_fraction) = v;
+        } else {
+            fprintf(stderr,
+                    "commscope fabric: unknown option '%s'; see 'commscope fabric --help'\n", a);
+            return CS__EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "commscope fabric: no launcher given (commscope fabric -- mpirun -np N "
+                        "...); see 'commscope fabric --help'\n");
+        return CS__EXIT_USAGE;
+    }
+    char bench[PATH_MAX + 16];
+    if (bench_path(bench, sizeof(bench)) < 0) {
+        fprintf(stderr,
+                "commscope fabric: benchmark '%s' not found or not executable; set "
+                "COMMSCOPE_FABRIC_BENCH\n",
+                bench);
+        return CS__EXIT_NOTFOUND;
+    }
+    /* LAUNCHER ARGS... cs_fabric [--option value]... */
+    char **av = calloc((size_t)(argc - i) + 2 + 2 * NPASS + 1, sizeof(char *));
+    if (!av)
+        return 1;
+    int n = 0;
+    for (int k = i; k < argc; k++)
+        av[n++] = argv[k];
+    av[n++] = bench;
+    for (int k = 0; k < NPASS; k++)
+        if (pass[k]) {
+            av[n++] = (char *)pass_names[k];
+            av[n++] = (char *)pass[k];
+        }
+    av[n] = NULL;
+
+    FILE *rawf = NULL;
+    if (raw && !(rawf = fopen(raw, "w"))) {
+        fprintf(stderr, "commscope fabric: cannot write %s: %s\n", raw, strerror(errno));
+        free(av);
+        return CS__EXIT_USAGE;
+    }
+    int fd[2];
+    if (pipe(fd) < 0) {
+        fprintf(stderr, "commscope fabric: pipe: %s\n", strerror(errno));
+        free(av);
+        return 1;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "commscope fabric: fork: %s\n", strerror(errno));
+        free(av);
+        return 1;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        execvp(av[0], av);
+        fprintf(stderr, "commscope fabric: cannot run '%s': %s\n", av[0], strerror(errno));
+        _exit(errno == ENOENT ? CS__EXIT_NOTFOUND : CS__EXIT_NOEXEC);
+    }
+    close(fd[1]);
+    /* The job's own output passes through; the benchmark's result lines are ours. */
+    FILE *in = fdopen(fd[0], "r");
+    struct cs_fabric fab;
+    cs_fabric_init(&fab);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (in && (len = getline(&line, &cap, in)) > 0) {
+        int r = cs_fabric_feed(&fab, line);
+        if (r == 0)
+            fputs(line, stdout);
+        else if (rawf)
+            fputs(line, rawf);
+    }
+    free(line);
+    if (in)
+        fclose(in);
+    if (rawf)
+        fclose(rawf);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    int job = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    free(av);
+    if (job == CS__EXIT_NOTFOUND || job == CS__EXIT_NOEXEC) {
+        if (!fab.ranks) {
+            cs_fabric_free(&fab);
+            return job;
+        }
+    }
+    cs_fabric_judge(&fab, &lim);
+    if (job != 0)
+        fprintf(stderr, "commscope fabric: the job exited with status %d%s\n", job,
+                fab.complete ? "" : " before the benchmark finished; reporting what it measured");
+    if (!quiet)
+        cs_fabric_print(&fab, stdout);
+    int status = 0;
+    for (size_t k = 0; k < fab.n_nodes; k++)
+        status |= !strcmp(fab.nodes[k].status, "slow") || !strcmp(fab.nodes[k].status, "failed");
+    for (size_t k = 0; k < fab.n_links; k++)
+        status |= !strcmp(fab.links[k].status, "slow");
+    status = status ? EXIT_SLOW : 0;
+    if (job != 0 || !fab.complete)
+        status = EXIT_INCOMPLETE;
+    if (json) {
+        FILE *f = strcmp(json, "-") ? fopen(json, "w") : stdout;
+        if (!f) {
+            fprintf(stderr, "commscope fabric: cannot write %s: %s\n", json, strerror(errno));
+            status = EXIT_INCOMPLETE;
+        } else {
+            cs_fabric_write_json(&fab, f);
+            if (f != stdout && fclose(f) != 0) {
+                fprintf(stderr, "commscope fabric: error writing %s\n", json);
+                status = EXIT_INCOMPLETE;
+            }
+        }
+    }
+    cs_fabric_free(&fab);
+    return status;
+}

@@ -1,0 +1,153 @@
+/* Verdicts of `commscope fabric` on benchmark output written here, where the truth is known. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cs_test.h"
+#include "fabric.h"
+
+static void feed_nodes(struct cs_fabric *f, int n, const double *nic)
+{
+    char line[256];
+    snprintf(line, sizeof(line), "@cs-fabric start ranks=%d nodes=%d pair_bytes=8 pair_iters=1", n,
+             n);
+    CHECK_INT(cs_fabric_feed(f, line), ==, 1);
+    for (int i = 0; i < n; i++) {
+        snprintf(line, sizeof(line), "@cs-fabric rank rank=%d node=%d host=h%d nic=%s nic_gbps=%g",
+                 i, i, i + 1, nic && nic[i] > 0 ? "mlx5_0" : "-", nic ? nic[i] : 0);
+        CHECK_INT(cs_fabric_feed(f, line), ==, 1);
+    }
+}
+
+static void feed_link(struct cs_fabric *f, int a, int b, double gbps, double lat)
+{
+    char line[256];
+    snprintf(line, sizeof(line),
+             "@cs-fabric pair round=0 a=%d b=%d ab_gbps=%g ba_gbps=%g latency_us=%g", a, b,
+             gbps * 1.05, gbps, lat);
+    CHECK_INT(cs_fabric_feed(f, line), ==, 1);
+}
+
+static const struct cs_fabric_link *link_of(const struct cs_fabric *f, int a, int b)
+{
+    for (size_t i = 0; i < f->n_links; i++)
+        if ((f->links[i].a == a && f->links[i].b == b) ||
+            (f->links[i].a == b && f->links[i].b == a))
+            return &f->links[i];
+    return NULL;
+}
+
+int main(void)
+{
+    struct cs_fabric_limits lim;
+    cs_fabric_default_limits(&lim);
+
+    /* Four nodes, node 4's link at a quarter of the others: it alone is suspect, its three
+     * links slow, the other three ok. */
+    struct cs_fabric f;
+    cs_fabric_init(&f);
+    feed_nodes(&f, 4, NULL);
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            feed_link(&f, a, b, b == 3 ? 100 : 400, 50);
+    CHECK_INT(cs_fabric_feed(&f, "job output line"), ==, 0);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric coll op=allreduce bytes=1024 time_us=10 "
+                                 "algbw_gbps=0.8192 busbw_gbps=1.2288"),
+              ==, 1);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric done"), ==, 1);
+    cs_fabric_judge(&f, &lim);
+    CHECK_INT(f.n_nodes, ==, 4);
+    CHECK_NEAR(f.link_median_gbps, 250, 1e-9);    /* (100 + 400) / 2 */
+    CHECK_NEAR(f.node_reference_gbps, 400, 1e-9); /* h1..h3: median of (400, 400, 100) */
+    CHECK_STR(f.nodes[3].status, "slow");
+    CHECK_NEAR(f.nodes[3].ratio, 0.25, 1e-9);
+    for (int i = 0; i < 3; i++)
+        CHECK_STR(f.nodes[i].status, "ok");
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++) {
+            const struct cs_fabric_link *l = link_of(&f, a, b);
+            CHECK(l != NULL);
+            if (l)
+                CHECK_STR(l->status, b == 3 ? "slow" : "ok");
+        }
+    CHECK_INT(f.n_suspects, ==, 1);
+    if (f.n_suspects) {
+        CHECK_STR(f.suspects[0].kind, "node");
+        CHECK_STR(f.suspects[0].name, "h4");
+        CHECK_CONTAINS(f.suspects[0].evidence, "100 Gb/s measured");
+    }
+    CHECK_INT(f.n_notes, ==, 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    cs_fabric_write_json(&f, m);
+    cs_fabric_print(&f, m);
+    fclose(m);
+    CHECK_CONTAINS(buf, "\"schema\": \"commscope-fabric/1\"");
+    CHECK_CONTAINS(buf, "{\"a\": \"h1\", \"b\": \"h4\", \"gbps\": 100,");
+    CHECK_CONTAINS(buf, "\"busbw_gbps\": 1.2288");
+    CHECK_CONTAINS(buf, "1. node h4:");
+    free(buf);
+    cs_fabric_free(&f);
+
+    /* Five healthy nodes and one bad cable between h2 and h5: a link suspect, no node. */
+    cs_fabric_init(&f);
+    feed_nodes(&f, 5, NULL);
+    for (int a = 0; a < 5; a++)
+        for (int b = a + 1; b < 5; b++)
+            feed_link(&f, a, b, a == 1 && b == 4 ? 90 : 300, 40);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric done"), ==, 1);
+    cs_fabric_judge(&f, &lim);
+    for (int i = 0; i < 5; i++)
+        CHECK_STR(f.nodes[i].status, "ok");
+    CHECK_INT(f.n_suspects, ==, 1);
+    if (f.n_suspects) {
+        CHECK_STR(f.suspects[0].kind, "link");
+        CHECK_STR(f.suspects[0].name, "h2 - h5");
+        CHECK_NEAR(f.suspects[0].ratio, 0.3, 1e-9);
+    }
+    cs_fabric_free(&f);
+
+    /* Capacity: all links equally slow against 200 Gb/s NICs: peers cannot tell, the capacity
+     * model can; a link 5x the median latency is slow too. */
+    cs_fabric_init(&f);
+    double nic[3] = {200, 200, 200};
+    feed_nodes(&f, 3, nic);
+    feed_link(&f, 0, 1, 60, 2);
+    feed_link(&f, 0, 2, 60, 2);
+    feed_link(&f, 1, 2, 60, 10);
+    cs_fabric_feed(&f, "@cs-fabric done");
+    cs_fabric_judge(&f, &lim);
+    for (int i = 0; i < 3; i++)
+        CHECK_STR(f.nodes[i].status, "slow");
+    CHECK_NEAR(f.links[0].expected_gbps, 200, 0);
+    CHECK_CONTAINS(f.links[0].evidence, "60 Gb/s measured vs 200 Gb/s expected vs 60 Gb/s median");
+    CHECK_STR(link_of(&f, 1, 2)->status, "slow");
+    CHECK_INT(f.n_suspects, ==, 3);
+    cs_fabric_free(&f);
+
+    /* A node that failed mid-benchmark: no result; malformed and missing lines are noted. */
+    cs_fabric_init(&f);
+    feed_nodes(&f, 4, NULL);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric pairs rounds=3 of=3"), ==, 1);
+    feed_link(&f, 0, 1, 300, 40);
+    feed_link(&f, 0, 2, 300, 40);
+    feed_link(&f, 1, 2, 300, 40);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric pair round=1 a=0 b=x ab_gbps=1"), ==, -1);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric pair round=1 a=2 b=2 ab_gbps=1 ba_gbps=1 "
+                                 "latency_us=1"),
+              ==, -1);
+    cs_fabric_judge(&f, &lim);
+    CHECK_STR(f.nodes[3].status, "failed");
+    CHECK_STR(f.nodes[3].host, "h4");
+    CHECK_INT(f.n_suspects, ==, 1);
+    CHECK(f.n_suspects && !strcmp(f.suspects[0].name, "h4"));
+    CHECK_INT(f.n_notes, ==, 4);
+    if (f.n_notes == 4) {
+        CHECK_CONTAINS(f.notes[0], "malformed benchmark line ignored: \"pair round=1 a=0 b=x");
+        CHECK_CONTAINS(f.notes[2], "3 of 6 node pairs measured");
+        CHECK_CONTAINS(f.notes[3], "did not finish");
+    }
+    CHECK(!f.complete);
+    cs_fabric_free(&f);
+    return cs_test_result();
+}

@@ -1,0 +1,505 @@
+/*
+ * `commscope fabric`: parse cs_fabric's "@cs-fabric" lines, judge every link and node against
+ * the capacity model and against the median of their peers, rank the suspects, render.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fabric.h"
+#include "internal.h"
+
+void cs_topo_json_string(FILE *f, const char *s);
+
+void cs_fabric_default_limits(struct cs_fabric_limits *l)
+{
+    l->peer_fraction = 0.75;
+    l->capacity_fraction = 0.5;
+    l->latency_factor = 4.0;
+}
+
+void cs_fabric_init(struct cs_fabric *f)
+{
+    memset(f, 0, sizeof(*f));
+}
+
+static void note(struct cs_fabric *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct cs_fabric *f, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    char **n = realloc(f->notes, (f->n_notes + 1) * sizeof(*n));
+    if (!n)
+        return;
+    f->notes = n;
+    if ((n[f->n_notes] = strdup(buf)))
+        f->n_notes++;
+}
+
+/* The value of key=VALUE in a line of space-separated fields, copied into out. */
+static int field(const char *line, const char *key, char *out, size_t len)
+{
+    size_t k = strlen(key);
+    for (const char *p = line; (p = strstr(p, key)); p += k) {
+        if ((p == line || p[-1] == ' ') && p[k] == '=') {
+            const char *v = p + k + 1;
+            size_t n = strcspn(v, " \r\n");
+            if (n >= len)
+                n = len - 1;
+            memcpy(out, v, n);
+            out[n] = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int fnum(const char *line, const char *key, double *v)
+{
+    char buf[64], *end;
+    if (field(line, key, buf, sizeof(buf)) < 0)
+        return -1;
+    *v = strtod(buf, &end);
+    return end == buf || *end || !isfinite(*v) ? -1 : 0;
+}
+
+static int fint(const char *line, const char *key, int *v)
+{
+    double d;
+    if (fnum(line, key, &d) < 0 || d < 0 || d > 1e9 || d != floor(d))
+        return -1;
+    *v = (int)d;
+    return 0;
+}
+
+static struct cs_fabric_node *node_at(struct cs_fabric *f, int k)
+{
+    if (k < 0 || k > 1000000)
+        return NULL;
+    if ((size_t)k >= f->n_nodes) {
+        struct cs_fabric_node *n = realloc(f->nodes, ((size_t)k + 1) * sizeof(*n));
+        if (!n)
+            return NULL;
+        memset(n + f->n_nodes, 0, ((size_t)k + 1 - f->n_nodes) * sizeof(*n));
+        f->nodes = n;
+        f->n_nodes = (size_t)k + 1;
+    }
+    return &f->nodes[k];
+}
+
+int cs_fabric_feed(struct cs_fabric *f, const char *line)
+{
+    static const char prefix[] = "@cs-fabric ";
+    if (!strncmp(line, prefix, sizeof(prefix) - 1))
+        line += sizeof(prefix) - 1;
+    else
+        return 0;
+    char kind[16] = "";
+    sscanf(line, "%15s", kind);
+    if (!strcmp(kind, "start")) {
+        if (fint(line, "ranks", &f->ranks) < 0 || fint(line, "nodes", &f->nodes_expected) < 0)
+            goto bad;
+        return 1;
+    }
+    if (!strcmp(kind, "rank")) {
+        int r, k;
+        double g;
+        char host[256], nic[64];
+        if (fint(line, "rank", &r) < 0 || fint(line, "node", &k) < 0 ||
+            field(line, "host", host, sizeof(host)) < 0 ||
+            field(line, "nic", nic, sizeof(nic)) < 0 || fnum(line, "nic_gbps", &g) < 0)
+            goto bad;
+        struct cs_fabric_node *n = node_at(f, k);
+        if (!n)
+            goto bad;
+        if (!n->ranks) {
+            CS__COPY(n->host, host);
+            CS__COPY(n->nic, strcmp(nic, "-") ? nic : "");
+            n->nic_gbps = g;
+        }
+        n->ranks++;
+        return 1;
+    }
+    if (!strcmp(kind, "pairs")) {
+        if (fint(line, "rounds", &f->rounds) < 0 || fint(line, "of", &f->rounds_total) < 0)
+            goto bad;
+        return 1;
+    }
+    if (!strcmp(kind, "pair")) {
+        struct cs_fabric_link l;
+        memset(&l, 0, sizeof(l));
+        if (fint(line, "a", &l.a) < 0 || fint(line, "b", &l.b) < 0 ||
+            fnum(line, "ab_gbps", &l.ab_gbps) < 0 || fnum(line, "ba_gbps", &l.ba_gbps) < 0 ||
+            fnum(line, "latency_us", &l.latency_us) < 0 || l.a == l.b)
+            goto bad;
+        if (!node_at(f, l.a > l.b ? l.a : l.b))
+            goto bad;
+        struct cs_fabric_link *v = realloc(f->links, (f->n_links + 1) * sizeof(*v));
+        if (!v)
+            goto bad;
+        f->links = v;
+        l.gbps = l.ab_gbps < l.ba_gbps ? l.ab_gbps : l.ba_gbps;
+        f->links[f->n_links++] = l;
+        return 1;
+    }
+    if (!strcmp(kind, "coll")) {
+        struct cs_fabric_coll c;
+        memset(&c, 0, sizeof(c));
+        double bytes;
+        if (field(line, "op", c.op, sizeof(c.op)) < 0 || fnum(line, "bytes", &bytes) < 0 ||
+            fnum(line, "time_us", &c.time_us) < 0 || fnum(line, "algbw_gbps", &c.algbw_gbps) < 0 ||
+            fnum(line, "busbw_gbps", &c.busbw_gbps) < 0 || bytes < 0)
+            goto bad;
+        c.bytes = (size_t)bytes;
+        struct cs_fabric_coll *v = realloc(f->colls, (f->n_colls + 1) * sizeof(*v));
+        if (!v)
+            goto bad;
+        f->colls = v;
+        f->colls[f->n_colls++] = c;
+        return 1;
+    }
+    if (!strcmp(kind, "done")) {
+        f->complete = 1;
+        return 1;
+    }
+bad:
+    note(f, "malformed benchmark line ignored: \"%.200s\"", line);
+    return -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void add_suspect(struct cs_fabric *f, const char *kind, const char *name, double ratio,
+                        const char *evidence)
+{
+    struct cs_fabric_suspect *s = realloc(f->suspects, (f->n_suspects + 1) * sizeof(*s));
+    if (!s)
+        return;
+    f->suspects = s;
+    s = &s[f->n_suspects++];
+    CS__COPY(s->kind, kind);
+    CS__COPY(s->name, name);
+    s->ratio = ratio;
+    CS__COPY(s->evidence, evidence);
+}
+
+static int cmp_suspect(const void *a, const void *b)
+{
+    const struct cs_fabric_suspect *x = a, *y = b;
+    if (strcmp(x->kind, y->kind))
+        return strcmp(x->kind, "node") == 0 ? -1 : 1; /* nodes first: they explain links */
+    return x->ratio < y->ratio ? -1 : x->ratio > y->ratio;
+}
+
+static const char *host_of(const struct cs_fabric *f, int k)
+{
+    return k >= 0 && (size_t)k < f->n_nodes && f->nodes[k].host[0] ? f->nodes[k].host : "?";
+}
+
+void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
+{
+    size_t nl = f->n_links;
+    double *v = malloc((nl ? nl : 1) * sizeof(double));
+    if (!v)
+        return;
+    for (size_t i = 0; i < nl; i++)
+        v[i] = f->links[i].gbps;
+    f->link_median_gbps = median(v, nl);
+    for (size_t i = 0; i < nl; i++)
+        v[i] = f->links[i].latency_us;
+    f->link_median_latency_us = median(v, nl);
+
+    for (size_t i = 0; i < nl; i++) {
+        struct cs_fabric_link *l = &f->links[i];
+        double ca = f->nodes[l->a].nic_gbps, cb = f->nodes[l->b].nic_gbps;
+        l->expected_gbps = ca > 0 && cb > 0 ? (ca < cb ? ca : cb) : 0;
+        l->ratio = f->link_median_gbps > 0 ? l->gbps / f->link_median_gbps : 0;
+        int slow_peer = l->ratio < lim->peer_fraction;
+        int slow_cap = l->expected_gbps > 0 && l->gbps < lim->capacity_fraction * l->expected_gbps;
+        int slow_lat = f->link_median_latency_us > 0 &&
+                       l->latency_us > lim->latency_factor * f->link_median_latency_us;
+        CS__COPY(l->status, slow_peer || slow_cap || slow_lat ? "slow" : "ok");
+        char exp[48];
+        if (l->expected_gbps > 0)
+            snprintf(exp, sizeof(exp), "%.3g Gb/s", l->expected_gbps);
+        else
+            snprintf(exp, sizeof(exp), "unknown");
+        snprintf(l->evidence, sizeof(l->evidence),
+                 "%.3g Gb/s measured vs %s expected vs %.3g Gb/s median (%.2f of median); "
+                 "latency %.3g us vs %.3g us median",
+                 l->gbps, exp, f->link_median_gbps, l->ratio, l->latency_us,
+                 f->link_median_latency_us);
+    }
+
+    /* Nodes: the median of their links. */
+    double *nv = malloc((f->n_nodes ? f->n_nodes : 1) * sizeof(double));
+    size_t nn = 0;
+    for (size_t k = 0; k < f->n_nodes; k++) {
+        struct cs_fabric_node *n = &f->nodes[k];
+        size_t c = 0;
+        for (size_t i = 0; i < nl; i++)
+            if (f->links[i].a == (int)k || f->links[i].b == (int)k)
+                v[c++] = f->links[i].gbps;
+        n->measured = (int)c;
+        n->gbps = median(v, c);
+        c = 0;
+        for (size_t i = 0; i < nl; i++)
+            if (f->links[i].a == (int)k || f->links[i].b == (int)k)
+                v[c++] = f->links[i].latency_us;
+        n->latency_us = median(v, c);
+        if (n->measured && nv)
+            nv[nn++] = n->gbps;
+    }
+    f->node_reference_gbps = nv ? median(nv, nn) : 0;
+    free(nv);
+    for (size_t k = 0; k < f->n_nodes; k++) {
+        struct cs_fabric_node *n = &f->nodes[k];
+        if (!n->host[0])
+            snprintf(n->host, sizeof(n->host), "node%zu", k);
+        if (!n->measured) {
+            CS__COPY(n->status, nl ? "failed" : "unmeasured");
+            n->ratio = 0;
+            snprintf(n->evidence, sizeof(n->evidence),
+                     nl ? "no link result although other nodes have some: it did not take part "
+                          "or failed mid-benchmark"
+                        : "no node-to-node measurement (fewer than two nodes, or none finished)");
+            continue;
+        }
+        n->ratio = f->node_reference_gbps > 0 ? n->gbps / f->node_reference_gbps : 0;
+        int slow = n->ratio < lim->peer_fraction ||
+                   (n->nic_gbps > 0 && n->gbps < lim->capacity_fraction * n->nic_gbps);
+        CS__COPY(n->status, slow ? "slow" : "ok");
+        char exp[96];
+        if (n->nic_gbps > 0)
+            snprintf(exp, sizeof(exp), "%.3g Gb/s (%.63s)", n->nic_gbps, n->nic);
+        else
+            snprintf(exp, sizeof(exp), "unknown");
+        snprintf(
+            n->evidence, sizeof(n->evidence),
+            "median of its %d link(s) %.3g Gb/s measured vs %s expected vs %.3g Gb/s median of "
+            "nodes (%.2f of median)",
+            n->measured, n->gbps, exp, f->node_reference_gbps, n->ratio);
+    }
+    free(v);
+
+    /* Suspects: slow and failed nodes; slow links between two healthy nodes (a cable, a switch
+     * port).  A slow node's links are explained by the node. */
+    for (size_t k = 0; k < f->n_nodes; k++) {
+        const struct cs_fabric_node *n = &f->nodes[k];
+        if (!strcmp(n->status, "slow") || !strcmp(n->status, "failed"))
+            add_suspect(f, "node", n->host, n->ratio, n->evidence);
+    }
+    for (size_t i = 0; i < nl; i++) {
+        const struct cs_fabric_link *l = &f->links[i];
+        if (strcmp(l->status, "slow") || strcmp(f->nodes[l->a].status, "ok") ||
+            strcmp(f->nodes[l->b].status, "ok"))
+            continue;
+        char name[520];
+        snprintf(name, sizeof(name), "%s - %s", host_of(f, l->a), host_of(f, l->b));
+        add_suspect(f, "link", name, l->ratio, l->evidence);
+    }
+    if (f->n_suspects > 1)
+        qsort(f->suspects, f->n_suspects, sizeof(*f->suspects), cmp_suspect);
+
+    if (f->nodes_expected && f->n_nodes != (size_t)f->nodes_expected)
+        note(f, "the benchmark announced %d nodes but described %zu", f->nodes_expected,
+             f->n_nodes);
+    size_t pairs = f->n_nodes * (f->n_nodes ? f->n_nodes - 1 : 0) / 2;
+    if (f->rounds == f->rounds_total && nl < pairs)
+        note(f, "%zu of %zu node pairs measured", nl, pairs);
+    if (!f->complete)
+        note(f, "the benchmark did not finish: results are partial");
+}
+
+void cs_fabric_free(struct cs_fabric *f)
+{
+    free(f->nodes);
+    free(f->links);
+    free(f->colls);
+    free(f->suspects);
+    for (size_t i = 0; i < f->n_notes; i++)
+        free(f->notes[i]);
+    free(f->notes);
+    memset(f, 0, sizeof(*f));
+}
+
+void cs_fabric_print(const struct cs_fabric *f, FILE *o)
+{
+    size_t pairs = f->n_nodes * (f->n_nodes ? f->n_nodes - 1 : 0) / 2;
+    fprintf(o, "fabric: %zu node(s), %d rank(s); %zu of %zu node pairs measured in %d round(s)%s\n",
+            f->n_nodes, f->ranks, f->n_links, pairs, f->rounds, f->complete ? "" : " (INCOMPLETE)");
+    fprintf(o, "\nnodes (median of each node's links)\n");
+    fprintf(o, "  %-20s %-8s %10s %8s %12s  %s\n", "host", "status", "Gb/s", "ratio", "latency_us",
+            "NIC (capacity)");
+    for (size_t k = 0; k < f->n_nodes; k++) {
+        const struct cs_fabric_node *n = &f->nodes[k];
+        char cap[96];
+        if (n->nic_gbps > 0)
+            snprintf(cap, sizeof(cap), "%s (%.3g Gb/s)", n->nic, n->nic_gbps);
+        else
+            snprintf(cap, sizeof(cap), "%s (unknown)", n->nic[0] ? n->nic : "-");
+        fprintf(o, "  %-20s %-8s %10.3g %8.2f %12.3g  %s\n", n->host, n->status, n->gbps, n->ratio,
+                n->latency_us, cap);
+    }
+    if (f->n_links) {
+        fprintf(o, "\nlinks (slower direction; median %.3g Gb/s, %.3g us)\n", f->link_median_gbps,
+                f->link_median_latency_us);
+        fprintf(o, "  %-41s %-6s %10s %10s %8s %12s\n", "a - b", "status", "Gb/s", "expected",
+                "ratio", "latency_us");
+        for (size_t i = 0; i < f->n_links; i++) {
+            const struct cs_fabric_link *l = &f->links[i];
+            char name[520], exp[32];
+            snprintf(name, sizeof(name), "%s - %s", host_of(f, l->a), host_of(f, l->b));
+            if (l->expected_gbps > 0)
+                snprintf(exp, sizeof(exp), "%.3g", l->expected_gbps);
+            else
+                snprintf(exp, sizeof(exp), "-");
+            fprintf(o, "  %-41.41s %-6s %10.3g %10s %8.2f %12.3g\n", name, l->status, l->gbps, exp,
+                    l->ratio, l->latency_us);
+        }
+    }
+    if (f->n_colls) {
+        fprintf(o, "\ncollectives (largest size of each op; all sizes in the JSON)\n");
+        fprintf(o, "  %-14s %12s %12s %12s %12s\n", "op", "bytes", "time_us", "algbw Gb/s",
+                "busbw Gb/s");
+        for (size_t i = 0; i < f->n_colls; i++) {
+            const struct cs_fabric_coll *c = &f->colls[i];
+            if (i + 1 < f->n_colls && !strcmp(f->colls[i + 1].op, c->op))
+                continue;
+            fprintf(o, "  %-14s %12zu %12.4g %12.4g %12.4g\n", c->op, c->bytes, c->time_us,
+                    c->algbw_gbps, c->busbw_gbps);
+        }
+    }
+    fprintf(o, "\nsuspects: %zu\n", f->n_suspects);
+    for (size_t i = 0; i < f->n_suspects; i++)
+        fprintf(o, "  %zu. %s %s: %s\n", i + 1, f->suspects[i].kind, f->suspects[i].name,
+                f->suspects[i].evidence);
+    for (size_t i = 0; i < f->n_notes; i++)
+        fprintf(o, "note: %s\n", f->notes[i]);
+}
+
+static void jnum(FILE *o, double v)
+{
+    if (v > 0 && isfinite(v))
+        fprintf(o, "%.6g", v);
+    else if (v == 0)
+        fputs("0", o);
+    else
+        fputs("null", o);
+}
+
+void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
+{
+    fprintf(o, "{\n  \"schema\": \"%s\",\n  \"complete\": %s,\n  \"ranks\": %d,\n",
+            CS_FABRIC_SCHEMA, f->complete ? "true" : "false", f->ranks);
+    fprintf(o, "  \"rounds\": %d,\n  \"rounds_total\": %d,\n  \"link_median_gbps\": ", f->rounds,
+            f->rounds_total);
+    jnum(o, f->link_median_gbps);
+    fputs(",\n  \"link_median_latency_us\": ", o);
+    jnum(o, f->link_median_latency_us);
+    fputs(",\n  \"node_reference_gbps\": ", o);
+    jnum(o, f->node_reference_gbps);
+    fputs(",\n  \"nodes\": [", o);
+    for (size_t k = 0; k < f->n_nodes; k++) {
+        const struct cs_fabric_node *n = &f->nodes[k];
+        fprintf(o, "%s\n    {\"host\": ", k ? "," : "");
+        cs_topo_json_string(o, n->host);
+        fputs(", \"status\": ", o);
+        cs_topo_json_string(o, n->status);
+        fprintf(o, ", \"ranks\": %d, \"links_measured\": %d, \"gbps\": ", n->ranks, n->measured);
+        jnum(o, n->gbps);
+        fputs(", \"latency_us\": ", o);
+        jnum(o, n->latency_us);
+        fputs(", \"ratio\": ", o);
+        jnum(o, n->ratio);
+        fputs(", \"nic\": ", o);
+        if (n->nic[0])
+            cs_topo_json_string(o, n->nic);
+        else
+            fputs("null", o);
+        fputs(", \"expected_gbps\": ", o);
+        if (n->nic_gbps > 0)
+            jnum(o, n->nic_gbps);
+        else
+            fputs("null", o);
+        fputs(", \"evidence\": ", o);
+        cs_topo_json_string(o, n->evidence);
+        fputc('}', o);
+    }
+    fputs(f->n_nodes ? "\n  ],\n  \"links\": [" : "],\n  \"links\": [", o);
+    for (size_t i = 0; i < f->n_links; i++) {
+        const struct cs_fabric_link *l = &f->links[i];
+        fprintf(o, "%s\n    {\"a\": ", i ? "," : "");
+        cs_topo_json_string(o, host_of(f, l->a));
+        fputs(", \"b\": ", o);
+        cs_topo_json_string(o, host_of(f, l->b));
+        fputs(", \"gbps\": ", o);
+        jnum(o, l->gbps);
+        fputs(", \"ab_gbps\": ", o);
+        jnum(o, l->ab_gbps);
+        fputs(", \"ba_gbps\": ", o);
+        jnum(o, l->ba_gbps);
+        fputs(", \"latency_us\": ", o);
+        jnum(o, l->latency_us);
+        fputs(", \"expected_gbps\": ", o);
+        if (l->expected_gbps > 0)
+            jnum(o, l->expected_gbps);
+        else
+            fputs("null", o);
+        fputs(", \"ratio\": ", o);
+        jnum(o, l->ratio);
+        fputs(", \"status\": ", o);
+        cs_topo_json_string(o, l->status);
+        fputs(", \"evidence\": ", o);
+        cs_topo_json_string(o, l->evidence);
+        fputc('}', o);
+    }
+    fputs(f->n_links ? "\n  ],\n  \"collectives\": [" : "],\n  \"collectives\": [", o);
+    for (size_t i = 0; i < f->n_colls; i++) {
+        const struct cs_fabric_coll *c = &f->colls[i];
+        fprintf(o, "%s\n    {\"op\": ", i ? "," : "");
+        cs_topo_json_string(o, c->op);
+        fprintf(o, ", \"bytes\": %zu, \"time_us\": ", c->bytes);
+        jnum(o, c->time_us);
+        fputs(", \"algbw_gbps\": ", o);
+        jnum(o, c->algbw_gbps);
+        fputs(", \"busbw_gbps\": ", o);
+        jnum(o, c->busbw_gbps);
+        fputc('}', o);
+    }
+    fputs(f->n_colls ? "\n  ],\n  \"suspects\": [" : "],\n  \"suspects\": [", o);
+    for (size_t i = 0; i < f->n_suspects; i++) {
+        const struct cs_fabric_suspect *s = &f->suspects[i];
+        fprintf(o, "%s\n    {\"rank\": %zu, \"kind\": ", i ? "," : "", i + 1);
+        cs_topo_json_string(o, s->kind);
+        fputs(", \"name\": ", o);
+        cs_topo_json_string(o, s->name);
+        fputs(", \"ratio\": ", o);
+        jnum(o, s->ratio);
+        fputs(", \"evidence\": ", o);
+        cs_topo_json_string(o, s->evidence);
+        fputc('}', o);
+    }
+    fputs(f->n_suspects ? "\n  ],\n  \"notes\": [" : "],\n  \"notes\": [", o);
+    for (size_t i = 0; i < f->n_notes; i++) {
+        fputs(i ? ",\n    " : "\n    ", o);
+        cs_topo_json_string(o, f->notes[i]);
+    }
+    fputs(f->n_notes ? "\n  ]\n}\n" : "]\n}\n", o);
+}

@@ -1,0 +1,89 @@
+/*
+ * `commscope fabric` results: what cs_fabric measured (its "@cs-fabric" lines), the verdict on
+ * every node and link against the capacity model and the median of their peers, and the ranked
+ * suspects.  No MPI here: the launcher parses the benchmark's output and tests feed lines
+ * directly.
+ */
+#ifndef COMMSCOPE_FABRIC_H
+#define COMMSCOPE_FABRIC_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CS_FABRIC_SCHEMA "commscope-fabric/1"
+
+struct cs_fabric_node {
+    char host[256];
+    char nic[64];
+    double nic_gbps; /* capacity of the NIC its ranks use, 0 unknown */
+    int ranks;
+    int measured;      /* links with a result */
+    double gbps;       /* median bandwidth of its links */
+    double latency_us; /* median latency of its links */
+    char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured" */
+    double ratio;      /* gbps / reference */
+    char evidence[256];
+};
+
+struct cs_fabric_link {
+    int a, b;                      /* node indexes */
+    double ab_gbps, ba_gbps, gbps; /* gbps: the slower direction */
+    double latency_us;
+    double expected_gbps; /* capacity model: the slower NIC of the two, 0 unknown */
+    char status[12];      /* "ok", "slow" */
+    double ratio;         /* gbps / median of all links */
+    char evidence[256];
+};
+
+struct cs_fabric_coll {
+    char op[24];
+    size_t bytes;
+    double time_us, algbw_gbps, busbw_gbps;
+};
+
+struct cs_fabric_suspect {
+    char kind[8]; /* "node" or "link" */
+    char name[520];
+    double ratio;
+    char evidence[256];
+};
+
+struct cs_fabric {
+    int ranks, nodes_expected, rounds, rounds_total;
+    int complete; /* the benchmark printed "done" */
+    struct cs_fabric_node *nodes;
+    size_t n_nodes;
+    struct cs_fabric_link *links;
+    size_t n_links;
+    struct cs_fabric_coll *colls;
+    size_t n_colls;
+    struct cs_fabric_suspect *suspects;
+    size_t n_suspects;
+    double link_median_gbps, link_median_latency_us, node_reference_gbps;
+    char **notes; /* problems met: malformed lines, a missing node, an incomplete run */
+    size_t n_notes;
+};
+
+/* Verdict thresholds (docs/user-guide.md, "commscope fabric"). */
+struct cs_fabric_limits {
+    double peer_fraction;     /* slow below this fraction of the peers' median (0.75) */
+    double capacity_fraction; /* slow below this fraction of the capacity model (0.5) */
+    double latency_factor;    /* slow above this multiple of the median latency (4) */
+};
+void cs_fabric_default_limits(struct cs_fabric_limits *l);
+
+void cs_fabric_init(struct cs_fabric *f);
+/*
+ * Feed one line of the benchmark's output (with or without the "@cs-fabric " prefix; other
+ * lines are ignored and return 0).  Returns 1 for a result line, 0 for others, -1 for a
+ * malformed result line (noted in f->notes).
+ */
+int cs_fabric_feed(struct cs_fabric *f, const char *line);
+/* Derive per-node figures, verdicts and suspects; call once after the last line. */
+void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *l);
+void cs_fabric_free(struct cs_fabric *f);
+
+void cs_fabric_print(const struct cs_fabric *f, FILE *out);
+void cs_fabric_write_json(const struct cs_fabric *f, FILE *out);
+
+#endif

@@ -1,0 +1,334 @@
+/*
+ * cs_fabric: the MPI benchmark `commscope fabric` appends to the user's launch command.
+ *
+ * One rank per node (local rank 0, from MPI_COMM_TYPE_SHARED) measures node-to-node latency and
+ * bandwidth in rounds that pair every node with every other (round-robin schedule; above 64 nodes
+ * a sample of rounds), concurrently within a round and one round at a time.  Then all ranks run a
+ * sweep of all-reduce, all-gather, reduce-scatter, all-to-all and a send/recv ring.  Rank 0
+ * prints each result as soon as it has it, as "@cs-fabric ..." lines on stdout (mpirun forwards
+ * them from wherever rank 0 runs), so a job that dies midway still leaves what it measured.
+ * The format is read by topology/fabric.c.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "commscope/ops.h"
+#include "topology.h"
+
+struct opts {
+    size_t min_bytes, max_bytes, pair_bytes;
+    int pair_iters, lat_iters, max_rounds;
+    int factor;    /* sweep step: sizes min, min*factor, ... max */
+    int fail_node; /* testing: this node's leader exits after the first round */
+};
+
+static size_t parse_size(const char *s)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (*e == 'K' || *e == 'k')
+        v *= 1024;
+    else if (*e == 'M' || *e == 'm')
+        v *= 1024 * 1024;
+    else if (*e == 'G' || *e == 'g')
+        v *= 1024.0 * 1024 * 1024;
+    return v > 0 ? (size_t)v : 0;
+}
+
+static int rank0;
+
+/* One line of the result stream (rank 0 only), flushed so a dying job keeps it. */
+static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void emit(const char *fmt, ...)
+{
+    if (!rank0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("@cs-fabric ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* Partner of node i in round r of a round-robin over m nodes (circle method); -1: sits out. */
+static int partner(int i, int r, int m)
+{
+    int n = m % 2 ? m + 1 : m; /* an odd count gets a phantom node n-1 */
+    int p;
+    if (i == n - 1)
+        p = r;
+    else if (i == r)
+        p = n - 1;
+    else
+        p = ((2 * r - i) % (n - 1) + (n - 1)) % (n - 1);
+    return p >= m ? -1 : p;
+}
+
+struct pair_result {
+    double gbps_ab, gbps_ba, lat_us;
+    int a, b; /* node indexes, a < b; a = -1 none */
+};
+
+/* Time iters messages of bytes from `from` to `to` as the sender sees it (ack at the end). */
+static double stream(MPI_Comm c, int me, int from, int to, char *buf, size_t bytes, int iters)
+{
+    char ack = 0;
+    MPI_Barrier(MPI_COMM_SELF);
+    double t0 = MPI_Wtime();
+    if (me == from) {
+        for (int i = 0; i < iters; i++)
+            MPI_Send(buf, (int)bytes, MPI_BYTE, to, 1, c);
+        MPI_Recv(&ack, 1, MPI_BYTE, to, 2, c, MPI_STATUS_IGNORE);
+    } else {
+        for (int i = 0; i < iters; i++)
+            MPI_Recv(buf, (int)bytes, MPI_BYTE, from, 1, c, MPI_STATUS_IGNORE);
+        MPI_Send(&ack, 1, MPI_BYTE, from, 2, c);
+    }
+    double dt = MPI_Wtime() - t0;
+    return dt > 0 ? (double)bytes * iters * 8 / dt / 1e9 : 0;
+}
+
+static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, char *buf,
+                         struct pair_result *r)
+{
+    int a = me < peer ? me : peer, b = me < peer ? peer : me;
+    /* Latency: 8-byte ping-pong, half the fastest round trip. */
+    double *rt = malloc((size_t)o->lat_iters * sizeof(double));
+    char x[8] = {0};
+    for (int i = -2; i < o->lat_iters; i++) { /* two warm-up exchanges */
+        double t0 = MPI_Wtime();
+        if (me == a) {
+            MPI_Send(x, 8, MPI_BYTE, b, 3, c);
+            MPI_Recv(x, 8, MPI_BYTE, b, 3, c, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(x, 8, MPI_BYTE, a, 3, c, MPI_STATUS_IGNORE);
+            MPI_Send(x, 8, MPI_BYTE, a, 3, c);
+        }
+        if (i >= 0 && rt)
+            rt[i] = MPI_Wtime() - t0;
+    }
+    /* The fastest round trip is what the link allows; slower ones measure the scheduler on a
+     * shared or oversubscribed node. */
+    double lat = 0;
+    if (rt) {
+        double best = rt[0];
+        for (int i = 1; i < o->lat_iters; i++)
+            best = rt[i] < best ? rt[i] : best;
+        lat = best / 2 * 1e6;
+        free(rt);
+    }
+    stream(c, me, a, b, buf, o->pair_bytes, 1); /* warm-up: connection set-up */
+    double ab = stream(c, me, a, b, buf, o->pair_bytes, o->pair_iters);
+    double ba = stream(c, me, b, a, buf, o->pair_bytes, o->pair_iters);
+    r->a = a;
+    r->b = b;
+    r->gbps_ab = ab;
+    r->gbps_ba = ba;
+    r->lat_us = lat;
+}
+
+static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
+{
+    char *buf = calloc(1, o->pair_bytes);
+    if (!buf)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    int rounds = m % 2 ? m : m - 1;
+    int use = rounds;
+    if (m > 64 && o->max_rounds < rounds)
+        use = o->max_rounds; /* sampled: evenly spaced rounds */
+    emit("pairs rounds=%d of=%d", use, rounds);
+    struct pair_result *all = node == 0 ? calloc((size_t)m, sizeof(*all)) : NULL;
+    for (int k = 0; k < use; k++) {
+        int r = use == rounds ? k : (int)((long)k * rounds / use);
+        int p = partner(node, r, m);
+        struct pair_result res = {0, 0, 0, -1, -1};
+        if (p >= 0)
+            measure_pair(leaders, node, p, o, buf, &res);
+        if (node != res.a)
+            res.a = -1; /* the lower node of a pair reports it */
+        MPI_Gather(&res, (int)sizeof(res), MPI_BYTE, all, (int)sizeof(res), MPI_BYTE, 0, leaders);
+        for (int i = 0; all && i < m; i++)
+            if (all[i].a >= 0)
+                emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g", r,
+                     all[i].a, all[i].b, all[i].gbps_ab, all[i].gbps_ba, all[i].lat_us);
+        if (o->fail_node == node && node != 0) {
+            fprintf(stderr, "cs_fabric: node %d exits on purpose (COMMSCOPE_FABRIC_FAIL_NODE)\n",
+                    node);
+            exit(1);
+        }
+    }
+    free(all);
+    free(buf);
+}
+
+static const struct {
+    const char *name;
+    enum cs_op op;
+} colls[] = {
+    {"allreduce", CS_OP_ALLREDUCE},
+    {"allgather", CS_OP_ALLGATHER},
+    {"reducescatter", CS_OP_REDUCE_SCATTER_BLOCK},
+    {"alltoall", CS_OP_ALLTOALL},
+    {"sendrecv", CS_OP_SENDRECV},
+};
+
+/* One call of collective k on `bytes` (the nccl-tests size convention for each). */
+static void coll_once(int k, void *s, void *r, size_t bytes, int n, int me)
+{
+    size_t per = bytes / (size_t)n;
+    switch (k) {
+    case 0:
+        MPI_Allreduce(s, r, (int)(bytes / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case 1:
+        MPI_Allgather(s, (int)per, MPI_BYTE, r, (int)per, MPI_BYTE, MPI_COMM_WORLD);
+        break;
+    case 2:
+        MPI_Reduce_scatter_block(s, r, (int)(per / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case 3:
+        MPI_Alltoall(s, (int)per, MPI_BYTE, r, (int)per, MPI_BYTE, MPI_COMM_WORLD);
+        break;
+    default:
+        MPI_Sendrecv(s, (int)bytes, MPI_BYTE, (me + 1) % n, 4, r, (int)bytes, MPI_BYTE,
+                     (me + n - 1) % n, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
+    }
+}
+
+static void run_collectives(int me, int n, const struct opts *o)
+{
+    float *s = calloc(1, o->max_bytes + 64), *r = calloc(1, o->max_bytes + 64);
+    if (!s || !r)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    for (size_t k = 0; k < sizeof(colls) / sizeof(colls[0]); k++) {
+        for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= (size_t)o->factor) {
+            /* Sizes that do not divide into whole floats per rank are skipped, as in
+             * nccl-tests. */
+            /* Per-rank chunks are whole floats; the size reported is what was moved. */
+            size_t size = bytes;
+            if (k >= 1 && k <= 3) {
+                size = bytes / (size_t)n / 4 * 4 * (size_t)n;
+                if (!size)
+                    continue;
+            }
+            int iters = size <= 65536 ? 20 : size <= (1u << 22) ? 5 : 2;
+            coll_once((int)k, s, r, size, n, me); /* warm-up */
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            for (int i = 0; i < iters; i++)
+                coll_once((int)k, s, r, size, n, me);
+            double dt = (MPI_Wtime() - t0) / iters, worst;
+            MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            if (me == 0 && worst > 0) {
+                double alg = (double)size * 8 / worst / 1e9;
+                emit("coll op=%s bytes=%zu time_us=%.6g algbw_gbps=%.6g busbw_gbps=%.6g",
+                     colls[k].name, size, worst * 1e6, alg,
+                     alg * cs_op_busbw_factor(colls[k].op, n));
+            }
+        }
+    }
+    free(s);
+    free(r);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {8, 64u << 20, 4u << 20, 8, 50, 16, 2, -1};
+    const char *fail = getenv("COMMSCOPE_FABRIC_FAIL_NODE");
+    if (fail)
+        o.fail_node = atoi(fail);
+    MPI_Init(&argc, &argv);
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--max-bytes"))
+            o.max_bytes = parse_size(argv[i + 1]);
+        else if (!strcmp(argv[i], "--min-bytes"))
+            o.min_bytes = parse_size(argv[i + 1]);
+        else if (!strcmp(argv[i], "--pair-bytes"))
+            o.pair_bytes = parse_size(argv[i + 1]);
+        else if (!strcmp(argv[i], "--pair-iters"))
+            o.pair_iters = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--step-factor"))
+            o.factor = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--max-rounds"))
+            o.max_rounds = atoi(argv[i + 1]);
+    }
+    if (o.min_bytes < 8)
+        o.min_bytes = 8;
+    if (o.pair_bytes < 8)
+        o.pair_bytes = 8;
+    if (o.factor < 2)
+        o.factor = 2;
+    if (o.pair_iters < 1)
+        o.pair_iters = 1;
+    int me, n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    rank0 = me == 0;
+
+    MPI_Comm local, leaders;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &local);
+    int lrank;
+    MPI_Comm_rank(local, &lrank);
+    MPI_Comm_split(MPI_COMM_WORLD, lrank == 0 ? 0 : MPI_UNDEFINED, me, &leaders);
+    int node = 0, m = 0;
+    if (lrank == 0) {
+        MPI_Comm_rank(leaders, &node);
+        MPI_Comm_size(leaders, &m);
+    }
+    MPI_Bcast(&node, 1, MPI_INT, 0, local);
+    MPI_Bcast(&m, 1, MPI_INT, 0, MPI_COMM_WORLD);
+
+    /* Each node's name and the rate of the NIC a CPU rank would use (its topology). */
+    struct {
+        char host[256];
+        char nic[64];
+        double gbps;
+        int node;
+    } mine, *all = NULL;
+    memset(&mine, 0, sizeof(mine));
+    gethostname(mine.host, sizeof(mine.host) - 1);
+    mine.node = node;
+    if (lrank == 0) {
+        struct cs_topo *t = NULL;
+        char err[256];
+        if (cs_topo_load(NULL, &t, err, sizeof(err)) == 0) {
+            int k = cs_topo_rank_nic(t, -1);
+            if (k >= 0) {
+                snprintf(mine.nic, sizeof(mine.nic), "%s", t->nics[k].name);
+                mine.gbps = t->nics[k].gbps;
+            }
+            cs_topo_free(t);
+        }
+    }
+    if (me == 0)
+        all = calloc((size_t)n, sizeof(*all));
+    MPI_Gather(&mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, 0,
+               MPI_COMM_WORLD);
+    emit("start ranks=%d nodes=%d pair_bytes=%zu pair_iters=%d max_bytes=%zu", n, m, o.pair_bytes,
+         o.pair_iters, o.max_bytes);
+    for (int i = 0; all && i < n; i++)
+        emit("rank rank=%d node=%d host=%s nic=%s nic_gbps=%.6g", i, all[i].node, all[i].host,
+             all[i].nic[0] ? all[i].nic : "-", all[i].gbps);
+    free(all);
+
+    if (lrank == 0 && m > 1)
+        run_pairs(leaders, node, m, &o);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (o.max_bytes >= o.min_bytes)
+        run_collectives(me, n, &o);
+    emit("done");
+    if (leaders != MPI_COMM_NULL)
+        MPI_Comm_free(&leaders);
+    MPI_Comm_free(&local);
+    MPI_Finalize();
+    return 0;
+}
