@@ -45,6 +45,7 @@ struct cs_reader {
     size_t ncomm, capcomm;
     struct cursor *cur;
     size_t ncur;
+    unsigned last_thread; /* thread of the event cs_reader_next() returned last */
 };
 
 const char *cs_strerror(int err)
@@ -760,10 +761,16 @@ const struct cs_event *cs_reader_next(struct cs_reader *r)
     if (!best)
         return NULL;
     const struct cs_event *e = best->ev++;
+    r->last_thread = r->blk[best->bi].thread;
     /* The analyzer takes one event from each of many files in turn: too many streams for the
      * hardware prefetcher, so ask for the line a few events ahead. */
     __builtin_prefetch(e + 8);
     if (best->ev == best->end)
         cursor_seek(r, best, best->bi + 1);
     return e;
+}
+
+unsigned cs_reader_thread(const struct cs_reader *r)
+{
+    return r->last_thread;
 }
