@@ -1,0 +1,187 @@
+/*
+ * Golden-file tests for the text report: synthetic runs written with tw.c (every time and byte
+ * known, so the report is deterministic) are analysed and the text compared byte for byte with
+ * tests/data/golden-<name>.txt.  The run directories are relative to the working directory so the
+ * "Run directory" line is the same everywhere.
+ *
+ *   test_golden DATA_DIR            compare (exit 1 and a diff hint on a mismatch)
+ *   test_golden DATA_DIR --update   rewrite the golden files (review the diff before committing)
+ *   test_golden --write-run DIR [four|broken]   only write a synthetic run (for other tests)
+ */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cs_test.h"
+#include "internal.h"
+#include "tw.h"
+
+#define SPLIT ((2ull << 32) | 0) /* created by world rank 1: members {1, 3} */
+
+struct wr {
+    struct tw *w;
+};
+
+static void ev(struct wr *x, uint16_t op, uint64_t tb, uint64_t te, uint64_t comm, uint32_t seq,
+               uint64_t bytes, uint64_t bytes_recv, uint16_t flags, int32_t peer, uint64_t req)
+{
+    struct cs_event e = {.t_begin = tb, .t_end = te, .comm = comm, .bytes = bytes,
+                         .bytes_recv = bytes_recv, .request = req, .seq = seq, .peer = peer,
+                         .op = op, .flags = flags};
+    tw_event(x->w, 0, &e);
+}
+
+/*
+ * Four ranks on two hosts (node0: ranks 0, 1; node1: 2, 3), rank 3 the straggler of most
+ * collectives.  Per rank: MPI_Init; 6 rounds of {Pcontrol marker, a 64 KiB Allreduce (rank 3
+ * arrives 4 us late), a Send/Recv pair 0->1 and 2->3 of 16 KiB}; a 1 MiB Allreduce; an
+ * Iallreduce on {1, 3} completed by MPI_Wait; a Barrier; MPI_Finalize.  `broken`: rank 2's file
+ * is missing and rank 3 dies after the third round.
+ */
+static int write_run(const char *dir, int broken)
+{
+    mkdir(dir, 0755);
+    for (int r = 0; r < 4; r++) {
+        if (broken && r == 2)
+            continue;
+        struct wr x = {tw_new(r, 4, 0x5eed, 77 + (uint64_t)r)};
+        struct cs_file_header *h = tw_header(x.w);
+        h->t_init = 1000;
+        h->t_finalize = 900000;
+        for (int i = 0; i < 2; i++) {
+            h->clock[i].valid = 1;
+            h->clock[i].local_ns = i ? 900000 : 1000;
+            h->clock[i].offset_ns = 0;
+            h->clock[i].rounds = 10;
+            h->clock[i].rtt_ns = 200;
+        }
+        int32_t m[4] = {0, 1, 2, 3};
+        tw_comm(x.w, CS_COMM_WORLD_ID, 0, 4, r, m);
+        if (r == 1 || r == 3) {
+            int32_t s[2] = {1, 3};
+            tw_comm(x.w, SPLIT, CS_OP_COMM_SPLIT, 2, r == 3, s);
+        }
+        ev(&x, CS_OP_INIT, 500, 1000, 0, 0, 0, 0, 0, -1, 0);
+        int rounds = broken && r == 3 ? 3 : 6;
+        uint32_t seq = 0;
+        for (int k = 0; k < rounds; k++) {
+            uint64_t t = 10000 + (uint64_t)k * 100000;
+            ev(&x, CS_OP_PCONTROL, t, t + 100, 0, 0, 0, 0, 0, -1, 0);
+            uint64_t arr = t + 20000 + (r == 3 ? 4000 : (uint64_t)r * 500);
+            ev(&x, CS_OP_ALLREDUCE, arr, t + 30000, CS_COMM_WORLD_ID, seq, 65536, 65536, 0, -1, 0);
+            seq++;
+            if (r == 0 || r == 2)
+                ev(&x, CS_OP_SEND, t + 40000, t + 48000, CS_COMM_WORLD_ID, 0, 16384, 0, 0, r + 1,
+                   0);
+            else
+                ev(&x, CS_OP_RECV, t + 39000, t + 48500, CS_COMM_WORLD_ID, 0, 0, 16384, 0, r - 1,
+                   0);
+        }
+        if (rounds == 6) {
+            ev(&x, CS_OP_ALLREDUCE, 700000 + (r == 3 ? 6000 : 0), 760000, CS_COMM_WORLD_ID, seq,
+               1 << 20, 1 << 20, 0, -1, 0);
+            seq++;
+            if (r == 1 || r == 3) {
+                uint64_t t0 = r == 1 ? 770000 : 772000;
+                ev(&x, CS_OP_IALLREDUCE, t0, t0 + 500, SPLIT, 0, 4096, 4096, CS_EV_NONBLOCKING, -1,
+                   5);
+                ev(&x, CS_OP_COMPLETE, 790000, 790000, SPLIT, 0, 0, 0, 0, -1, 5);
+                ev(&x, CS_OP_WAIT, 780000, 790000, SPLIT, 0, 0, 0, 0, -1, 0);
+            }
+            ev(&x, CS_OP_BARRIER, 800000 + (uint64_t)r * 1000, 805000, CS_COMM_WORLD_ID, seq, 0, 0,
+               0, -1, 0);
+            ev(&x, CS_OP_FINALIZE, 900000, 900500, 0, 0, 0, 0, 0, -1, 0);
+        }
+        char p[512];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        struct tw_opts po = {.partial = 1};
+        long n = tw_write(x.w, p, broken && r == 3 ? &po : NULL);
+        tw_free(x.w);
+        if (n <= 0)
+            return -1;
+    }
+    return 0;
+}
+
+static char *text_of(const char *dir)
+{
+    struct cs__run run;
+    struct cs_report rep;
+    char err[512] = "", *buf = NULL;
+    size_t len = 0;
+    int rc = cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL);
+    CHECK_INT(rc, ==, 0);
+    FILE *f = open_memstream(&buf, &len);
+    cs__report_text(&rep, f);
+    fclose(f);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+    return buf;
+}
+
+static char *slurp(const char *p)
+{
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    int c;
+    while ((c = fgetc(f)) != EOF)
+        fputc(c, m);
+    fclose(m);
+    fclose(f);
+    return buf;
+}
+
+static void golden(const char *data, const char *name, int broken, int update)
+{
+    char dir[64], path[1024];
+    snprintf(dir, sizeof dir, "golden-%s", name);
+    snprintf(path, sizeof path, "%s/golden-%s.txt", data, name);
+    CHECK_INT(system("rm -rf golden-four golden-broken"), ==, 0);
+    CHECK_INT(write_run(dir, broken), ==, 0);
+    char *got = text_of(dir);
+    if (update) {
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (f) {
+            fputs(got, f);
+            fclose(f);
+        }
+        fprintf(stderr, "wrote %s\n", path);
+    } else {
+        char *want = slurp(path);
+        CHECK(want != NULL);
+        if (want && strcmp(got, want) != 0) {
+            char out[1100];
+            snprintf(out, sizeof out, "%s.actual", dir);
+            FILE *f = fopen(out, "w");
+            if (f) {
+                fputs(got, f);
+                fclose(f);
+            }
+            CS_FAIL_("text report of %s differs from %s; see diff -u %s %s", dir, path, path,
+                     out);
+        }
+        free(want);
+    }
+    free(got);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "--write-run") == 0) {
+        int broken = argc >= 4 && strcmp(argv[3], "broken") == 0;
+        return write_run(argv[2], broken) ? 1 : 0;
+    }
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_golden DATA_DIR [--update] | --write-run DIR [four|broken]\n");
+        return 2;
+    }
+    int update = argc >= 3 && strcmp(argv[2], "--update") == 0;
+    golden(argv[1], "four", 0, update);
+    golden(argv[1], "broken", 1, update);
+    return cs_test_result();
+}
