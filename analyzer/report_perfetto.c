@@ -156,9 +156,15 @@ int cs__perfetto_begin(struct cs__run *run)
     }
     p->next_flow = 1;
     run->perfetto = p;
-    if (est > 256.0 * 1024 * 1024)
+    /* COMMSCOPE_TEST_PERFETTO_WARN_MB (tests only) lowers the threshold so the warning can be
+     * checked without writing 256 MB. */
+    double limit_mb = 256;
+    const char *t = getenv("COMMSCOPE_TEST_PERFETTO_WARN_MB");
+    if (t && atof(t) > 0)
+        limit_mb = atof(t);
+    if (est > limit_mb * 1024 * 1024)
         fprintf(stderr,
-                "commscope analyze: warning: the Perfetto trace %s will be about %.0f MB (%" PRIu64
+                "commscope analyze: warning: the Perfetto trace %s will be about %.1f MB (%" PRIu64
                 " events); --perfetto-window and --perfetto-ranks make it smaller\n",
                 o->path, est / (1024.0 * 1024.0), events);
 
@@ -241,8 +247,9 @@ static void flow_point(struct cs__run *run, int rank, int tid, const struct cs_e
     }
     uint64_t id = *v >> 24, seen = (*v & 0xffffff) + 1;
     char ph = seen == 1 ? 's' : (int64_t)seen >= n ? 'f' : 't';
-    /* Inside the call's slice, so the arrow binds to it (the slice is written just before). */
-    ev_open(p, ph, rank, tid, tb + (te - tb) / 2);
+    /* 1 ns into the call's slice, so the arrow binds to it (and not to a slice ending there),
+     * and the points of one flow keep the arrival order the merge delivers them in. */
+    ev_open(p, ph, rank, tid, te > tb ? tb + 1 : tb);
     fprintf(p->f, ",\"name\":\"instance\",\"cat\":\"collective\",\"id\":%" PRIu64 "%s}", id,
             ph == 'f' ? ",\"bp\":\"e\"" : "");
     if (ph == 'f')
