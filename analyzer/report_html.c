@@ -135,7 +135,9 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
     for (size_t i = 0; i < v->nbars; i++)
         if (clamp0(v->bars[i].wall_s) > max)
             max = v->bars[i].wall_s;
-    int rh = v->nbars <= 32 ? 18 : v->nbars <= 64 ? 12 : 8, lw = 230, pw = 600;
+    /* Rows stay tall enough for their labels: at most CS_VIEW_MAX_ROWS bars of 11 px. */
+    int rh = v->nbars <= 32 ? 18 : v->nbars <= 64 ? 13 : 11, lw = 230, pw = 600;
+    const char *cls = rh < 18 ? " class=\"small\"" : "";
     int h = (int)v->nbars * rh + 24;
     fprintf(f, "<svg id=\"bars\" class=\"chart\" data-rh=\"%d\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" role=\"img\">\n",
@@ -148,7 +150,7 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
                    "data-comm=\"%.9g\" data-wait=\"%.9g\" transform=\"translate(0,%zu)\">",
                 b->first_rank, clamp0(b->wall_s), clamp0(b->seg_s[CS_SEG_COMPUTE]), clamp0(comm),
                 clamp0(b->seg_s[CS_SEG_WAIT]), i * (size_t)rh);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", lw - 6, rh - 5);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>", lw - 6, rh - 3, cls);
         esc(f, b->label);
         fputs("</text>", f);
         double x = lw;
@@ -161,7 +163,8 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
             fprintf(f, ": %s %.6f s</title></rect>", seg_name[s], b->seg_s[s]);
             x += w;
         }
-        fprintf(f, "<text x=\"%.2f\" y=\"%d\">%.3f s</text></g>\n", x + 4, rh - 5, b->wall_s);
+        fprintf(f, "<text x=\"%.2f\" y=\"%d\"%s>%.6f s</text></g>\n", x + 4, rh - 3, cls,
+                b->wall_s);
     }
     int y = (int)v->nbars * rh;
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", lw, y, lw + pw,

@@ -238,6 +238,18 @@ def case_html_synthetic(tmp):
     text = check_html(exe, h, json.load(open(js)))
     check("The trace is incomplete" in text, "verdict says the trace is incomplete")
     check("No rank waited at any collective" in text, "wait map says why it is empty")
+
+    # 1024 ranks on 128 hosts: one bar and one heat-map row per node, a page of modest size.
+    d = synthetic(tmp, "many1024")
+    h, js = os.path.join(tmp, "many.html"), os.path.join(tmp, "many.json")
+    must([COMMSCOPE, "analyze", d, "-q", "--json", js, "--html", h])
+    rep = json.load(open(js))
+    check(len(rep["ranks"]) == 1024, "1024 ranks analysed")
+    text = check_html(exe, h, rep)
+    check(text.count('class="bar"') == 128, "128 bars: %d" % text.count('class="bar"'))
+    check("1024 ranks: one bar per node" in text, "bars grouped by node")
+    check("Rank 5 on host000 arrives last at 8 of its 10" in text, "verdict names rank 5")
+    check(os.path.getsize(h) < 2 << 20, "page size %d" % os.path.getsize(h))
     return 0
 
 

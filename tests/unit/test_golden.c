@@ -6,7 +6,8 @@
  *
  *   test_golden DATA_DIR            compare (exit 1 and a diff hint on a mismatch)
  *   test_golden DATA_DIR --update   rewrite the golden files (review the diff before committing)
- *   test_golden --write-run DIR [four|broken]   only write a synthetic run (for other tests)
+ *   test_golden --write-run DIR [four|broken|manyN]   only write a synthetic run (for other
+ *                                   tests; manyN: N ranks, 8 per host, default 1024)
  */
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -103,6 +104,50 @@ static int write_run(const char *dir, int broken)
     return 0;
 }
 
+/*
+ * n ranks, 8 per host ("host000", ...): 10 all-reduces of 1 MiB; rank 5 arrives 30 us late at
+ * 8 of them, the others spread by rank.  For checking that the reports stay readable at scale.
+ */
+static int write_many(const char *dir, int n)
+{
+    mkdir(dir, 0755);
+    int32_t *m = malloc((size_t)n * sizeof *m);
+    for (int i = 0; i < n; i++)
+        m[i] = i;
+    for (int r = 0; r < n; r++) {
+        struct wr x = {tw_new(r, n, 0x3a7, 5 + (uint64_t)r)};
+        struct cs_file_header *h = tw_header(x.w);
+        snprintf(h->host, sizeof h->host, "host%03d", r / 8);
+        h->t_init = 1000;
+        h->t_finalize = 2000000;
+        for (int i = 0; i < 2; i++) {
+            h->clock[i].valid = 1;
+            h->clock[i].local_ns = i ? 2000000 : 1000;
+            h->clock[i].rtt_ns = 300;
+            h->clock[i].rounds = 4;
+        }
+        tw_comm(x.w, CS_COMM_WORLD_ID, 0, n, r, m);
+        ev(&x, CS_OP_INIT, 500, 1000, 0, 0, 0, 0, 0, -1, 0);
+        for (uint32_t k = 0; k < 10; k++) {
+            uint64_t t = 100000 + (uint64_t)k * 150000;
+            uint64_t arr = t + (uint64_t)(r % 97) * 50 + (r == 5 && k < 8 ? 30000 : 0);
+            ev(&x, CS_OP_ALLREDUCE, arr, t + 100000, CS_COMM_WORLD_ID, k, 1 << 20, 1 << 20, 0, -1,
+               0);
+        }
+        ev(&x, CS_OP_FINALIZE, 2000000, 2000500, 0, 0, 0, 0, 0, -1, 0);
+        char p[512];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        long sz = tw_write(x.w, p, NULL);
+        tw_free(x.w);
+        if (sz <= 0) {
+            free(m);
+            return -1;
+        }
+    }
+    free(m);
+    return 0;
+}
+
 static char *text_of(const char *dir)
 {
     struct cs__run run;
@@ -173,6 +218,8 @@ static void golden(const char *data, const char *name, int broken, int update)
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--write-run") == 0) {
+        if (argc >= 4 && strncmp(argv[3], "many", 4) == 0)
+            return write_many(argv[2], atoi(argv[3] + 4) > 0 ? atoi(argv[3] + 4) : 1024) ? 1 : 0;
         int broken = argc >= 4 && strcmp(argv[3], "broken") == 0;
         return write_run(argv[2], broken) ? 1 : 0;
     }
