@@ -24,6 +24,7 @@ struct cs__views {
     int64_t bin_ns;    /* width of one heat-map bin; doubles when the run outgrows the bins */
     uint64_t (*kind_ns)[3]; /* [world]: collective, point-to-point, completion call time */
     uint64_t *eligible;     /* [world] */
+    double *wait_nb;        /* [world] ns of wait_ns at non-blocking collectives */
     double *heat;           /* [world * CS_VIEW_HEAT_BINS] ns of waiting */
     int p2p_block;
     size_t p2p_n;
@@ -46,9 +47,10 @@ int cs__views_init(struct cs__run *run)
     v->p2p_n = (w + (size_t)v->p2p_block - 1) / (size_t)v->p2p_block;
     v->kind_ns = calloc(w + 1, sizeof *v->kind_ns);
     v->eligible = calloc(w + 1, sizeof *v->eligible);
+    v->wait_nb = calloc(w + 1, sizeof *v->wait_nb);
     v->heat = calloc(w * CS_VIEW_HEAT_BINS + 1, sizeof *v->heat);
     v->p2p = calloc(v->p2p_n * v->p2p_n + 1, sizeof *v->p2p);
-    if (!v->kind_ns || !v->eligible || !v->heat || !v->p2p) {
+    if (!v->kind_ns || !v->eligible || !v->wait_nb || !v->heat || !v->p2p) {
         run->views = v;
         cs__views_free(run);
         return CS_ENOMEM;
@@ -83,6 +85,7 @@ void cs__views_free(struct cs__run *run)
         return;
     free(v->kind_ns);
     free(v->eligible);
+    free(v->wait_nb);
     free(v->heat);
     free(v->p2p);
     cs__map_free(&v->bw_by_key);
@@ -187,6 +190,8 @@ void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, i
     enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     if ((pat == CS_PAT_NXN || pat == CS_PAT_NTO1) && in->n > 1)
         v->eligible[r]++;
+    if (wait_ns > 0 && cs_op_info(in->op)->kind == CS_KIND_ICOLL)
+        v->wait_nb[r] += (double)wait_ns;
     if (wait_ns > 0)
         v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
 }
@@ -418,16 +423,17 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         const uint64_t *kn = v->kind_ns[r->rank];
         double coll = (double)kn[0] / 1e9, p2p = (double)kn[1] / 1e9,
                done = (double)(kn[2] + rk->h->unrecorded_test_ns) / 1e9;
-        /* Waiting happens inside collective calls (blocking) or in the wait/test calls that
-         * complete non-blocking ones: it is taken out of those, collectives first, and never
-         * counts more than the time spent in them. */
-        double wait = r->wait_s < coll + done ? r->wait_s : coll + done;
-        double in_coll = wait < coll ? wait : coll;
+        /* Waiting at a blocking collective happens inside the call; waiting at a non-blocking
+         * one is exposed only in the wait/test calls that complete it (else compute hid it).
+         * Each part is taken out of those calls' time and never counts more than it. */
+        double nb = v->wait_nb[r->rank] / 1e9, bl = r->wait_s - nb;
+        double in_coll = bl < coll ? (bl > 0 ? bl : 0) : coll;
+        double in_done = nb < done ? nb : done;
         o->seg_s[i][CS_SEG_COMPUTE] = r->compute_s;
         o->seg_s[i][CS_SEG_COLL] = coll - in_coll;
         o->seg_s[i][CS_SEG_P2P] = p2p;
-        o->seg_s[i][CS_SEG_COMPLETION] = done - (wait - in_coll);
-        o->seg_s[i][CS_SEG_WAIT] = wait;
+        o->seg_s[i][CS_SEG_COMPLETION] = done - in_done;
+        o->seg_s[i][CS_SEG_WAIT] = in_coll + in_done;
         o->eligible[i] = v->eligible[r->rank];
         int64_t e = rk->t_first + (int64_t)llround(r->wall_s * 1e9);
         if (e > t_end)

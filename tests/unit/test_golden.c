@@ -164,6 +164,76 @@ static char *text_of(const char *dir)
     return buf;
 }
 
+/* The views of the clean run against numbers worked out by hand from write_run's times. */
+static void check_views(void)
+{
+    CHECK_INT(system("rm -rf views-four"), ==, 0);
+    CHECK_INT(write_run("views-four", 0), ==, 0);
+    struct cs__run run;
+    struct cs_report rep;
+    char err[256];
+    CHECK_INT(cs__analyze_dir("views-four", &run, &rep, err, sizeof err, NULL), ==, 0);
+    const struct cs_report_views *v = rep.views;
+    CHECK(v != NULL);
+    if (!v || rep.nranks != 4) {
+        cs__report_free(&rep);
+        cs__run_free(&run);
+        return;
+    }
+    /* Eligible NxN instances: 6 + 1 all-reduces and the barrier; ranks 1 and 3 also the
+     * Iallreduce on {1, 3}. */
+    static const uint64_t elig[4] = {8, 9, 8, 9};
+    /* Waits (ns): see golden-four.txt; rank 0 = 6 x 4000 + 6000 + 3000. */
+    static const double wait[4] = {33000, 31000, 25000, 0};
+    for (int r = 0; r < 4; r++) {
+        double sum = 0;
+        for (int s = 0; s < CS_SEG_N; s++)
+            sum += v->seg_s[r][s];
+        CHECK_NEAR(sum, rep.ranks[r].wall_s, 1e-12);
+        CHECK_INT(v->eligible[r], ==, elig[r]);
+        CHECK_NEAR(v->seg_s[r][CS_SEG_WAIT], wait[r] * 1e-9, 1e-15);
+        double heat = 0;
+        for (size_t b = 0; b < v->heat_bins; b++)
+            heat += v->heat_wait_s[(size_t)r * v->heat_bins + b];
+        CHECK_NEAR(heat, wait[r] * 1e-9, 1e-15);
+    }
+    /* Rank 1's Iallreduce wait (2000 ns) is exposed in its Wait call (10000 ns), not in a
+     * collective call: collective call time 6 x 9500 + 60000 + 4000 + 500 = 121500, of which
+     * 29000 waiting. */
+    CHECK_NEAR(v->seg_s[1][CS_SEG_COLL], (121500 - 29000) * 1e-9, 1e-15);
+    CHECK_NEAR(v->seg_s[1][CS_SEG_COMPLETION], (10000 - 2000) * 1e-9, 1e-15);
+    CHECK_NEAR(v->seg_s[0][CS_SEG_P2P], 6 * 8000e-9, 1e-15);
+    CHECK_STR(v->bars_by, "rank");
+    CHECK_INT(v->nbars, ==, 4);
+    CHECK_INT(v->p2p_n, ==, 4);
+    CHECK_INT(v->p2p_bytes[0 * 4 + 1], ==, 6 * 16384);
+    CHECK_INT(v->p2p_bytes[2 * 4 + 3], ==, 6 * 16384);
+    CHECK_INT(v->p2p_total, ==, 12 * 16384);
+    int seen = 0;
+    for (size_t c = 0; c < v->nbw; c++) {
+        if (strcmp(v->bw[c].op, "MPI_Allreduce") != 0)
+            continue;
+        seen = 1;
+        CHECK_INT(v->bw[c].npoints, ==, 2);
+        CHECK_INT(v->bw[c].pt[0].log2_size, ==, 16);
+        CHECK_INT(v->bw[c].pt[0].samples, ==, 6);
+        CHECK_NEAR(v->bw[c].pt[0].algbw_gbps, 65536.0 / 6000.0, 1e-9);
+        CHECK_NEAR(v->bw[c].pt[0].busbw_gbps, 65536.0 / 6000.0 * 1.5, 1e-9);
+        CHECK_INT(v->bw[c].pt[1].log2_size, ==, 20);
+        CHECK_NEAR(v->bw[c].pt[1].algbw_gbps, 1048576.0 / 54000.0, 1e-9);
+    }
+    CHECK(seen);
+    CHECK_INT(v->nfindings, ==, 3);
+    if (v->nfindings == 3) {
+        CHECK_INT(v->findings[0].kind, ==, CS_FIND_STRAGGLER);
+        CHECK_INT(v->findings[0].rank, ==, 3);
+        CHECK_INT(v->findings[1].kind, ==, CS_FIND_COMM_SHARE);
+        CHECK_INT(v->findings[2].kind, ==, CS_FIND_BALANCED);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 static char *slurp(const char *p)
 {
     FILE *f = fopen(p, "r");
@@ -230,5 +300,6 @@ int main(int argc, char **argv)
     int update = argc >= 3 && strcmp(argv[2], "--update") == 0;
     golden(argv[1], "four", 0, update);
     golden(argv[1], "broken", 1, update);
+    check_views();
     return cs_test_result();
 }
