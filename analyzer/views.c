@@ -25,11 +25,18 @@ struct cs__views {
     uint64_t (*kind_ns)[3]; /* [world]: collective, point-to-point, completion call time */
     uint64_t *eligible;     /* [world] */
     double *wait_nb;        /* [world] ns of wait_ns at non-blocking collectives */
+    uint16_t last_op;       /* cs__views_wait's op cache (0 none) */
+    int last_eligible, last_nb;
     double *heat;           /* [world * CS_VIEW_HEAT_BINS] ns of waiting */
     int p2p_block;
     size_t p2p_n;
     uint64_t *p2p;          /* [p2p_n * p2p_n] */
     struct cs__map bw_by_key; /* (op, comm) -> index + 1 */
+    /* Direct-mapped cache in front of bw_by_key: every transfer looks its curve up. */
+    struct {
+        uint64_t comm;
+        uint32_t op, idx; /* op 0: empty */
+    } bwc[64];
     struct bw_acc *bw;
     size_t nbw, capbw;
 };
@@ -112,12 +119,12 @@ static size_t heat_bin(struct cs__views *v, int64_t t)
     return (size_t)((t - v->t0) / v->bin_ns);
 }
 
+/* floor(log2(bytes)) (0 for fewer than 2 bytes), at most the last bucket. */
 static int size_bucket(double bytes)
 {
-    int k = 0;
-    while (k + 1 < CS_VIEW_BW_BUCKETS && bytes >= ldexp(1.0, k + 1))
-        k++;
-    return k;
+    uint64_t b = bytes >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)bytes;
+    int k = b < 2 ? 0 : 63 - __builtin_clzll(b);
+    return k < CS_VIEW_BW_BUCKETS ? k : CS_VIEW_BW_BUCKETS - 1;
 }
 
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns)
@@ -125,6 +132,15 @@ void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double 
     struct cs__views *v = run->views;
     if (!v || bytes <= 0)
         return;
+    size_t ci = (size_t)((comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >> 58);
+    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) {
+        struct bw_acc *a = &v->bw[v->bwc[ci].idx];
+        int k = size_bucket(bytes);
+        a->bytes[k] += bytes;
+        a->ns[k] += ns;
+        a->n[k]++;
+        return;
+    }
     int fresh;
     uint64_t *iv = cs__map_put(&v->bw_by_key, op, comm, &fresh);
     if (!iv)
@@ -146,6 +162,11 @@ void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double 
         *iv = ++v->nbw;
     }
     struct bw_acc *a = &v->bw[*iv - 1];
+    if (*iv - 1 < UINT32_MAX) {
+        v->bwc[ci].op = op;
+        v->bwc[ci].comm = comm;
+        v->bwc[ci].idx = (uint32_t)(*iv - 1);
+    }
     int k = size_bucket(bytes);
     a->bytes[k] += bytes;
     a->ns[k] += ns;
@@ -187,10 +208,16 @@ void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, i
 {
     struct cs__views *v = run->views;
     int r = in->members[i];
-    enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
-    if ((pat == CS_PAT_NXN || pat == CS_PAT_NTO1) && in->n > 1)
+    /* The members of one instance come in a row: look the op up once. */
+    if (in->op != v->last_op) {
+        const struct cs_op_info *oi = cs_op_info(in->op);
+        v->last_op = in->op;
+        v->last_eligible = oi->pattern == CS_PAT_NXN || oi->pattern == CS_PAT_NTO1;
+        v->last_nb = oi->kind == CS_KIND_ICOLL;
+    }
+    if (v->last_eligible && in->n > 1)
         v->eligible[r]++;
-    if (wait_ns > 0 && cs_op_info(in->op)->kind == CS_KIND_ICOLL)
+    if (wait_ns > 0 && v->last_nb)
         v->wait_nb[r] += (double)wait_ns;
     if (wait_ns > 0)
         v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
