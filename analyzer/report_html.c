@@ -318,8 +318,8 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
             if (clamp0(p->busbw_gbps) > ymax)
                 ymax = p->busbw_gbps;
         }
-    if (kmax == kmin)
-        kmax = kmin + 1;
+    /* A bucket spans [2^k, 2^(k+1)): the axis ends where the largest one does. */
+    kmax++;
     if (ymax <= 0)
         ymax = 1;
     ymax *= 1.1;
