@@ -13,38 +13,37 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE]\n"
-            "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
-            "                          [--perfetto-ranks LIST]] [--quiet]\n"
-            "\n"
-            "Analyse the traces of a run: a text summary on stdout, and the reports asked for.\n"
-            "\n"
-            "options:\n"
-            "  RUN_DIR        directory holding rank-NNNNN.cst trace files\n"
-            "  --json FILE    also write the JSON report to FILE ('-' for stdout)\n"
-            "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
-            "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
-            "  --perfetto FILE  write a Chrome/Perfetto trace (open it in ui.perfetto.dev)\n"
-            "  --perfetto-window FROM:TO  only calls within FROM..TO seconds after the run's\n"
-            "                 start (TO may be empty: to the end)\n"
-            "  --perfetto-ranks LIST  only these ranks, e.g. 0-3,8\n"
-            "  --perfetto-steps A:B   (not available yet: this analyzer has no steps)\n"
-            "  -q, --quiet    no text summary and no progress line\n"
-            "  -h, --help     this text\n"
-            "\n"
-            "A progress line is shown on stderr while analysing, when stderr is a terminal.\n"
-            "A warning gives the estimated size first when the Perfetto trace would exceed\n"
-            "256 MB.\n"
-            "\n"
-            "examples:\n"
-            "  commscope analyze ./commscope-20250101-120000\n"
-            "  commscope analyze RUN --quiet --json report.json --html report.html\n"
-            "  commscope analyze RUN --perfetto trace.json --perfetto-window 10:12 "
-            "--perfetto-ranks 0-7\n"
-            "\n"
-            "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
-            "input, a report file not written), 2 usage error, 3 nothing could be analysed\n");
+    fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE]\n"
+               "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
+               "                          [--perfetto-ranks LIST]] [--quiet]\n"
+               "\n"
+               "Analyse the traces of a run: a text summary on stdout, and the reports asked for.\n"
+               "\n"
+               "options:\n"
+               "  RUN_DIR        directory holding rank-NNNNN.cst trace files\n"
+               "  --json FILE    also write the JSON report to FILE ('-' for stdout)\n"
+               "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
+               "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
+               "  --perfetto FILE  write a Chrome/Perfetto trace (open it in ui.perfetto.dev)\n"
+               "  --perfetto-window FROM:TO  only calls within FROM..TO seconds after the run's\n"
+               "                 start (TO may be empty: to the end)\n"
+               "  --perfetto-ranks LIST  only these ranks, e.g. 0-3,8\n"
+               "  --perfetto-steps A:B   (not available yet: this analyzer has no steps)\n"
+               "  -q, --quiet    no text summary and no progress line\n"
+               "  -h, --help     this text\n"
+               "\n"
+               "A progress line is shown on stderr while analysing, when stderr is a terminal.\n"
+               "A warning gives the estimated size first when the Perfetto trace would exceed\n"
+               "256 MB.\n"
+               "\n"
+               "examples:\n"
+               "  commscope analyze ./commscope-20250101-120000\n"
+               "  commscope analyze RUN --quiet --json report.json --html report.html\n"
+               "  commscope analyze RUN --perfetto trace.json --perfetto-window 10:12 "
+               "--perfetto-ranks 0-7\n"
+               "\n"
+               "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
+               "input, a report file not written), 2 usage error, 3 nothing could be analysed\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -138,8 +137,8 @@ int cs_cmd_analyze(int argc, char **argv)
         } else if (!dir) {
             dir = a;
         } else {
-            fprintf(stderr, "commscope analyze: more than one run directory ('%s' and '%s')\n",
-                    dir, a);
+            fprintf(stderr, "commscope analyze: more than one run directory ('%s' and '%s')\n", dir,
+                    a);
             usage(stderr);
             return 2;
         }
@@ -161,13 +160,14 @@ int cs_cmd_analyze(int argc, char **argv)
         return 3;
     }
     if (po.path && !(po.out = fopen(po.path, "w"))) {
-        fprintf(stderr, "commscope analyze: cannot write the Perfetto trace to %s: %s\n",
-                po.path, strerror(errno));
+        fprintf(stderr, "commscope analyze: cannot write the Perfetto trace to %s: %s\n", po.path,
+                strerror(errno));
         if (ev)
             fclose(ev);
         return 3;
     }
-    struct cs__analyze_opts ao = {.events_out = ev, .perfetto = po.path ? &po : NULL,
+    struct cs__analyze_opts ao = {.events_out = ev,
+                                  .perfetto = po.path ? &po : NULL,
                                   .progress_out = !quiet && isatty(2) ? stderr : NULL};
     int rc = cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
     if (ev && fclose(ev) != 0) {

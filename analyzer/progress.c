@@ -20,7 +20,7 @@ void cs__progress(struct cs__run *run, uint64_t done, int last)
         if (run->ranks[r].present)
             total += cs_reader_stats(run->ranks[r].rd)->events;
     unsigned pct = total ? (unsigned)(done * 100 / total) : 0;
-    fprintf(f, "\rcommscope analyze: %3u%% (%" PRIu64 " of %" PRIu64 " events)", pct > 100 ? 100 : pct,
-            done, total);
+    fprintf(f, "\rcommscope analyze: %3u%% (%" PRIu64 " of %" PRIu64 " events)",
+            pct > 100 ? 100 : pct, done, total);
     fflush(f);
 }

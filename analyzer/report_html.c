@@ -14,18 +14,13 @@
 #include "internal.h"
 
 static const char *const seg_name[CS_SEG_N] = {
-    [CS_SEG_COMPUTE] = "compute",
-    [CS_SEG_COLL] = "collectives",
-    [CS_SEG_P2P] = "point-to-point",
-    [CS_SEG_COMPLETION] = "wait/test calls",
+    [CS_SEG_COMPUTE] = "compute",         [CS_SEG_COLL] = "collectives",
+    [CS_SEG_P2P] = "point-to-point",      [CS_SEG_COMPLETION] = "wait/test calls",
     [CS_SEG_WAIT] = "waiting for others",
 };
 static const char *const seg_color[CS_SEG_N] = {
-    [CS_SEG_COMPUTE] = "#4e79a7",
-    [CS_SEG_COLL] = "#f28e2b",
-    [CS_SEG_P2P] = "#59a14f",
-    [CS_SEG_COMPLETION] = "#b07aa1",
-    [CS_SEG_WAIT] = "#e15759",
+    [CS_SEG_COMPUTE] = "#4e79a7",    [CS_SEG_COLL] = "#f28e2b", [CS_SEG_P2P] = "#59a14f",
+    [CS_SEG_COMPLETION] = "#b07aa1", [CS_SEG_WAIT] = "#e15759",
 };
 static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                       "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
@@ -123,8 +118,8 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
         return;
     }
     if (strcmp(v->bars_by, "rank") != 0)
-        fprintf(f, "<p>%zu ranks: one bar per %s, each the mean of its ranks.</p>\n",
-                rep->nranks, v->bars_by);
+        fprintf(f, "<p>%zu ranks: one bar per %s, each the mean of its ranks.</p>\n", rep->nranks,
+                v->bars_by);
     legend(f);
     fputs("<p><label>Sort by <select id=\"sortby\"><option value=\"rank\">rank</option>"
           "<option value=\"wall\">wall time</option><option value=\"compute\">compute</option>"
@@ -139,15 +134,17 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
     int rh = v->nbars <= 32 ? 18 : v->nbars <= 64 ? 13 : 11, lw = 230, pw = 600;
     const char *cls = rh < 18 ? " class=\"small\"" : "";
     int h = (int)v->nbars * rh + 24;
-    fprintf(f, "<svg id=\"bars\" class=\"chart\" data-rh=\"%d\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" role=\"img\">\n",
+    fprintf(f,
+            "<svg id=\"bars\" class=\"chart\" data-rh=\"%d\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" role=\"img\">\n",
             rh, lw + pw + 90, h, lw + pw + 90, h);
     for (size_t i = 0; i < v->nbars; i++) {
         const struct cs_report_bar *b = &v->bars[i];
         double comm = b->seg_s[CS_SEG_COLL] + b->seg_s[CS_SEG_P2P] + b->seg_s[CS_SEG_COMPLETION] +
                       b->seg_s[CS_SEG_WAIT];
-        fprintf(f, "<g class=\"bar\" data-rank=\"%d\" data-wall=\"%.9g\" data-compute=\"%.9g\" "
-                   "data-comm=\"%.9g\" data-wait=\"%.9g\" transform=\"translate(0,%zu)\">",
+        fprintf(f,
+                "<g class=\"bar\" data-rank=\"%d\" data-wall=\"%.9g\" data-compute=\"%.9g\" "
+                "data-comm=\"%.9g\" data-wait=\"%.9g\" transform=\"translate(0,%zu)\">",
                 b->first_rank, clamp0(b->wall_s), clamp0(b->seg_s[CS_SEG_COMPUTE]), clamp0(comm),
                 clamp0(b->seg_s[CS_SEG_WAIT]), i * (size_t)rh);
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>", lw - 6, rh - 3, cls);
@@ -156,8 +153,9 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
         double x = lw;
         for (int s = 0; s < CS_SEG_N; s++) {
             double w = max > 0 ? clamp0(b->seg_s[s]) / max * pw : 0;
-            fprintf(f, "<rect x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
-                       "<title>",
+            fprintf(f,
+                    "<rect x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                    "<title>",
                     x, w, rh - 2, seg_color[s]);
             esc(f, b->label);
             fprintf(f, ": %s %.6f s</title></rect>", seg_name[s], b->seg_s[s]);
@@ -202,18 +200,20 @@ static void sec_heat(const struct cs_report *rep, FILE *f)
         fputs("<p>No rank waited at any collective instance.</p>\n", f);
         return;
     }
-    fprintf(f, "<p>Each cell: seconds spent waiting for later members of the collectives "
-               "arrived at in that slice of the run (%.6f s per column); one row per %s%s. "
-               "Darkest: %.6f s.</p>\n",
+    fprintf(f,
+            "<p>Each cell: seconds spent waiting for later members of the collectives "
+            "arrived at in that slice of the run (%.6f s per column); one row per %s%s. "
+            "Darkest: %.6f s.</p>\n",
             v->heat_bin_s, v->heat_by,
             strcmp(v->heat_by, "rank") == 0 ? "" : " (mean per rank of the row)", max);
     int lw = 230, pw = 600;
     double cw = (double)pw / (double)v->heat_bins;
     int ch = v->heat_rows <= 32 ? 16 : v->heat_rows <= 64 ? 8 : 4;
     int h = (int)v->heat_rows * ch + 24;
-    fprintf(f, "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "role=\"img\">\n<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
-               "stroke=\"#ccc\"/>\n",
+    fprintf(f,
+            "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "role=\"img\">\n<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
+            "stroke=\"#ccc\"/>\n",
             lw + pw + 20, h, lw + pw + 20, h, lw, pw, (int)v->heat_rows * ch);
     size_t every = v->heat_rows <= 32 ? 1 : (v->heat_rows + 31) / 32;
     for (size_t r = 0; r < v->heat_rows; r++) {
@@ -229,12 +229,13 @@ static void sec_heat(const struct cs_report *rep, FILE *f)
                 continue;
             char c[32];
             heat_color(c, sizeof c, w / max);
-            fprintf(f, "<rect x=\"%.2f\" y=\"%zu\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
-                       "<title>",
+            fprintf(f,
+                    "<rect x=\"%.2f\" y=\"%zu\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                    "<title>",
                     lw + cw * (double)b, r * (size_t)ch, cw, ch, c);
             esc(f, v->heat_label[r]);
-            fprintf(f, ", %.6f-%.6f s: waited %.6f s</title></rect>\n",
-                    v->heat_bin_s * (double)b, v->heat_bin_s * (double)(b + 1), w);
+            fprintf(f, ", %.6f-%.6f s: waited %.6f s</title></rect>\n", v->heat_bin_s * (double)b,
+                    v->heat_bin_s * (double)(b + 1), w);
         }
     }
     int y = (int)v->heat_rows * ch;
@@ -260,24 +261,27 @@ static void sec_p2p(const struct cs_report *rep, FILE *f)
     for (size_t i = 0; i < n * n; i++)
         if (v->p2p_bytes[i] > max)
             max = v->p2p_bytes[i];
-    fprintf(f, "<p>Bytes sent from the row's rank%s to the column's; %" PRIu64
-               " bytes in all, largest cell %" PRIu64 " bytes (colour on a log scale).</p>\n",
+    fprintf(f,
+            "<p>Bytes sent from the row's rank%s to the column's; %" PRIu64
+            " bytes in all, largest cell %" PRIu64 " bytes (colour on a log scale).</p>\n",
             v->p2p_block > 1 ? " block" : "", v->p2p_total, max);
     if (v->p2p_block > 1)
         fprintf(f, "<p>Ranks are grouped in blocks of %d consecutive ranks.</p>\n", v->p2p_block);
     int lw = 60, side = 480;
     double cs = (double)side / (double)n;
-    fprintf(f, "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "role=\"img\">\n<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
-               "stroke=\"#ccc\"/>\n",
+    fprintf(f,
+            "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "role=\"img\">\n<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
+            "stroke=\"#ccc\"/>\n",
             lw + side + 10, side + 30, lw + side + 10, side + 30, lw, side, side);
     size_t every = n <= 32 ? 1 : (n + 15) / 16;
     for (size_t i = 0; i < n; i++) {
         if (i % every == 0) {
             fprintf(f, "<text x=\"%d\" y=\"%.2f\" text-anchor=\"end\" class=\"small\">%zu</text>",
                     lw - 4, cs * (double)i + cs / 2 + 4, i * (size_t)v->p2p_block);
-            fprintf(f, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\" class=\"small\">%zu"
-                       "</text>\n",
+            fprintf(f,
+                    "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\" class=\"small\">%zu"
+                    "</text>\n",
                     lw + cs * (double)i + cs / 2, side + 14, i * (size_t)v->p2p_block);
         }
         for (size_t j = 0; j < n; j++) {
@@ -286,8 +290,9 @@ static void sec_p2p(const struct cs_report *rep, FILE *f)
                 continue;
             char c[32];
             heat_color(c, sizeof c, log1p((double)b) / log1p((double)max));
-            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
-                       "<title>%zu &#8594; %zu: %" PRIu64 " bytes</title></rect>\n",
+            fprintf(f,
+                    "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
+                    "<title>%zu &#8594; %zu: %" PRIu64 " bytes</title></rect>\n",
                     lw + cs * (double)j, cs * (double)i, cs, cs, c, i * (size_t)v->p2p_block,
                     j * (size_t)v->p2p_block, b);
         }
@@ -324,19 +329,22 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
         ymax = 1;
     ymax *= 1.1;
     int lw = 70, pw = 600, ph = 300, top = 10;
-    fprintf(f, "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "role=\"img\">\n",
+    fprintf(f,
+            "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "role=\"img\">\n",
             lw + pw + 20, top + ph + 40, lw + pw + 20, top + ph + 40);
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-               "stroke=\"#ccc\"/>\n",
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+            "stroke=\"#ccc\"/>\n",
             lw, top, pw, ph);
     for (int t = 0; t <= 4; t++) {
         double y = top + ph - (double)ph * t / 4;
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" class=\"axis\">%.3g</text>",
                 lw - 4, y + 4, ymax * t / 4);
     }
-    fprintf(f, "<text x=\"12\" y=\"%d\" class=\"axis\" transform=\"rotate(-90 12 %d)\" "
-               "text-anchor=\"middle\">GB/s</text>\n",
+    fprintf(f,
+            "<text x=\"12\" y=\"%d\" class=\"axis\" transform=\"rotate(-90 12 %d)\" "
+            "text-anchor=\"middle\">GB/s</text>\n",
             top + ph / 2, top + ph / 2);
     for (int k = kmin; k <= kmax; k++) {
         double x = lw + (double)pw * (k - kmin) / (kmax - kmin);
@@ -344,14 +352,16 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"small\">%d%s</text>",
                 x, top + ph + 14, 1 << (k % 10), u);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">message size "
-               "(bytes, log scale)</text>\n",
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">message size "
+            "(bytes, log scale)</text>\n",
             lw + pw / 2, top + ph + 32);
     for (size_t c = 0; c < v->nbw; c++) {
         const struct cs_report_bw_curve *cv = &v->bw[c];
         const char *col = palette[c % (sizeof palette / sizeof *palette)];
-        fprintf(f, "<g class=\"curve\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                   "points=\"",
+        fprintf(f,
+                "<g class=\"curve\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                "points=\"",
                 col);
         for (size_t i = 0; i < cv->npoints; i++) {
             const struct cs_report_bw_point *p = &cv->pt[i];
@@ -373,8 +383,9 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
             esc(f, cv->op);
             fputs(" on ", f);
             esc(f, cv->comm);
-            fprintf(f, ", %.0f bytes (mean of %" PRIu64 "): busbw %.3f GB/s, algbw %.3f GB/s"
-                       "</title></circle>",
+            fprintf(f,
+                    ", %.0f bytes (mean of %" PRIu64 "): busbw %.3f GB/s, algbw %.3f GB/s"
+                    "</title></circle>",
                     p->mean_bytes, p->samples, p->busbw_gbps, p->algbw_gbps);
         }
         fputs("</g>\n", f);
@@ -453,8 +464,9 @@ static void sec_ops(const struct cs_report *rep, FILE *f)
         num(f, "%.3f", o->busbw_gbps);
         fputs("</td></tr>\n", f);
     }
-    fprintf(f, "</table>\n<p>Collective instances: %" PRIu64 " matched, %" PRIu64
-               " incomplete; arrival skew mean ",
+    fprintf(f,
+            "</table>\n<p>Collective instances: %" PRIu64 " matched, %" PRIu64
+            " incomplete; arrival skew mean ",
             rep->matched, rep->incomplete);
     num(f, "%.9f", rep->mean_skew_s);
     fputs(" s, max ", f);
@@ -504,8 +516,9 @@ static void sec_ranks(const struct cs_report *rep, FILE *f)
         const struct cs_report_rank *r = &rep->ranks[i];
         fprintf(f, "<tr><td>%d</td><td>", r->rank);
         esc(f, r->host);
-        fprintf(f, "</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%" PRIu64
-                   "</td><td>%" PRIu64 "</td><td>%s</td></tr>\n",
+        fprintf(f,
+                "</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%" PRIu64
+                "</td><td>%" PRIu64 "</td><td>%s</td></tr>\n",
                 r->wall_s, r->compute_s, r->comm_s, r->wait_s, r->calls, r->bytes,
                 r->partial ? "yes" : "no");
     }
@@ -547,8 +560,7 @@ static void sec_facts(const struct cs_report *rep, FILE *f)
         snprintf(b, sizeof b,
                  "largest offset %.9f s, uncertainty %.9f s, largest drift %.3f ppm, %" PRIu64
                  " causality violations repaired",
-                 rep->max_offset_s, rep->uncertainty_s, v->max_drift_ppm,
-                 rep->violations_repaired);
+                 rep->max_offset_s, rep->uncertainty_s, v->max_drift_ppm, rep->violations_repaired);
         fact(f, "clock correction", b);
     }
     snprintf(b, sizeof b,

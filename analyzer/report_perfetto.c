@@ -28,11 +28,11 @@ struct pending_async {
 struct cs__perfetto {
     FILE *f;
     int first;
-    int64_t w0, w1;          /* aligned window, inclusive */
-    unsigned char *sel;      /* [world] rank selected */
-    struct cs__map threads;  /* (rank, thread) -> 1 once named */
-    struct cs__map flows;    /* (comm, seq) -> flow id << 24 | members seen */
-    struct cs__map async;    /* (rank, request) -> struct pending_async * */
+    int64_t w0, w1;         /* aligned window, inclusive */
+    unsigned char *sel;     /* [world] rank selected */
+    struct cs__map threads; /* (rank, thread) -> 1 once named */
+    struct cs__map flows;   /* (comm, seq) -> flow id << 24 | members seen */
+    struct cs__map async;   /* (rank, request) -> struct pending_async * */
     uint64_t next_flow;
     uint64_t written;
 };
@@ -258,8 +258,8 @@ static void flow_point(struct cs__run *run, int rank, int tid, const struct cs_e
         *v = id << 24 | seen;
 }
 
-void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev,
-                        enum cs_op_kind k, int64_t tb, int64_t te)
+void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                        int64_t tb, int64_t te)
 {
     struct cs__perfetto *p = run->perfetto;
     if (!p->sel[rank])
@@ -274,8 +274,8 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
             return;
         struct pending_async *a = (void *)(uintptr_t)*v;
         ev_open(p, 'e', rank, tid, te);
-        fprintf(f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":",
-                ev->request);
+        fprintf(
+            f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":", ev->request);
         async_name(f, a->op, a->comm);
         fprintf(f, ",\"args\":{\"cancelled\":%s}}", ev->flags & CS_EV_CANCELLED ? "true" : "false");
         cs__map_del(&p->async, (uint64_t)rank, ev->request);
@@ -293,8 +293,8 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
     }
     if (k == CS_KIND_MARK) {
         ev_open(p, 'i', rank, tid, tb);
-        fprintf(f, ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"marker\",\"args\":{\"level\":%" PRId32
-                   "}}",
+        fprintf(f,
+                ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"marker\",\"args\":{\"level\":%" PRId32 "}}",
                 cs_op_name(ev->op), ev->aux);
         return;
     }
@@ -362,8 +362,7 @@ int cs__perfetto_finish(struct cs__run *run)
         struct pending_async *a = (void *)(uintptr_t)s->v;
         int r = (int)s->a;
         ev_open(p, 'e', r, 1, run->ranks[r].t_last_end);
-        fprintf(p->f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":",
-                s->b);
+        fprintf(p->f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":", s->b);
         async_name(p->f, a->op, a->comm);
         fputs(",\"args\":{\"completion\":\"not recorded\"}}", p->f);
         free(a);

@@ -21,8 +21,9 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
         break;
     case CS_FIND_NO_STRAGGLER:
         if (f->rank < 0)
-            snprintf(buf, n, "No rank arrives last at any collective by more than the clock "
-                             "uncertainty.");
+            snprintf(buf, n,
+                     "No rank arrives last at any collective by more than the clock "
+                     "uncertainty.");
         else
             snprintf(buf, n,
                      "No single rank holds the others up: the most frequent last arrival, rank %d "

@@ -20,17 +20,17 @@ struct bw_acc {
 
 struct cs__views {
     int world;
-    int64_t t0;        /* run start: earliest aligned t_init */
-    int64_t bin_ns;    /* width of one heat-map bin; doubles when the run outgrows the bins */
+    int64_t t0;             /* run start: earliest aligned t_init */
+    int64_t bin_ns;         /* width of one heat-map bin; doubles when the run outgrows the bins */
     uint64_t (*kind_ns)[3]; /* [world]: collective, point-to-point, completion call time */
     uint64_t *eligible;     /* [world] */
     double *wait_nb;        /* [world] ns of wait_ns at non-blocking collectives */
     uint16_t last_op;       /* cs__views_wait's op cache (0 none) */
     int last_eligible, last_nb;
-    double *heat;           /* [world * CS_VIEW_HEAT_BINS] ns of waiting */
+    double *heat; /* [world * CS_VIEW_HEAT_BINS] ns of waiting */
     int p2p_block;
     size_t p2p_n;
-    uint64_t *p2p;          /* [p2p_n * p2p_n] */
+    uint64_t *p2p;            /* [p2p_n * p2p_n] */
     struct cs__map bw_by_key; /* (op, comm) -> index + 1 */
     /* Direct-mapped cache in front of bw_by_key: every transfer looks its curve up. */
     struct {
@@ -192,7 +192,8 @@ void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         /* The sender's view: what this rank sent to its peer (receives send nothing). */
         if (ev->op != CS_OP_RECV && ev->op != CS_OP_IRECV && ev->bytes && ev->peer >= 0 &&
             ev->peer < v->world && !(ev->flags & CS_EV_PROC_NULL)) {
-            size_t a = (size_t)rank / (size_t)v->p2p_block, b = (size_t)ev->peer / (size_t)v->p2p_block;
+            size_t a = (size_t)rank / (size_t)v->p2p_block,
+                   b = (size_t)ev->peer / (size_t)v->p2p_block;
             v->p2p[a * v->p2p_n + b] += ev->bytes;
         }
         break;
@@ -349,20 +350,23 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
         double pct = others_wall > 0 ? 100.0 * s->others_waited_s / others_wall : 0;
         /* A rank that is last at a quarter of its collectives and costs the others at least 1 %
          * of their time is worth naming; otherwise lateness is spread around. */
-        struct cs_report_finding f = {.rank = s->rank, .count = s->late_arrivals, .total = elig,
+        struct cs_report_finding f = {.rank = s->rank,
+                                      .count = s->late_arrivals,
+                                      .total = elig,
                                       .v = {s->others_waited_s, pct}};
         snprintf(f.host, sizeof f.host, "%s", s->host);
         f.kind = (elig && 4 * s->late_arrivals >= elig && pct >= 1.0) ? CS_FIND_STRAGGLER
-                                                                     : CS_FIND_NO_STRAGGLER;
+                                                                      : CS_FIND_NO_STRAGGLER;
         add_finding(o, f);
     } else if (rep->matched) {
         add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_STRAGGLER, .rank = -1});
     }
     if (comm > 0) {
         const struct cs_report_rank *b = &rep->ranks[best];
-        struct cs_report_finding f = {.kind = CS_FIND_COMM_SHARE, .rank = b->rank,
-                                      .v = {wall > 0 ? 100.0 * comm / wall : 0, 100.0 * best_share,
-                                            100.0 * waiting / comm}};
+        struct cs_report_finding f = {
+            .kind = CS_FIND_COMM_SHARE,
+            .rank = b->rank,
+            .v = {wall > 0 ? 100.0 * comm / wall : 0, 100.0 * best_share, 100.0 * waiting / comm}};
         snprintf(f.host, sizeof f.host, "%s", b->host);
         add_finding(o, f);
     } else {
@@ -378,11 +382,13 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
         add_finding(o, f);
     }
     if (rep->nmissing || rep->npartial || rep->dropped_events || rep->incomplete)
-        add_finding(o, (struct cs_report_finding){
-                           .kind = CS_FIND_INCOMPLETE, .rank = -1, .count = rep->nmissing,
-                           .total = (uint64_t)rep->ranks_expected,
-                           .v = {(double)rep->npartial, (double)rep->dropped_events,
-                                 (double)rep->incomplete}});
+        add_finding(
+            o, (struct cs_report_finding){.kind = CS_FIND_INCOMPLETE,
+                                          .rank = -1,
+                                          .count = rep->nmissing,
+                                          .total = (uint64_t)rep->ranks_expected,
+                                          .v = {(double)rep->npartial, (double)rep->dropped_events,
+                                                (double)rep->incomplete}});
 }
 
 static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o)
@@ -394,8 +400,8 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
         for (size_t j = 0; j < v->nbw; j++) {
             const struct bw_acc *a = &v->bw[j];
             char label[40];
-            if (a->op != op || strcmp(cs__comm_label(a->comm, label, sizeof label),
-                                      rep->ops[i].comm) != 0)
+            if (a->op != op ||
+                strcmp(cs__comm_label(a->comm, label, sizeof label), rep->ops[i].comm) != 0)
                 continue;
             struct cs_report_bw_curve *c = &o->bw[o->nbw++];
             snprintf(c->op, sizeof c->op, "%s", rep->ops[i].op);

@@ -13,10 +13,10 @@
 
 #include "commscope/trace.h"
 
-#define CS_VIEW_HEAT_BINS 64     /* time bins of the wait heat map */
-#define CS_VIEW_BW_BUCKETS 48    /* message-size buckets: [2^k, 2^(k+1)) bytes, bucket 0 = [0, 2) */
-#define CS_VIEW_MAX_ROWS 128     /* at most this many rows per chart; more ranks are grouped */
-#define CS_VIEW_RANK_BARS 64     /* one bar per rank up to this many ranks, then per node */
+#define CS_VIEW_HEAT_BINS 64  /* time bins of the wait heat map */
+#define CS_VIEW_BW_BUCKETS 48 /* message-size buckets: [2^k, 2^(k+1)) bytes, bucket 0 = [0, 2) */
+#define CS_VIEW_MAX_ROWS 128  /* at most this many rows per chart; more ranks are grouped */
+#define CS_VIEW_RANK_BARS 64  /* one bar per rank up to this many ranks, then per node */
 
 /* Segments of a rank's wall time; they add up to wall_s. */
 enum cs_seg {
@@ -33,17 +33,17 @@ struct cs_report_bar {
     char label[96];
     int first_rank; /* lowest rank in the bar */
     int nranks;
-    double wall_s;             /* mean over the bar's ranks */
-    double seg_s[CS_SEG_N];    /* mean over the bar's ranks */
+    double wall_s;          /* mean over the bar's ranks */
+    double seg_s[CS_SEG_N]; /* mean over the bar's ranks */
 };
 
 /* Bandwidth of one message-size bucket of one (op, communicator). */
 struct cs_report_bw_point {
-    int log2_size;        /* bucket: sizes in [2^k, 2^(k+1)) */
-    uint64_t samples;     /* instances (collectives) or calls/requests (point-to-point) */
-    double mean_bytes;    /* mean message size in the bucket */
-    double algbw_gbps;    /* sum of bytes / sum of transfer times */
-    double busbw_gbps;    /* algbw x the op's nccl-tests factor */
+    int log2_size;     /* bucket: sizes in [2^k, 2^(k+1)) */
+    uint64_t samples;  /* instances (collectives) or calls/requests (point-to-point) */
+    double mean_bytes; /* mean message size in the bucket */
+    double algbw_gbps; /* sum of bytes / sum of transfer times */
+    double busbw_gbps; /* algbw x the op's nccl-tests factor */
 };
 
 struct cs_report_bw_curve {
@@ -89,8 +89,8 @@ struct cs_report_views {
      * bin of heat_bin_s seconds from the run's start; rows as the bars (same grouping rule). */
     size_t heat_rows, heat_bins;
     double heat_bin_s;
-    double *heat_wait_s;            /* [heat_rows * heat_bins] */
-    char (*heat_label)[96];         /* [heat_rows] */
+    double *heat_wait_s;    /* [heat_rows * heat_bins] */
+    char (*heat_label)[96]; /* [heat_rows] */
     const char *heat_by;
     /* Point-to-point bytes sent, p2p_n x p2p_n, [from * p2p_n + to], ranks grouped in blocks of
      * p2p_block consecutive ranks (1 = per rank). */
@@ -105,10 +105,10 @@ struct cs_report_views {
     struct cs_report_finding *findings;
     size_t nfindings;
     /* Run facts. */
-    char command[1024];  /* the `command:` line of commscope-run.txt, "" if none */
-    double span_s;       /* run start (earliest aligned MPI_Init) to the last aligned end */
+    char command[1024]; /* the `command:` line of commscope-run.txt, "" if none */
+    double span_s;      /* run start (earliest aligned MPI_Init) to the last aligned end */
     int clock_linear, clock_constant, clock_none; /* ranks with 2 / 1 / 0 valid offset samples */
-    double max_drift_ppm;                          /* largest |drift| */
+    double max_drift_ppm;                         /* largest |drift| */
     /* Analyses that do not exist in this analyzer yet: their sections say so. */
     int has_steps, has_groups, has_whatif;
 };

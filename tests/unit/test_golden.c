@@ -26,9 +26,16 @@ struct wr {
 static void ev(struct wr *x, uint16_t op, uint64_t tb, uint64_t te, uint64_t comm, uint32_t seq,
                uint64_t bytes, uint64_t bytes_recv, uint16_t flags, int32_t peer, uint64_t req)
 {
-    struct cs_event e = {.t_begin = tb, .t_end = te, .comm = comm, .bytes = bytes,
-                         .bytes_recv = bytes_recv, .request = req, .seq = seq, .peer = peer,
-                         .op = op, .flags = flags};
+    struct cs_event e = {.t_begin = tb,
+                         .t_end = te,
+                         .comm = comm,
+                         .bytes = bytes,
+                         .bytes_recv = bytes_recv,
+                         .request = req,
+                         .seq = seq,
+                         .peer = peer,
+                         .op = op,
+                         .flags = flags};
     tw_event(x->w, 0, &e);
 }
 
@@ -277,8 +284,7 @@ static void golden(const char *data, const char *name, int broken, int update)
                 fputs(got, f);
                 fclose(f);
             }
-            CS_FAIL_("text report of %s differs from %s; see diff -u %s %s", dir, path, path,
-                     out);
+            CS_FAIL_("text report of %s differs from %s; see diff -u %s %s", dir, path, path, out);
         }
         free(want);
     }
