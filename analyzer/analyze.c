@@ -58,6 +58,11 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);
         rk->t_last_end = rk->t_first;
     }
+    /* Charts and the Perfetto export are extras: without memory for them the analysis goes on. */
+    if (cs__views_init(run))
+        cs__problem(run, "out of memory for the report's charts; the HTML report leaves them out");
+    if (run->perfetto_opts)
+        cs__perfetto_begin(run);
     struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
     if (!h.e) {
         cs__problem(run, "out of memory for the event merge");
@@ -84,6 +89,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     unsigned char kind[CS_OP_MAX];
     for (unsigned op = 0; op < CS_OP_MAX; op++)
         kind[op] = (unsigned char)cs_op_info(op)->kind;
+    uint64_t nev = 0;
     while (h.n) {
         int r = h.e[0].r;
         struct cs__rank *rk = &run->ranks[r];
@@ -93,6 +99,12 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (run->events_out)
             cs__events_csv_line(run->events_out, run, r, ev, tb, te);
         enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
+        if (run->views)
+            cs__views_event(run, r, ev, k);
+        if (run->perfetto)
+            cs__perfetto_event(run, r, ev, k, tb, te);
+        if (run->progress_out && !(++nev & 0xfffff))
+            cs__progress(run, nev, 0);
         size_t row = cs__metrics_event(run, r, ev, k, te);
         cs__match_event(run, r, ev, k, row, tb, te);
         rk->next = cs_reader_next(rk->rd);
@@ -105,20 +117,35 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         sift_down(&h, 0);
     }
     free(h.e);
+    if (run->progress_out)
+        cs__progress(run, nev, 1);
     cs__match_finish(run);
+    if (run->perfetto && cs__perfetto_finish(run))
+        cs__problem(run, "error writing the Perfetto trace %s", run->perfetto_opts->path);
     cs__report_build(run, rep);
+    cs__views_build(run, rep);
     return 0;
 }
 
 int cs__analyze_dir(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
                     size_t errlen, FILE *events_out)
 {
+    struct cs__analyze_opts o = {.events_out = events_out};
+    return cs__analyze_dir_opts(dir, run, rep, err, errlen, &o);
+}
+
+int cs__analyze_dir_opts(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
+                         size_t errlen, const struct cs__analyze_opts *o)
+{
+    FILE *events_out = o->events_out;
     *run = (struct cs__run){.events_out = events_out};
     if (events_out)
         cs__events_csv_header(events_out);
     *rep = (struct cs_report){0};
     int rc = cs__rundir_load(run, dir, err, errlen);
     run->events_out = events_out;
+    run->perfetto_opts = o->perfetto;
+    run->progress_out = o->progress_out;
     if (rc)
         return rc;
     return cs__analyze(run, rep);

@@ -1,42 +1,130 @@
-/* `commscope analyze RUN_DIR [--json FILE] [--quiet]`: the command line around the pipeline. */
+/*
+ * `commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE] [--perfetto FILE ...]
+ * [--quiet]`: the command line around the pipeline.
+ */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "internal.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--events FILE] [--quiet]\n"
-               "  RUN_DIR      directory holding rank-NNNNN.cst trace files\n"
-               "  --json FILE  also write the JSON report to FILE ('-' for stdout)\n"
+    fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE]\n"
+               "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
+               "                          [--perfetto-ranks LIST]] [--quiet]\n"
+               "\n"
+               "Analyse the traces of a run: a text summary on stdout, and the reports asked for.\n"
+               "\n"
+               "options:\n"
+               "  RUN_DIR        directory holding rank-NNNNN.cst trace files\n"
+               "  --json FILE    also write the JSON report to FILE ('-' for stdout)\n"
+               "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
                "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
-               "  --quiet      do not print the text summary\n"
+               "  --perfetto FILE  write a Chrome/Perfetto trace (open it in ui.perfetto.dev)\n"
+               "  --perfetto-window FROM:TO  only calls within FROM..TO seconds after the run's\n"
+               "                 start (TO may be empty: to the end)\n"
+               "  --perfetto-ranks LIST  only these ranks, e.g. 0-3,8\n"
+               "  --perfetto-steps A:B   (not available yet: this analyzer has no steps)\n"
+               "  -q, --quiet    no text summary and no progress line\n"
+               "  -h, --help     this text\n"
+               "\n"
+               "A progress line is shown on stderr while analysing, when stderr is a terminal.\n"
+               "A warning gives the estimated size first when the Perfetto trace would exceed\n"
+               "256 MB.\n"
+               "\n"
+               "examples:\n"
+               "  commscope analyze ./commscope-20250101-120000\n"
+               "  commscope analyze RUN --quiet --json report.json --html report.html\n"
+               "  commscope analyze RUN --perfetto trace.json --perfetto-window 10:12 "
+               "--perfetto-ranks 0-7\n"
+               "\n"
                "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
-               "input), 2 usage error, 3 nothing could be analysed\n");
+               "input, a report file not written), 2 usage error, 3 nothing could be analysed\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "commscope analyze: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "; see 'commscope analyze --help'\n");
+    return 2;
+}
+
+/* "FROM:TO" seconds, TO optional.  Returns 0 or -1. */
+static int parse_window(const char *s, double *from, double *to)
+{
+    char *e;
+    errno = 0;
+    *from = strtod(s, &e);
+    if (e == s || *e != ':' || errno || !(*from >= 0))
+        return -1;
+    s = e + 1;
+    if (!*s) {
+        *to = -1;
+        return 0;
+    }
+    *to = strtod(s, &e);
+    if (e == s || *e || errno || !(*to > *from))
+        return -1;
+    return 0;
+}
+
+/* Write one report file with fn; returns 0, or 1 after saying why on stderr. */
+static int write_report(const char *what, const char *path, const struct cs_report *rep,
+                        int (*fn)(const struct cs_report *, FILE *))
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "commscope analyze: cannot write the %s report to %s: %s\n", what, path,
+                strerror(errno));
+        return 1;
+    }
+    int wr = fn(rep, f);
+    if ((f != stdout && fclose(f) != 0) || wr) {
+        fprintf(stderr, "commscope analyze: error writing %s\n", path);
+        return 1;
+    }
+    return 0;
 }
 
 int cs_cmd_analyze(int argc, char **argv)
 {
-    const char *dir = NULL, *json = NULL, *events = NULL;
+    const char *dir = NULL, *json = NULL, *events = NULL, *html = NULL;
+    struct cs__perfetto_opts po = {0};
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "commscope analyze: --json needs a file name\n");
-                usage(stderr);
-                return 2;
-            }
-            json = argv[++i];
-        } else if (strcmp(a, "--events") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "commscope analyze: --events needs a file name\n");
-                usage(stderr);
-                return 2;
-            }
-            events = argv[++i];
+        const char **slot = NULL;
+        if (strcmp(a, "--json") == 0)
+            slot = &json;
+        else if (strcmp(a, "--events") == 0)
+            slot = &events;
+        else if (strcmp(a, "--html") == 0)
+            slot = &html;
+        else if (strcmp(a, "--perfetto") == 0)
+            slot = &po.path;
+        else if (strcmp(a, "--perfetto-ranks") == 0)
+            slot = &po.ranks;
+        if (slot) {
+            if (i + 1 >= argc)
+                return usage_error("%s needs an argument", a);
+            *slot = argv[++i];
+        } else if (strcmp(a, "--perfetto-window") == 0) {
+            if (i + 1 >= argc)
+                return usage_error("%s needs FROM:TO (seconds)", a);
+            po.window = 1;
+            if (parse_window(argv[++i], &po.from_s, &po.to_s))
+                return usage_error("--perfetto-window '%s': expected FROM:TO seconds after the "
+                                   "run's start, FROM >= 0, TO > FROM or empty",
+                                   argv[i]);
+        } else if (strcmp(a, "--perfetto-steps") == 0) {
+            return usage_error("%s: this analyzer does not cut runs into steps yet; use "
+                               "--perfetto-window",
+                               a);
         } else if (strncmp(a, "--json=", 7) == 0 && a[7]) {
             json = a + 7;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
@@ -45,36 +133,49 @@ int cs_cmd_analyze(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "commscope analyze: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return usage_error("unknown option '%s'", a);
         } else if (!dir) {
             dir = a;
         } else {
-            fprintf(stderr, "commscope analyze: more than one run directory ('%s' and '%s')\n",
-                    dir, a);
+            fprintf(stderr, "commscope analyze: more than one run directory ('%s' and '%s')\n", dir,
+                    a);
             usage(stderr);
             return 2;
         }
     }
-    if (!dir) {
-        fprintf(stderr, "commscope analyze: no run directory given\n");
-        usage(stderr);
-        return 2;
-    }
+    if (!dir)
+        return usage_error("%s", "no run directory given");
+    if ((po.window || po.ranks) && !po.path)
+        return usage_error("%s", "--perfetto-window and --perfetto-ranks need --perfetto FILE");
+    char err[1024] = "";
+    if (po.ranks && cs__perfetto_parse_ranks(po.ranks, NULL, 0, err, sizeof err))
+        return usage_error("%s", err);
 
     struct cs__run run;
     struct cs_report rep;
-    char err[1024] = "";
     FILE *ev = NULL;
     if (events && !(ev = fopen(events, "w"))) {
         fprintf(stderr, "commscope analyze: cannot write events to %s: %s\n", events,
                 strerror(errno));
         return 3;
     }
-    int rc = cs__analyze_dir(dir, &run, &rep, err, sizeof err, ev);
+    if (po.path && !(po.out = fopen(po.path, "w"))) {
+        fprintf(stderr, "commscope analyze: cannot write the Perfetto trace to %s: %s\n", po.path,
+                strerror(errno));
+        if (ev)
+            fclose(ev);
+        return 3;
+    }
+    struct cs__analyze_opts ao = {.events_out = ev,
+                                  .perfetto = po.path ? &po : NULL,
+                                  .progress_out = !quiet && isatty(2) ? stderr : NULL};
+    int rc = cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
     if (ev && fclose(ev) != 0) {
         fprintf(stderr, "commscope analyze: error writing %s\n", events);
+        rc = rc ? rc : CS_EIO;
+    }
+    if (po.out && fclose(po.out) != 0) {
+        fprintf(stderr, "commscope analyze: error writing %s\n", po.path);
         rc = rc ? rc : CS_EIO;
     }
     if (rc == CS_ENOENT || rc == CS_EIO || (rc && !run.ranks)) {
@@ -91,20 +192,10 @@ int cs_cmd_analyze(int argc, char **argv)
     } else {
         if (!quiet)
             cs__report_text(&rep, stdout);
-        if (json) {
-            FILE *f = strcmp(json, "-") == 0 ? stdout : fopen(json, "w");
-            if (!f) {
-                perror(json);
-                fprintf(stderr, "commscope analyze: cannot write the JSON report to %s\n", json);
-                status = status ? status : 1;
-            } else {
-                int wr = cs__report_json(&rep, f);
-                if ((f != stdout && fclose(f) != 0) || wr) {
-                    fprintf(stderr, "commscope analyze: error writing %s\n", json);
-                    status = status ? status : 1;
-                }
-            }
-        }
+        if (json && write_report("JSON", json, &rep, cs__report_json))
+            status = status ? status : 1;
+        if (html && write_report("HTML", html, &rep, cs__report_html))
+            status = status ? status : 1;
         fflush(stdout);
     }
     cs__report_free(&rep);

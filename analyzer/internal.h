@@ -19,6 +19,7 @@
 #include "commscope/ops.h"
 #include "commscope/trace.h"
 #include "reader.h"
+#include "views.h"
 
 /* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
 
@@ -221,6 +222,10 @@ struct cs__run {
     size_t nproblems, capproblems;
     int bad_files;           /* files skipped */
     FILE *events_out;        /* when set, every event is also written here on the aligned clock */
+    struct cs__views *views; /* chart accumulators (views.c); NULL when out of memory */
+    const struct cs__perfetto_opts *perfetto_opts; /* --perfetto: export asked for */
+    struct cs__perfetto *perfetto;                 /* the export sink while streaming */
+    FILE *progress_out;      /* when set, progress lines go here (a terminal) */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -294,6 +299,7 @@ struct cs_report {
     uint64_t events, dropped_events, unrecorded_tests;
     char **problems; /* borrowed from the run */
     size_t nproblems;
+    struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
@@ -317,5 +323,64 @@ void cs__report_free(struct cs_report *rep);
 /* Renderers. */
 void cs__report_text(const struct cs_report *rep, FILE *out);
 int cs__report_json(const struct cs_report *rep, FILE *out);
+
+/* ---- report views, HTML, Perfetto, progress ---- */
+
+/* views.c: accumulators on the run (cs__views_init after the clocks are set up), the hooks the
+ * merge loop and the metrics call, and the model (rep->views, freed by cs__report_free). */
+struct cs__views;
+int cs__views_init(struct cs__run *run);
+void cs__views_free(struct cs__run *run);
+void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k);
+/* Member i of complete instance in waited wait_ns (called once per member). */
+void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, int64_t wait_ns);
+/* One transfer of `bytes` taking `ns` (complete instance or point-to-point call/request). */
+void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns);
+void cs__views_build(struct cs__run *run, struct cs_report *rep);
+void cs__report_views_free(struct cs_report_views *v);
+
+/* report_verdict.c: one finding as a plain sentence (ASCII, no markup); returns buf. */
+const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, size_t n);
+/* The verdict section of the text report. */
+void cs__report_text_verdict(const struct cs_report *rep, FILE *out);
+
+/* report_html.c: the self-contained HTML report.  Returns 0 or CS_EIO. */
+int cs__report_html(const struct cs_report *rep, FILE *out);
+
+/* report_perfetto.c: the Chrome trace-event export, a sink on the merged stream. */
+struct cs__perfetto_opts {
+    FILE *out;
+    const char *path;     /* for messages */
+    int window;           /* limit to [from_s, to_s] seconds after the run's start */
+    double from_s, to_s;  /* to_s < 0: to the end */
+    double span_hint_s;   /* unused when 0: the run's length, to scale the size estimate */
+    const char *ranks;    /* "0-3,8" or NULL for all */
+};
+struct cs__perfetto;
+/* "0-3,8,10-11" into sel[world] (sel may be NULL when world is 0: a syntax check).  Returns 0,
+ * or -1 with a sentence in err. */
+int cs__perfetto_parse_ranks(const char *spec, unsigned char *sel, int world, char *err,
+                             size_t errlen);
+/* Writes the header and process names, warns on stderr when the file will exceed 256 MB.
+ * Returns 0, or CS_ENOMEM (a problem is recorded and nothing is exported). */
+int cs__perfetto_begin(struct cs__run *run);
+void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev,
+                        enum cs_op_kind k, int64_t tb, int64_t te);
+/* Closes open async slices and the JSON; returns 0 or CS_EIO. */
+int cs__perfetto_finish(struct cs__run *run);
+
+/* progress.c: "analysing: 42% (N of M events)" on run->progress_out, rewritten in place. */
+void cs__progress(struct cs__run *run, uint64_t done, int last);
+
+/* Everything cs__analyze_dir can be asked for besides the report. */
+struct cs__analyze_opts {
+    FILE *events_out;
+    const struct cs__perfetto_opts *perfetto;
+    FILE *progress_out;
+};
+/* cs__analyze_dir with options; err also gets the Perfetto export's usage errors
+ * (CS_EUSAGE). */
+int cs__analyze_dir_opts(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
+                         size_t errlen, const struct cs__analyze_opts *o);
 
 #endif

@@ -86,6 +86,9 @@ void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, 
     struct cs__oprow *r = &run->rows[p->row];
     r->p2p_bytes += (double)p->bytes;
     r->p2p_ns += (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
+    if (run->views)
+        cs__views_transfer(run, r->op, r->comm, (double)p->bytes,
+                           (double)(t_end > p->t_begin ? t_end - p->t_begin : 0));
 }
 
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete)
@@ -167,6 +170,8 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
             break;
         }
         run->ranks[in->members[i]].wait_ns += w;
+        if (run->views)
+            cs__views_wait(run, in, i, w);
         if (i != li)
             others += w;
     }
@@ -177,6 +182,9 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         s->others_waited_ns += others;
     }
 
+    if (run->views)
+        cs__views_transfer(run, in->op, in->comm, (double)S,
+                           (double)(last_end > last ? last_end - last : 0));
     /* The row is the creating event's; look it up only if that failed (out of memory). */
     size_t row = in->row;
     if (row == SIZE_MAX) {
@@ -344,6 +352,8 @@ void cs__report_free(struct cs_report *rep)
     free(rep->missing);
     free(rep->partial);
     free(rep->ops);
+    cs__report_views_free(rep->views);
+    rep->views = NULL;
     rep->ranks = NULL;
     rep->stragglers = NULL;
     rep->missing = rep->partial = NULL;

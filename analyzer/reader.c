@@ -31,6 +31,7 @@ struct cursor {
     const struct cs_event *ev;  /* next event of this thread, NULL when done */
     const struct cs_event *end; /* end of the current block's committed events */
     size_t bi, bend;            /* current block index into r->blk and one past its last */
+    unsigned thread;            /* the thread's index (block header `thread`) */
 };
 
 struct cs_reader {
@@ -45,6 +46,7 @@ struct cs_reader {
     size_t ncomm, capcomm;
     struct cursor *cur;
     size_t ncur;
+    const struct cursor *last; /* the cursor cs_reader_next() took its last event from */
 };
 
 const char *cs_strerror(int err)
@@ -484,6 +486,7 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
     for (size_t i = 0; i < r->nblk; i++) {
         if (i == 0 || r->blk[i].thread != r->blk[i - 1].thread) {
             r->cur[t].bi = i;
+            r->cur[t].thread = r->blk[i].thread;
             t++;
         }
         r->cur[t - 1].bend = i + 1;
@@ -618,10 +621,16 @@ const struct cs_event *cs_reader_next(struct cs_reader *r)
     if (!best)
         return NULL;
     const struct cs_event *e = best->ev++;
+    r->last = best;
     /* The analyzer takes one event from each of many files in turn: too many streams for the
      * hardware prefetcher, so ask for the line a few events ahead. */
     __builtin_prefetch(e + 8);
     if (best->ev == best->end)
         cursor_seek(r, best, best->bi + 1);
     return e;
+}
+
+unsigned cs_reader_thread(const struct cs_reader *r)
+{
+    return r->last ? r->last->thread : 0;
 }

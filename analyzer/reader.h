@@ -98,6 +98,10 @@ const struct cs_comm_record *cs_reader_comm(const struct cs_reader *r, size_t i)
  */
 const struct cs_event *cs_reader_next(struct cs_reader *r);
 
+/* The recording thread (block header `thread`, 0 = first) of the event cs_reader_next() returned
+ * last; 0 before the first. */
+unsigned cs_reader_thread(const struct cs_reader *r);
+
 /* Start again from the first event. */
 void cs_reader_rewind(struct cs_reader *r);
 

@@ -229,6 +229,30 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     jw_close(&w, ']');
     jw_close(&w, '}');
 
+    /* The report views (views.h): time segments per rank and the verdict. */
+    if (rep->views) {
+        static const char *const seg_key[CS_SEG_N] = {
+            [CS_SEG_COMPUTE] = "compute_s", [CS_SEG_COLL] = "collective_s",
+            [CS_SEG_P2P] = "p2p_s", [CS_SEG_COMPLETION] = "completion_s",
+            [CS_SEG_WAIT] = "waiting_s"};
+        jw_open(&w, "breakdown", '[');
+        for (size_t i = 0; i < rep->nranks; i++) {
+            jw_open(&w, NULL, '{');
+            jw_int(&w, "rank", rep->ranks[i].rank);
+            for (int s = 0; s < CS_SEG_N; s++)
+                jw_num(&w, seg_key[s], rep->views->seg_s[i][s]);
+            jw_u64(&w, "eligible_instances", rep->views->eligible[i]);
+            jw_close(&w, '}');
+        }
+        jw_close(&w, ']');
+        jw_open(&w, "verdict", '[');
+        for (size_t i = 0; i < rep->views->nfindings; i++) {
+            char text[512];
+            jw_str(&w, NULL, cs__finding_sentence(&rep->views->findings[i], text, sizeof text));
+        }
+        jw_close(&w, ']');
+    }
+
     jw_close(&w, '}');
     fputc('\n', out);
     return ferror(out) ? CS_EIO : 0;

@@ -28,6 +28,7 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
     fprintf(out, "@ World size     : %d\n", rep->world_size);
     fprintf(out, "@ Ranks found    : %d\n", rep->ranks_found);
     fprintf(out, "@ Hosts          : %d\n", rep->hosts);
+    cs__report_text_verdict(rep, out);
 
     fprintf(out, "\n@--- Per-rank time (seconds) %s\n", "------------------------------------");
     fprintf(out, "%5s %-16s %12s %12s %12s %12s %10s %14s %s\n", "Rank", "Host", "Wall", "Comm",

@@ -28,6 +28,7 @@ extern char **environ;
 
 #define RUN_FILE "commscope-run.txt"
 #define REPORT_FILE "report.json"
+#define HTML_FILE "report.html"
 #define LIB_CORE "libcommscope.so"
 #define LIB_MPI "libcommscope_mpi.so"
 
@@ -61,13 +62,19 @@ static void usage(FILE *f)
             "  -h, --help        this text\n"
             "\n"
             "The run directory receives the traces (rank-NNNNN.cst), " RUN_FILE "\n"
-            "(the effective configuration and the exit status) and " REPORT_FILE ".\n"
+            "(the effective configuration and the exit status), " REPORT_FILE " and " HTML_FILE
+            ".\n"
             "Collector libraries: <dir of this executable>/../lib, or $COMMSCOPE_LIBDIR.\n"
             "\n"
             "exit status: the program's status when non-zero (128+N if killed by signal N),\n"
             "else the analysis' (0 ok, 1 analysed with problems, 3 nothing analysable);\n"
             "2 usage error or refused run directory, 1 other setup failure, 126/127 PROGRAM\n"
-            "could not be executed / was not found.\n");
+            "could not be executed / was not found.\n"
+            "\n"
+            "examples:\n"
+            "  commscope run -- mpirun -np 64 ./train --steps 100\n"
+            "  commscope run -o runs/baseline --quiet -- srun -N 8 ./train\n"
+            "  commscope run --no-analyze -- mpirun -np 4 ./app && commscope analyze RUN_DIR\n");
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -649,10 +656,12 @@ int cs__cmd_run(int argc, char **argv)
     if (o.no_analyze || not_started)
         return prog_status;
 
-    char json[PATH_MAX + 32];
+    char json[PATH_MAX + 32], html[PATH_MAX + 32];
     snprintf(json, sizeof(json), "%s/" REPORT_FILE, run_dir);
-    char *aav[] = {"analyze", run_dir, "--json", json, o.quiet ? "--quiet" : NULL, NULL};
-    int aac = o.quiet ? 5 : 4;
+    snprintf(html, sizeof(html), "%s/" HTML_FILE, run_dir);
+    char *aav[] = {"analyze", run_dir, "--json", json, "--html", html,
+                   o.quiet ? "--quiet" : NULL, NULL};
+    int aac = o.quiet ? 7 : 6;
     if (!o.quiet)
         fprintf(stderr, "commscope: analysing %s\n", run_dir);
     fflush(NULL);

@@ -10,7 +10,9 @@ int cs__cmd_version(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: commscope version\n\n"
-                   "Print commscope's version and the trace format version it writes and reads.\n");
+                   "Print commscope's version and the trace format version it writes and reads.\n"
+                   "\nexample:\n  commscope version\n\nexit status: 0, or 2 for an unexpected "
+                   "argument\n");
             return 0;
         }
         fprintf(stderr,

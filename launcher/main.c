@@ -11,7 +11,8 @@
 static const struct cs__cmd commands[] = {
     {"run", cs__cmd_run,
      "run a program (mpirun, srun, torchrun, ...) with the collector, then analyse"},
-    {"analyze", cs_cmd_analyze, "analyse a run directory: text summary and JSON report"},
+    {"analyze", cs_cmd_analyze,
+     "analyse a run directory: text summary, JSON and HTML reports, Perfetto trace"},
     {"version", cs__cmd_version, "print the version of commscope and of its trace format"},
     {"topo", cs__cmd_topo, "print a node's topology: GPUs, NICs, GPU-NIC pairing, rates, warnings"},
     {"fabric", cs__cmd_fabric, "benchmark the fabric over MPI: verdict per node and link, suspects"},
@@ -25,6 +26,12 @@ static void usage(FILE *f)
                "       commscope COMMAND --help\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexamples:\n"
+               "  commscope run -- mpirun -np 8 ./train\n"
+               "  commscope analyze RUN_DIR --html report.html --perfetto trace.json\n"
+               "  commscope help analyze\n");
+    fprintf(f, "\nexit status: 2 for an unknown command or option; otherwise the command's own\n"
+               "(see 'commscope COMMAND --help').\n");
     fprintf(f, "\nSee docs/user-guide.md for the environment variables and exit statuses.\n");
 }
 

@@ -73,6 +73,8 @@ def main():
         p = run([cmd, "--help"])
         check(p.returncode == 0 and "usage: commscope " + cmd in p.stdout + p.stderr,
               "%s --help: %r" % (cmd, p))
+        check("example" in p.stdout and "exit status" in p.stdout,
+              "%s --help has examples and exit statuses: %r" % (cmd, p.stdout))
     p = run(["help", "run"])
     check(p.returncode == 0 and "usage: commscope run" in p.stdout, "help run %r" % (p,))
     p = run(["version"])

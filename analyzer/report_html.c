@@ -1,0 +1,670 @@
+/*
+ * The HTML report: one self-contained file (inline CSS, inline SVG charts, a few lines of inline
+ * script for sorting; no network, no fonts, no external files).  Formatting only: every number
+ * and every grouping decision comes from the report model (internal.h, views.h).
+ *
+ * Sections come from one table, so analyses added later (steps, parallelism groups, what-if) are
+ * one function and one row; until their model exists they say what is missing.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const seg_name[CS_SEG_N] = {
+    [CS_SEG_COMPUTE] = "compute",         [CS_SEG_COLL] = "collectives",
+    [CS_SEG_P2P] = "point-to-point",      [CS_SEG_COMPLETION] = "wait/test calls",
+    [CS_SEG_WAIT] = "waiting for others",
+};
+static const char *const seg_color[CS_SEG_N] = {
+    [CS_SEG_COMPUTE] = "#4e79a7",    [CS_SEG_COLL] = "#f28e2b", [CS_SEG_P2P] = "#59a14f",
+    [CS_SEG_COMPLETION] = "#b07aa1", [CS_SEG_WAIT] = "#e15759",
+};
+static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                      "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+static void esc(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&#39;", f);
+            break;
+        default:
+            /* Names come from the traced machines: keep the page valid whatever they hold. */
+            if (*p < 0x20 || *p >= 0x7f)
+                fprintf(f, "&#%u;", *p < 0x20 ? 0xfffdu : (unsigned)*p);
+            else
+                fputc(*p, f);
+        }
+    }
+}
+
+/* A number with fmt, or an en dash when it has no value. */
+static void num(FILE *f, const char *fmt, double v)
+{
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("&ndash;", f);
+}
+
+static void na(FILE *f, const char *why)
+{
+    fputs("<p class=\"na\">Not available in this report: ", f);
+    esc(f, why);
+    fputs("</p>\n", f);
+}
+
+static double clamp0(double v)
+{
+    return isfinite(v) && v > 0 ? v : 0;
+}
+
+/* ---- sections ---- */
+
+static void sec_verdict(const struct cs_report *rep, FILE *f)
+{
+    const struct cs_report_views *v = rep->views;
+    if (!v || !v->nfindings) {
+        na(f, rep->nranks ? "the charts and verdict could not be computed"
+                          : "no rank could be analysed");
+        return;
+    }
+    static const char *const evidence[] = {
+        [CS_FIND_STRAGGLER] = "stragglers", [CS_FIND_NO_STRAGGLER] = "stragglers",
+        [CS_FIND_COMM_SHARE] = "breakdown", [CS_FIND_IMBALANCE] = "ranks",
+        [CS_FIND_BALANCED] = "efficiency",  [CS_FIND_INCOMPLETE] = "facts",
+        [CS_FIND_NO_COMM] = "ops",
+    };
+    fputs("<ul class=\"verdict\">\n", f);
+    for (size_t i = 0; i < v->nfindings; i++) {
+        char buf[512];
+        const struct cs_report_finding *x = &v->findings[i];
+        fputs("<li>", f);
+        esc(f, cs__finding_sentence(x, buf, sizeof buf));
+        fprintf(f, " <a href=\"#%s\">evidence</a></li>\n", evidence[x->kind]);
+    }
+    fputs("</ul>\n", f);
+}
+
+static void legend(FILE *f)
+{
+    fputs("<p class=\"legend\">", f);
+    for (int s = 0; s < CS_SEG_N; s++)
+        fprintf(f, "<span><i style=\"background:%s\"></i>%s</span> ", seg_color[s], seg_name[s]);
+    fputs("</p>\n", f);
+}
+
+static void sec_breakdown(const struct cs_report *rep, FILE *f)
+{
+    const struct cs_report_views *v = rep->views;
+    if (!v || !v->nbars) {
+        na(f, "no rank was analysed");
+        return;
+    }
+    if (strcmp(v->bars_by, "rank") != 0)
+        fprintf(f, "<p>%zu ranks: one bar per %s, each the mean of its ranks.</p>\n", rep->nranks,
+                v->bars_by);
+    legend(f);
+    fputs("<p><label>Sort by <select id=\"sortby\"><option value=\"rank\">rank</option>"
+          "<option value=\"wall\">wall time</option><option value=\"compute\">compute</option>"
+          "<option value=\"comm\">communication</option><option value=\"wait\">waiting</option>"
+          "</select></label></p>\n",
+          f);
+    double max = 0;
+    for (size_t i = 0; i < v->nbars; i++)
+        if (clamp0(v->bars[i].wall_s) > max)
+            max = v->bars[i].wall_s;
+    /* Rows stay tall enough for their labels: at most CS_VIEW_MAX_ROWS bars of 11 px. */
+    int rh = v->nbars <= 32 ? 18 : v->nbars <= 64 ? 13 : 11, lw = 230, pw = 600;
+    const char *cls = rh < 18 ? " class=\"small\"" : "";
+    int h = (int)v->nbars * rh + 24;
+    fprintf(f,
+            "<svg id=\"bars\" class=\"chart\" data-rh=\"%d\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" role=\"img\">\n",
+            rh, lw + pw + 90, h, lw + pw + 90, h);
+    for (size_t i = 0; i < v->nbars; i++) {
+        const struct cs_report_bar *b = &v->bars[i];
+        double comm = b->seg_s[CS_SEG_COLL] + b->seg_s[CS_SEG_P2P] + b->seg_s[CS_SEG_COMPLETION] +
+                      b->seg_s[CS_SEG_WAIT];
+        fprintf(f,
+                "<g class=\"bar\" data-rank=\"%d\" data-wall=\"%.9g\" data-compute=\"%.9g\" "
+                "data-comm=\"%.9g\" data-wait=\"%.9g\" transform=\"translate(0,%zu)\">",
+                b->first_rank, clamp0(b->wall_s), clamp0(b->seg_s[CS_SEG_COMPUTE]), clamp0(comm),
+                clamp0(b->seg_s[CS_SEG_WAIT]), i * (size_t)rh);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>", lw - 6, rh - 3, cls);
+        esc(f, b->label);
+        fputs("</text>", f);
+        double x = lw;
+        for (int s = 0; s < CS_SEG_N; s++) {
+            double w = max > 0 ? clamp0(b->seg_s[s]) / max * pw : 0;
+            fprintf(f,
+                    "<rect x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                    "<title>",
+                    x, w, rh - 2, seg_color[s]);
+            esc(f, b->label);
+            fprintf(f, ": %s %.6f s</title></rect>", seg_name[s], b->seg_s[s]);
+            x += w;
+        }
+        fprintf(f, "<text x=\"%.2f\" y=\"%d\"%s>%.6f s</text></g>\n", x + 4, rh - 3, cls,
+                b->wall_s);
+    }
+    int y = (int)v->nbars * rh;
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", lw, y, lw + pw,
+            y);
+    for (int t = 0; t <= 4; t++)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">%.3g s</text>\n",
+                lw + pw * t / 4, y + 16, max * t / 4);
+    fputs("</svg>\n", f);
+}
+
+/* White to dark red, by t in [0, 1]. */
+static void heat_color(char *buf, size_t n, double t)
+{
+    t = t < 0 ? 0 : t > 1 ? 1 : t;
+    snprintf(buf, n, "rgb(%d,%d,%d)", (int)(255 - 75 * t), (int)(245 - 215 * t),
+             (int)(240 - 210 * t));
+}
+
+static void sec_heat(const struct cs_report *rep, FILE *f)
+{
+    const struct cs_report_views *v = rep->views;
+    if (!v || !v->heat_rows || !v->heat_bins) {
+        na(f, "no rank was analysed");
+        return;
+    }
+    double max = 0;
+    for (size_t i = 0; i < v->heat_rows * v->heat_bins; i++)
+        if (v->heat_wait_s[i] > max)
+            max = v->heat_wait_s[i];
+    if (!v->has_steps)
+        fputs("<p>Steps are not available in this report, so the columns are equal slices of "
+              "the run's time instead of steps.</p>\n",
+              f);
+    if (max <= 0) {
+        fputs("<p>No rank waited at any collective instance.</p>\n", f);
+        return;
+    }
+    fprintf(f,
+            "<p>Each cell: seconds spent waiting for later members of the collectives "
+            "arrived at in that slice of the run (%.6f s per column); one row per %s%s. "
+            "Darkest: %.6f s.</p>\n",
+            v->heat_bin_s, v->heat_by,
+            strcmp(v->heat_by, "rank") == 0 ? "" : " (mean per rank of the row)", max);
+    int lw = 230, pw = 600;
+    double cw = (double)pw / (double)v->heat_bins;
+    int ch = v->heat_rows <= 32 ? 16 : v->heat_rows <= 64 ? 8 : 4;
+    int h = (int)v->heat_rows * ch + 24;
+    fprintf(f,
+            "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "role=\"img\">\n<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
+            "stroke=\"#ccc\"/>\n",
+            lw + pw + 20, h, lw + pw + 20, h, lw, pw, (int)v->heat_rows * ch);
+    size_t every = v->heat_rows <= 32 ? 1 : (v->heat_rows + 31) / 32;
+    for (size_t r = 0; r < v->heat_rows; r++) {
+        if (r % every == 0) {
+            fprintf(f, "<text x=\"%d\" y=\"%zu\" text-anchor=\"end\" class=\"small\">", lw - 6,
+                    r * (size_t)ch + (size_t)ch - 3);
+            esc(f, v->heat_label[r]);
+            fputs("</text>\n", f);
+        }
+        for (size_t b = 0; b < v->heat_bins; b++) {
+            double w = v->heat_wait_s[r * v->heat_bins + b];
+            if (w <= 0)
+                continue;
+            char c[32];
+            heat_color(c, sizeof c, w / max);
+            fprintf(f,
+                    "<rect x=\"%.2f\" y=\"%zu\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                    "<title>",
+                    lw + cw * (double)b, r * (size_t)ch, cw, ch, c);
+            esc(f, v->heat_label[r]);
+            fprintf(f, ", %.6f-%.6f s: waited %.6f s</title></rect>\n", v->heat_bin_s * (double)b,
+                    v->heat_bin_s * (double)(b + 1), w);
+        }
+    }
+    int y = (int)v->heat_rows * ch;
+    for (int t = 0; t <= 4; t++)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">%.3g s</text>\n",
+                lw + pw * t / 4, y + 16, v->heat_bin_s * (double)v->heat_bins * t / 4);
+    fputs("</svg>\n", f);
+}
+
+static void sec_p2p(const struct cs_report *rep, FILE *f)
+{
+    const struct cs_report_views *v = rep->views;
+    if (!v) {
+        na(f, "no rank was analysed");
+        return;
+    }
+    if (!v->p2p_total) {
+        fputs("<p>No point-to-point bytes were sent in this run.</p>\n", f);
+        return;
+    }
+    size_t n = v->p2p_n;
+    uint64_t max = 0;
+    for (size_t i = 0; i < n * n; i++)
+        if (v->p2p_bytes[i] > max)
+            max = v->p2p_bytes[i];
+    fprintf(f,
+            "<p>Bytes sent from the row's rank%s to the column's; %" PRIu64
+            " bytes in all, largest cell %" PRIu64 " bytes (colour on a log scale).</p>\n",
+            v->p2p_block > 1 ? " block" : "", v->p2p_total, max);
+    if (v->p2p_block > 1)
+        fprintf(f, "<p>Ranks are grouped in blocks of %d consecutive ranks.</p>\n", v->p2p_block);
+    int lw = 60, side = 480;
+    double cs = (double)side / (double)n;
+    fprintf(f,
+            "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "role=\"img\">\n<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
+            "stroke=\"#ccc\"/>\n",
+            lw + side + 10, side + 30, lw + side + 10, side + 30, lw, side, side);
+    size_t every = n <= 32 ? 1 : (n + 15) / 16;
+    for (size_t i = 0; i < n; i++) {
+        if (i % every == 0) {
+            fprintf(f, "<text x=\"%d\" y=\"%.2f\" text-anchor=\"end\" class=\"small\">%zu</text>",
+                    lw - 4, cs * (double)i + cs / 2 + 4, i * (size_t)v->p2p_block);
+            fprintf(f,
+                    "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\" class=\"small\">%zu"
+                    "</text>\n",
+                    lw + cs * (double)i + cs / 2, side + 14, i * (size_t)v->p2p_block);
+        }
+        for (size_t j = 0; j < n; j++) {
+            uint64_t b = v->p2p_bytes[i * n + j];
+            if (!b)
+                continue;
+            char c[32];
+            heat_color(c, sizeof c, log1p((double)b) / log1p((double)max));
+            fprintf(f,
+                    "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
+                    "<title>%zu &#8594; %zu: %" PRIu64 " bytes</title></rect>\n",
+                    lw + cs * (double)j, cs * (double)i, cs, cs, c, i * (size_t)v->p2p_block,
+                    j * (size_t)v->p2p_block, b);
+        }
+    }
+    fputs("</svg>\n", f);
+}
+
+static void sec_bw(const struct cs_report *rep, FILE *f)
+{
+    const struct cs_report_views *v = rep->views;
+    if (!v || !v->nbw) {
+        na(f, "no transfer with a payload was measured");
+        return;
+    }
+    fputs("<p>Bus bandwidth (nccl-tests definition) of each message-size bucket, per operation and "
+          "communicator; hover a point for algorithm bandwidth and sample count. The topology's "
+          "capacity line is not shown: this run directory has no topology snapshot.</p>\n",
+          f);
+    int kmin = CS_VIEW_BW_BUCKETS, kmax = 0;
+    double ymax = 0;
+    for (size_t c = 0; c < v->nbw; c++)
+        for (size_t i = 0; i < v->bw[c].npoints; i++) {
+            const struct cs_report_bw_point *p = &v->bw[c].pt[i];
+            if (p->log2_size < kmin)
+                kmin = p->log2_size;
+            if (p->log2_size > kmax)
+                kmax = p->log2_size;
+            if (clamp0(p->busbw_gbps) > ymax)
+                ymax = p->busbw_gbps;
+        }
+    /* A bucket spans [2^k, 2^(k+1)): the axis ends where the largest one does. */
+    kmax++;
+    if (ymax <= 0)
+        ymax = 1;
+    ymax *= 1.1;
+    int lw = 70, pw = 600, ph = 300, top = 10;
+    fprintf(f,
+            "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "role=\"img\">\n",
+            lw + pw + 20, top + ph + 40, lw + pw + 20, top + ph + 40);
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+            "stroke=\"#ccc\"/>\n",
+            lw, top, pw, ph);
+    for (int t = 0; t <= 4; t++) {
+        double y = top + ph - (double)ph * t / 4;
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" class=\"axis\">%.3g</text>",
+                lw - 4, y + 4, ymax * t / 4);
+    }
+    fprintf(f,
+            "<text x=\"12\" y=\"%d\" class=\"axis\" transform=\"rotate(-90 12 %d)\" "
+            "text-anchor=\"middle\">GB/s</text>\n",
+            top + ph / 2, top + ph / 2);
+    for (int k = kmin; k <= kmax; k++) {
+        double x = lw + (double)pw * (k - kmin) / (kmax - kmin);
+        const char *u = k >= 30 ? "G" : k >= 20 ? "M" : k >= 10 ? "K" : "";
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"small\">%d%s</text>",
+                x, top + ph + 14, 1 << (k % 10), u);
+    }
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">message size "
+            "(bytes, log scale)</text>\n",
+            lw + pw / 2, top + ph + 32);
+    for (size_t c = 0; c < v->nbw; c++) {
+        const struct cs_report_bw_curve *cv = &v->bw[c];
+        const char *col = palette[c % (sizeof palette / sizeof *palette)];
+        fprintf(f,
+                "<g class=\"curve\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                "points=\"",
+                col);
+        for (size_t i = 0; i < cv->npoints; i++) {
+            const struct cs_report_bw_point *p = &cv->pt[i];
+            double lx = log2(p->mean_bytes > 1 ? p->mean_bytes : 1);
+            if (lx < kmin)
+                lx = kmin;
+            fprintf(f, "%.1f,%.1f ", lw + (double)pw * (lx - kmin) / (kmax - kmin),
+                    top + ph - (double)ph * clamp0(p->busbw_gbps) / ymax);
+        }
+        fputs("\"/>", f);
+        for (size_t i = 0; i < cv->npoints; i++) {
+            const struct cs_report_bw_point *p = &cv->pt[i];
+            double lx = log2(p->mean_bytes > 1 ? p->mean_bytes : 1);
+            if (lx < kmin)
+                lx = kmin;
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>",
+                    lw + (double)pw * (lx - kmin) / (kmax - kmin),
+                    top + ph - (double)ph * clamp0(p->busbw_gbps) / ymax, col);
+            esc(f, cv->op);
+            fputs(" on ", f);
+            esc(f, cv->comm);
+            fprintf(f,
+                    ", %.0f bytes (mean of %" PRIu64 "): busbw %.3f GB/s, algbw %.3f GB/s"
+                    "</title></circle>",
+                    p->mean_bytes, p->samples, p->busbw_gbps, p->algbw_gbps);
+        }
+        fputs("</g>\n", f);
+    }
+    fputs("</svg>\n<p class=\"legend\">", f);
+    for (size_t c = 0; c < v->nbw; c++) {
+        fprintf(f, "<span><i style=\"background:%s\"></i>",
+                palette[c % (sizeof palette / sizeof *palette)]);
+        esc(f, v->bw[c].op);
+        fputs(" on ", f);
+        esc(f, v->bw[c].comm);
+        fputs("</span> ", f);
+    }
+    fputs("</p>\n", f);
+}
+
+static void sec_overlap(const struct cs_report *rep, FILE *f)
+{
+    (void)rep;
+    na(f, "overlap is shown for one representative step, and this analysis has no steps "
+          "(step detection is not part of this analyzer yet).");
+}
+
+static void sec_steps(const struct cs_report *rep, FILE *f)
+{
+    (void)rep;
+    na(f, "this analysis does not cut the run into steps yet.");
+}
+
+static void sec_groups(const struct cs_report *rep, FILE *f)
+{
+    (void)rep;
+    na(f, "parallelism groups (data, tensor, pipeline) are not inferred by this analysis yet.");
+}
+
+static void sec_whatif(const struct cs_report *rep, FILE *f)
+{
+    (void)rep;
+    na(f, "what-if estimates (no straggler, perfect overlap, link speed) are not computed by "
+          "this analysis yet.");
+}
+
+static void sec_efficiency(const struct cs_report *rep, FILE *f)
+{
+    fputs("<table><tr><th>load balance</th><th>communication efficiency</th>"
+          "<th>parallel efficiency</th></tr><tr>",
+          f);
+    fputs("<td>", f);
+    num(f, "%.4f", rep->load_balance);
+    fputs("</td><td>", f);
+    num(f, "%.4f", rep->communication_efficiency);
+    fputs("</td><td>", f);
+    num(f, "%.4f", rep->parallel_efficiency);
+    fputs("</td></tr></table>\n", f);
+}
+
+static void sec_ops(const struct cs_report *rep, FILE *f)
+{
+    if (!rep->nops) {
+        fputs("<p>No communication call was recorded.</p>\n", f);
+        return;
+    }
+    fputs("<table><tr><th>op</th><th>communicator</th><th>size</th><th>calls</th><th>bytes</th>"
+          "<th>time (s)</th><th>algbw (GB/s)</th><th>busbw (GB/s)</th></tr>\n",
+          f);
+    for (size_t i = 0; i < rep->nops; i++) {
+        const struct cs_report_op *o = &rep->ops[i];
+        fputs("<tr><td>", f);
+        esc(f, o->op);
+        fputs("</td><td>", f);
+        esc(f, o->comm);
+        fprintf(f, "</td><td>%d</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%.6f</td><td>",
+                o->comm_size, o->calls, o->bytes, o->time_s);
+        num(f, "%.3f", o->algbw_gbps);
+        fputs("</td><td>", f);
+        num(f, "%.3f", o->busbw_gbps);
+        fputs("</td></tr>\n", f);
+    }
+    fprintf(f,
+            "</table>\n<p>Collective instances: %" PRIu64 " matched, %" PRIu64
+            " incomplete; arrival skew mean ",
+            rep->matched, rep->incomplete);
+    num(f, "%.9f", rep->mean_skew_s);
+    fputs(" s, max ", f);
+    num(f, "%.9f", rep->max_skew_s);
+    fputs(" s.</p>\n", f);
+}
+
+static void sec_stragglers(const struct cs_report *rep, FILE *f)
+{
+    if (!rep->nstragglers) {
+        fputs("<p>No rank arrived last at any collective by more than the clock uncertainty."
+              "</p>\n",
+              f);
+        return;
+    }
+    fputs("<table><tr><th>rank</th><th>host</th><th>late arrivals</th><th>of instances</th>"
+          "<th>others waited (s)</th></tr>\n",
+          f);
+    for (size_t i = 0; i < rep->nstragglers && i < 20; i++) {
+        const struct cs_report_straggler *s = &rep->stragglers[i];
+        uint64_t elig = 0;
+        for (size_t j = 0; rep->views && j < rep->nranks; j++)
+            if (rep->ranks[j].rank == s->rank)
+                elig = rep->views->eligible[j];
+        fprintf(f, "<tr><td>%d</td><td>", s->rank);
+        esc(f, s->host);
+        fprintf(f, "</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%.6f</td></tr>\n",
+                s->late_arrivals, elig, s->others_waited_s);
+    }
+    fputs("</table>\n", f);
+}
+
+static void sec_ranks(const struct cs_report *rep, FILE *f)
+{
+    if (!rep->nranks) {
+        na(f, "no rank was analysed");
+        return;
+    }
+    int fold = rep->nranks > CS_VIEW_RANK_BARS;
+    if (fold)
+        fprintf(f, "<details><summary>%zu ranks</summary>\n", rep->nranks);
+    fputs("<table><tr><th>rank</th><th>host</th><th>wall (s)</th><th>compute (s)</th>"
+          "<th>comm (s)</th><th>wait (s)</th><th>calls</th><th>bytes</th><th>partial</th>"
+          "</tr>\n",
+          f);
+    for (size_t i = 0; i < rep->nranks; i++) {
+        const struct cs_report_rank *r = &rep->ranks[i];
+        fprintf(f, "<tr><td>%d</td><td>", r->rank);
+        esc(f, r->host);
+        fprintf(f,
+                "</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%" PRIu64
+                "</td><td>%" PRIu64 "</td><td>%s</td></tr>\n",
+                r->wall_s, r->compute_s, r->comm_s, r->wait_s, r->calls, r->bytes,
+                r->partial ? "yes" : "no");
+    }
+    fputs("</table>\n", f);
+    if (fold)
+        fputs("</details>\n", f);
+}
+
+static void fact(FILE *f, const char *k, const char *v)
+{
+    fprintf(f, "<tr><th>%s</th><td>", k);
+    esc(f, v);
+    fputs("</td></tr>\n", f);
+}
+
+static void sec_facts(const struct cs_report *rep, FILE *f)
+{
+    const struct cs_report_views *v = rep->views;
+    char b[512];
+    fputs("<table class=\"facts\">\n", f);
+    fact(f, "program", rep->program[0] ? rep->program : "-");
+    if (v && v->command[0])
+        fact(f, "command", v->command);
+    fact(f, "run directory", rep->dir);
+    snprintf(b, sizeof b, "%016" PRIx64, rep->run_id);
+    fact(f, "run id", b);
+    snprintf(b, sizeof b, "%d expected, %d found, on %d host%s", rep->ranks_expected,
+             rep->ranks_found, rep->hosts, rep->hosts == 1 ? "" : "s");
+    fact(f, "ranks", b);
+    if (v) {
+        snprintf(b, sizeof b, "%.6f s from the first MPI_Init to the last rank's end", v->span_s);
+        fact(f, "span", b);
+        snprintf(b, sizeof b,
+                 "each rank's CLOCK_MONOTONIC, mapped onto rank 0's: %d rank%s linear in two "
+                 "offset samples, %d with one constant offset, %d uncorrected",
+                 v->clock_linear, v->clock_linear == 1 ? "" : "s", v->clock_constant,
+                 v->clock_none);
+        fact(f, "timing source", b);
+        snprintf(b, sizeof b,
+                 "largest offset %.9f s, uncertainty %.9f s, largest drift %.3f ppm, %" PRIu64
+                 " causality violations repaired",
+                 rep->max_offset_s, rep->uncertainty_s, v->max_drift_ppm, rep->violations_repaired);
+        fact(f, "clock correction", b);
+    }
+    snprintf(b, sizeof b,
+             "%" PRIu64 " events, %" PRIu64 " dropped, %" PRIu64 " unrecorded empty tests; %zu "
+             "missing rank%s, %zu partial",
+             rep->events, rep->dropped_events, rep->unrecorded_tests, rep->nmissing,
+             rep->nmissing == 1 ? "" : "s", rep->npartial);
+    fact(f, "trace completeness", b);
+    if (rep->nmissing) {
+        fputs("<tr><th>missing ranks</th><td>", f);
+        for (size_t i = 0; i < rep->nmissing; i++)
+            fprintf(f, "%s%d", i ? " " : "", rep->missing[i]);
+        fputs("</td></tr>\n", f);
+    }
+    if (rep->npartial) {
+        fputs("<tr><th>partial ranks</th><td>", f);
+        for (size_t i = 0; i < rep->npartial; i++)
+            fprintf(f, "%s%d", i ? " " : "", rep->partial[i]);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static void sec_problems(const struct cs_report *rep, FILE *f)
+{
+    if (!rep->nproblems) {
+        fputs("<p>None.</p>\n", f);
+        return;
+    }
+    fputs("<ul>\n", f);
+    for (size_t i = 0; i < rep->nproblems; i++) {
+        fputs("<li>", f);
+        esc(f, rep->problems[i]);
+        fputs("</li>\n", f);
+    }
+    fputs("</ul>\n", f);
+}
+
+static const struct section {
+    const char *id, *title;
+    void (*fn)(const struct cs_report *rep, FILE *f);
+} sections[] = {
+    {"verdict", "Verdict", sec_verdict},
+    {"breakdown", "Where each rank's time goes", sec_breakdown},
+    {"waits", "Waiting: rank &#215; time", sec_heat},
+    {"p2p", "Point-to-point bytes: rank &#215; rank", sec_p2p},
+    {"bandwidth", "Bandwidth against message size", sec_bw},
+    {"overlap", "Overlap of communication with compute", sec_overlap},
+    {"steps", "Steps", sec_steps},
+    {"groups", "Parallelism groups", sec_groups},
+    {"efficiency", "Efficiency (POP)", sec_efficiency},
+    {"whatif", "What if", sec_whatif},
+    {"ops", "Operations", sec_ops},
+    {"stragglers", "Stragglers", sec_stragglers},
+    {"ranks", "Per-rank numbers", sec_ranks},
+    {"facts", "Run facts", sec_facts},
+    {"problems", "Problems", sec_problems},
+};
+
+static const char css[] =
+    "body{font:14px/1.45 system-ui,sans-serif;color:#222;max-width:1000px;margin:0 auto;"
+    "padding:0 16px 40px}h1{font-size:22px;margin:18px 0 2px}h2{font-size:17px;"
+    "border-bottom:1px solid #ddd;padding-bottom:3px;margin-top:28px}.sub{color:#666;margin:0}"
+    "nav{font-size:12px;margin:10px 0}nav a{margin-right:10px}ul.verdict li{margin:6px 0;"
+    "font-size:15px}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;"
+    "padding:2px 6px;text-align:right}th{background:#f4f4f4}table.facts th,table.facts td{"
+    "text-align:left}.na{color:#8a5a00;background:#fff7e6;padding:6px 8px;border-left:3px solid "
+    "#e0a030}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
+    "svg text.small{font-size:9px}svg text.axis{fill:#666}.legend span{margin-right:12px;"
+    "font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}";
+
+/* Reorders the breakdown's bars; nothing else runs. */
+static const char script[] =
+    "(function(){var s=document.getElementById('sortby'),g=document.getElementById('bars');"
+    "if(!s||!g)return;var rh=+g.getAttribute('data-rh');"
+    "var bars=Array.prototype.slice.call(g.querySelectorAll('g.bar'));"
+    "s.addEventListener('change',function(){var k=s.value;bars.sort(function(a,b){"
+    "if(k==='rank')return a.getAttribute('data-rank')-b.getAttribute('data-rank');"
+    "return b.getAttribute('data-'+k)-a.getAttribute('data-'+k);});"
+    "bars.forEach(function(e,i){e.setAttribute('transform','translate(0,'+i*rh+')');});});"
+    "document.body.setAttribute('data-ready','1');})();";
+
+int cs__report_html(const struct cs_report *rep, FILE *f)
+{
+    const char *prog = strrchr(rep->program, '/');
+    prog = prog ? prog + 1 : rep->program[0] ? rep->program : "run";
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>commscope: ",
+          f);
+    esc(f, prog);
+    fprintf(f, "</title>\n<style>%s</style></head>\n<body>\n<h1>commscope report: ", css);
+    esc(f, prog);
+    fprintf(f, "</h1>\n<p class=\"sub\">%d rank%s on %d host%s &middot; run ", rep->ranks_found,
+            rep->ranks_found == 1 ? "" : "s", rep->hosts, rep->hosts == 1 ? "" : "s");
+    fprintf(f, "%016" PRIx64 " &middot; ", rep->run_id);
+    esc(f, rep->dir);
+    fputs("</p>\n<nav>", f);
+    for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
+        fprintf(f, "<a href=\"#%s\">%s</a>", sections[i].id, sections[i].title);
+    fputs("</nav>\n", f);
+    for (size_t i = 0; i < sizeof sections / sizeof *sections; i++) {
+        fprintf(f, "<section id=\"%s\"><h2>%s</h2>\n", sections[i].id, sections[i].title);
+        sections[i].fn(rep, f);
+        fputs("</section>\n", f);
+    }
+    fprintf(f, "<script>%s</script>\n</body></html>\n", script);
+    return ferror(f) ? CS_EIO : 0;
+}

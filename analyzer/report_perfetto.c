@@ -1,0 +1,379 @@
+/*
+ * `--perfetto FILE`: the run as a Chrome trace-event JSON file for ui.perfetto.dev (or
+ * chrome://tracing).  A sink on the merged event stream: each event is written as it goes by, so
+ * memory stays bounded by the open collective instances and pending requests, like the analysis.
+ *
+ *   process per rank ("rank R (host)"), one track per recording thread ("thread T");
+ *   every call a complete slice ("X") with op, communicator, sequence, bytes, peer in args;
+ *   non-blocking operations as async slices ("b"/"e", process-scoped id) from the initiation to
+ *   the completion record, on a track per op and communicator;
+ *   flow arrows ("s"/"t"/"f") joining the instances of one collective across ranks in arrival
+ *   order (the arrow ends at the last rank to arrive);
+ *   a "bandwidth GB/s" counter per rank (bytes / duration of each blocking transfer call);
+ *   MPI_Pcontrol markers as instant events.
+ * Timestamps are rank 0's aligned clock (µs with ns precision, as the format wants).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct pending_async {
+    uint16_t op;
+    uint64_t comm;
+};
+
+struct cs__perfetto {
+    FILE *f;
+    int first;
+    int64_t w0, w1;         /* aligned window, inclusive */
+    unsigned char *sel;     /* [world] rank selected */
+    struct cs__map threads; /* (rank, thread) -> 1 once named */
+    struct cs__map flows;   /* (comm, seq) -> flow id << 24 | members seen */
+    struct cs__map async;   /* (rank, request) -> struct pending_async * */
+    uint64_t next_flow;
+    uint64_t written;
+};
+
+/* Microseconds with three decimals, exact from integer ns. */
+static const char *us(char *buf, size_t n, int64_t ns)
+{
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    snprintf(buf, n, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", a / 1000, (unsigned)(a % 1000));
+    return buf;
+}
+
+static void str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* Start one event object: the separator and the fields every event has. */
+static void ev_open(struct cs__perfetto *p, char ph, int pid, int tid, int64_t ts)
+{
+    char t[40];
+    fputs(p->first ? "\n" : ",\n", p->f);
+    p->first = 0;
+    fprintf(p->f, "{\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"ts\":%s", ph, pid, tid,
+            us(t, sizeof t, ts));
+    p->written++;
+}
+
+/* Parse "0-3,8,10-11" into sel[world].  Returns 0, or -1 with a sentence in err. */
+int cs__perfetto_parse_ranks(const char *spec, unsigned char *sel, int world, char *err,
+                             size_t errlen)
+{
+    const char *s = spec;
+    if (!*s) {
+        snprintf(err, errlen, "--perfetto-ranks: empty rank list");
+        return -1;
+    }
+    while (*s) {
+        char *e;
+        errno = 0;
+        long a = strtol(s, &e, 10), b;
+        if (e == s || a < 0 || errno) {
+            snprintf(err, errlen, "--perfetto-ranks '%s': expected a rank at '%s'", spec, s);
+            return -1;
+        }
+        b = a;
+        if (*e == '-') {
+            s = e + 1;
+            b = strtol(s, &e, 10);
+            if (e == s || b < a || errno) {
+                snprintf(err, errlen, "--perfetto-ranks '%s': bad range end at '%s'", spec, s);
+                return -1;
+            }
+        }
+        if (*e && *e != ',') {
+            snprintf(err, errlen, "--perfetto-ranks '%s': unexpected '%c'", spec, *e);
+            return -1;
+        }
+        for (long r = a; r <= b && r < world; r++)
+            sel[r] = 1;
+        s = *e ? e + 1 : e;
+    }
+    return 0;
+}
+
+int cs__perfetto_begin(struct cs__run *run)
+{
+    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    struct cs__perfetto *p = calloc(1, sizeof *p);
+    size_t w = run->world > 0 ? (size_t)run->world : 0;
+    if (!p || !(p->sel = calloc(w + 1, 1))) {
+        free(p);
+        cs__problem(run, "out of memory for the Perfetto export; %s not written",
+                    run->perfetto_opts->path);
+        return CS_ENOMEM;
+    }
+    p->f = o->out;
+    p->first = 1;
+    if (o->ranks) {
+        char err[256];
+        /* Checked by the command line already; a bad spec selects what parsed before it. */
+        cs__perfetto_parse_ranks(o->ranks, p->sel, run->world, err, sizeof err);
+    } else {
+        memset(p->sel, 1, w);
+    }
+    int64_t t0 = INT64_MAX;
+    uint64_t events = 0;
+    for (int r = 0; r < run->world; r++) {
+        const struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present)
+            continue;
+        if (rk->t_first < t0)
+            t0 = rk->t_first;
+        if (p->sel[r])
+            events += cs_reader_stats(rk->rd)->events;
+    }
+    if (t0 == INT64_MAX)
+        t0 = 0;
+    p->w0 = INT64_MIN;
+    p->w1 = INT64_MAX;
+    if (o->window) {
+        p->w0 = t0 + (int64_t)(o->from_s * 1e9);
+        p->w1 = o->to_s >= 0 ? t0 + (int64_t)(o->to_s * 1e9) : INT64_MAX;
+    }
+    /* About 260 bytes per call (slice with args, counter samples, flow points) measured on the
+     * example runs; a window cuts the estimate in proportion when the run's length is known. */
+    double est = (double)events * 260.0;
+    if (o->window && o->span_hint_s > 0 && o->to_s >= 0) {
+        double frac = (o->to_s - o->from_s) / o->span_hint_s;
+        if (frac < 1)
+            est *= frac > 0 ? frac : 0;
+    }
+    p->next_flow = 1;
+    run->perfetto = p;
+    /* COMMSCOPE_TEST_PERFETTO_WARN_MB (tests only) lowers the threshold so the warning can be
+     * checked without writing 256 MB. */
+    double limit_mb = 256;
+    const char *t = getenv("COMMSCOPE_TEST_PERFETTO_WARN_MB");
+    if (t && atof(t) > 0)
+        limit_mb = atof(t);
+    if (est > limit_mb * 1024 * 1024)
+        fprintf(stderr,
+                "commscope analyze: warning: the Perfetto trace %s will be about %.1f MB (%" PRIu64
+                " events); --perfetto-window and --perfetto-ranks make it smaller\n",
+                o->path, est / (1024.0 * 1024.0), events);
+
+    fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"commscope\",\"run_dir\":",
+          p->f);
+    str(p->f, run->dir);
+    fputs(",\"clock\":\"rank 0 CLOCK_MONOTONIC, aligned\"},\n\"traceEvents\":[", p->f);
+    for (int r = 0; r < run->world; r++) {
+        const struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present || !p->sel[r])
+            continue;
+        char name[CS_HOST_MAX + 32];
+        snprintf(name, sizeof name, "rank %d (%s)", r, rk->h->host);
+        ev_open(p, 'M', r, 0, 0);
+        fputs(",\"name\":\"process_name\",\"args\":{\"name\":", p->f);
+        str(p->f, name);
+        fputs("}}", p->f);
+        ev_open(p, 'M', r, 0, 0);
+        fprintf(p->f, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}", r);
+    }
+    return 0;
+}
+
+static const char *kind_cat(enum cs_op_kind k)
+{
+    switch (k) {
+    case CS_KIND_COLL:
+    case CS_KIND_ICOLL:
+        return "collective";
+    case CS_KIND_P2P:
+    case CS_KIND_IP2P:
+        return "p2p";
+    case CS_KIND_WAIT:
+        return "completion";
+    case CS_KIND_LIFE:
+        return "lifecycle";
+    case CS_KIND_COMM:
+        return "communicator";
+    default:
+        return "other";
+    }
+}
+
+static void async_name(FILE *f, uint16_t op, uint64_t comm)
+{
+    char c[40], name[96];
+    snprintf(name, sizeof name, "%s %s", cs_op_name(op), cs__comm_label(comm, c, sizeof c));
+    str(f, name);
+}
+
+/* Members of comm that are exported (selected ranks present in the run). */
+static int32_t selected_members(struct cs__run *run, uint64_t comm)
+{
+    const struct cs__comm *c = cs__comm_get(run, comm);
+    if (!c)
+        return 0;
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->size; i++) {
+        int m = c->members[i];
+        n += m >= 0 && m < run->world && run->ranks[m].present && run->perfetto->sel[m];
+    }
+    return n;
+}
+
+static void flow_point(struct cs__run *run, int rank, int tid, const struct cs_event *ev,
+                       int64_t tb, int64_t te)
+{
+    struct cs__perfetto *p = run->perfetto;
+    int fresh;
+    uint64_t *v = cs__map_put(&p->flows, ev->comm, ev->seq, &fresh);
+    if (!v)
+        return;
+    int32_t n = selected_members(run, ev->comm);
+    if (fresh) {
+        if (n < 2) {
+            cs__map_del(&p->flows, ev->comm, ev->seq);
+            return;
+        }
+        *v = p->next_flow++ << 24;
+    }
+    uint64_t id = *v >> 24, seen = (*v & 0xffffff) + 1;
+    char ph = seen == 1 ? 's' : (int64_t)seen >= n ? 'f' : 't';
+    /* 1 ns into the call's slice, so the arrow binds to it (and not to a slice ending there),
+     * and the points of one flow keep the arrival order the merge delivers them in. */
+    ev_open(p, ph, rank, tid, te > tb ? tb + 1 : tb);
+    fprintf(p->f, ",\"name\":\"instance\",\"cat\":\"collective\",\"id\":%" PRIu64 "%s}", id,
+            ph == 'f' ? ",\"bp\":\"e\"" : "");
+    if (ph == 'f')
+        cs__map_del(&p->flows, ev->comm, ev->seq);
+    else
+        *v = id << 24 | seen;
+}
+
+void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                        int64_t tb, int64_t te)
+{
+    struct cs__perfetto *p = run->perfetto;
+    if (!p->sel[rank])
+        return;
+    int tid = (int)cs_reader_thread(run->ranks[rank].rd) + 1;
+    FILE *f = p->f;
+    char t[40], c[40];
+    if (k == CS_KIND_DONE) {
+        /* Close the async slice of the request, if its start was written. */
+        uint64_t *v = cs__map_get(&p->async, (uint64_t)rank, ev->request);
+        if (!v)
+            return;
+        struct pending_async *a = (void *)(uintptr_t)*v;
+        ev_open(p, 'e', rank, tid, te);
+        fprintf(
+            f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":", ev->request);
+        async_name(f, a->op, a->comm);
+        fprintf(f, ",\"args\":{\"cancelled\":%s}}", ev->flags & CS_EV_CANCELLED ? "true" : "false");
+        cs__map_del(&p->async, (uint64_t)rank, ev->request);
+        free(a);
+        return;
+    }
+    if (te < p->w0 || tb > p->w1)
+        return;
+    int fresh;
+    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, (uint64_t)tid, &fresh);
+    if (named && fresh) {
+        *named = 1;
+        ev_open(p, 'M', rank, tid, 0);
+        fprintf(f, ",\"name\":\"thread_name\",\"args\":{\"name\":\"thread %d\"}}", tid - 1);
+    }
+    if (k == CS_KIND_MARK) {
+        ev_open(p, 'i', rank, tid, tb);
+        fprintf(f,
+                ",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"marker\",\"args\":{\"level\":%" PRId32 "}}",
+                cs_op_name(ev->op), ev->aux);
+        return;
+    }
+    ev_open(p, 'X', rank, tid, tb);
+    fprintf(f, ",\"dur\":%s,\"name\":\"%s\",\"cat\":\"%s\",\"args\":{", us(t, sizeof t, te - tb),
+            cs_op_name(ev->op), kind_cat(k));
+    if (ev->comm)
+        fprintf(f, "\"comm\":\"%s\",", cs__comm_label(ev->comm, c, sizeof c));
+    if (k == CS_KIND_COLL || k == CS_KIND_ICOLL)
+        fprintf(f, "\"seq\":%" PRIu32 ",", ev->seq);
+    if (ev->peer >= 0)
+        fprintf(f, "\"%s\":%" PRId32 ",", k == CS_KIND_P2P || k == CS_KIND_IP2P ? "peer" : "root",
+                ev->peer);
+    if (ev->flags & CS_EV_NONBLOCKING)
+        fprintf(f, "\"request\":%" PRIu64 ",", ev->request);
+    fprintf(f, "\"bytes\":%" PRIu64 ",\"bytes_recv\":%" PRIu64 "}}", ev->bytes, ev->bytes_recv);
+
+    if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) && ev->comm)
+        flow_point(run, rank, tid, ev, tb, te);
+    if (k == CS_KIND_ICOLL || k == CS_KIND_IP2P) {
+        struct pending_async *a = malloc(sizeof *a);
+        uint64_t *v = a ? cs__map_put(&p->async, (uint64_t)rank, ev->request, &fresh) : NULL;
+        if (!v) {
+            free(a);
+        } else {
+            if (!fresh) { /* a request id reused before its completion was seen: close it */
+                struct pending_async *old = (void *)(uintptr_t)*v;
+                ev_open(p, 'e', rank, tid, tb);
+                fprintf(f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":",
+                        ev->request);
+                async_name(f, old->op, old->comm);
+                fputs(",\"args\":{\"completion\":\"not recorded\"}}", f);
+                free(old);
+            }
+            *a = (struct pending_async){.op = ev->op, .comm = ev->comm};
+            *v = (uint64_t)(uintptr_t)a;
+            ev_open(p, 'b', rank, tid, tb);
+            fprintf(f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":",
+                    ev->request);
+            async_name(f, ev->op, ev->comm);
+            fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}}", ev->bytes);
+        }
+    }
+    uint64_t b = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+    if ((k == CS_KIND_COLL || k == CS_KIND_P2P) && b && te > tb) {
+        ev_open(p, 'C', rank, 0, tb);
+        fprintf(f, ",\"name\":\"bandwidth GB/s\",\"args\":{\"GB/s\":%.6g}}",
+                (double)b / (double)(te - tb));
+        ev_open(p, 'C', rank, 0, te);
+        fputs(",\"name\":\"bandwidth GB/s\",\"args\":{\"GB/s\":0}}", f);
+    }
+}
+
+int cs__perfetto_finish(struct cs__run *run)
+{
+    struct cs__perfetto *p = run->perfetto;
+    if (!p)
+        return 0;
+    /* Requests whose completion was never recorded (the rank died, or a request was freed
+     * without a wait) end at their rank's last event, marked as such. */
+    for (size_t i = 0; i < p->async.cap; i++) {
+        struct cs__map_slot *s = &p->async.slot[i];
+        if (!s->used)
+            continue;
+        struct pending_async *a = (void *)(uintptr_t)s->v;
+        int r = (int)s->a;
+        ev_open(p, 'e', r, 1, run->ranks[r].t_last_end);
+        fprintf(p->f, ",\"cat\":\"request\",\"id2\":{\"local\":\"0x%" PRIx64 "\"},\"name\":", s->b);
+        async_name(p->f, a->op, a->comm);
+        fputs(",\"args\":{\"completion\":\"not recorded\"}}", p->f);
+        free(a);
+    }
+    fputs("\n]}\n", p->f);
+    int rc = ferror(p->f) ? CS_EIO : 0;
+    cs__map_free(&p->threads);
+    cs__map_free(&p->flows);
+    cs__map_free(&p->async);
+    free(p->sel);
+    free(p);
+    run->perfetto = NULL;
+    return rc;
+}

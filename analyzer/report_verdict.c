@@ -1,0 +1,76 @@
+/*
+ * The verdict in words: each finding of the model (views.h) as one plain sentence with its
+ * numbers.  Shared by the text and HTML renderers; formatting only, the numbers and the choice
+ * of findings come from views.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, size_t n)
+{
+    double pct = f->total ? 100.0 * (double)f->count / (double)f->total : 0;
+    switch (f->kind) {
+    case CS_FIND_STRAGGLER:
+        snprintf(buf, n,
+                 "Rank %d on %s arrives last at %" PRIu64 " of its %" PRIu64
+                 " collective instances (%.0f %%); the other ranks wait %.6f s for it in total, "
+                 "%.1f %% of their wall time.",
+                 f->rank, f->host, f->count, f->total, pct, f->v[0], f->v[1]);
+        break;
+    case CS_FIND_NO_STRAGGLER:
+        if (f->rank < 0)
+            snprintf(buf, n,
+                     "No rank arrives last at any collective by more than the clock "
+                     "uncertainty.");
+        else
+            snprintf(buf, n,
+                     "No single rank holds the others up: the most frequent last arrival, rank %d "
+                     "on %s, is last at %" PRIu64 " of its %" PRIu64
+                     " collective instances (%.0f %%), costing the others %.1f %% of their wall "
+                     "time.",
+                     f->rank, f->host, f->count, f->total, pct, f->v[1]);
+        break;
+    case CS_FIND_COMM_SHARE:
+        snprintf(buf, n,
+                 "Communication takes %.1f %% of the ranks' wall time (most: rank %d on %s, "
+                 "%.1f %%); %.1f %% of the communication time is waiting for other ranks to "
+                 "arrive.",
+                 f->v[0], f->rank, f->host, f->v[1], f->v[2]);
+        break;
+    case CS_FIND_IMBALANCE:
+        snprintf(buf, n,
+                 "Compute is imbalanced: load balance %.4f; rank %d on %s computes %.6f s "
+                 "against a mean of %.6f s per rank.",
+                 f->v[0], f->rank, f->host, f->v[2], f->v[1]);
+        break;
+    case CS_FIND_BALANCED:
+        snprintf(buf, n, "Compute is balanced across ranks: load balance %.4f.", f->v[0]);
+        break;
+    case CS_FIND_INCOMPLETE:
+        snprintf(buf, n,
+                 "The trace is incomplete: %" PRIu64 " of %" PRIu64
+                 " ranks missing, %.0f partial, %.0f events dropped, %.0f collective instances "
+                 "incomplete; the numbers cover what was recorded.",
+                 f->count, f->total, f->v[0], f->v[1], f->v[2]);
+        break;
+    case CS_FIND_NO_COMM:
+        snprintf(buf, n, "No communication call was recorded.");
+        break;
+    }
+    return buf;
+}
+
+void cs__report_text_verdict(const struct cs_report *rep, FILE *out)
+{
+    char buf[512];
+    fprintf(out, "\n@--- Verdict %s\n", "---------------------------------------------------");
+    if (!rep->views || !rep->views->nfindings) {
+        fprintf(out, "not available: %s\n",
+                rep->nranks ? "the report's views could not be computed" : "no rank analysed");
+        return;
+    }
+    for (size_t i = 0; i < rep->views->nfindings; i++)
+        fprintf(out, "- %s\n", cs__finding_sentence(&rep->views->findings[i], buf, sizeof buf));
+}

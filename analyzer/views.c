@@ -1,0 +1,555 @@
+/*
+ * The report views (views.h): per-rank time segments, the wait heat map over time, the
+ * point-to-point byte matrix, bandwidth against message size and the verdict.  Accumulated from
+ * the merged stream with bounded memory (a fixed number of time bins, rank blocks for big runs),
+ * then turned into the report model by cs__views_build.  Numbers only; renderers format them.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct bw_acc {
+    uint16_t op;
+    uint64_t comm;
+    double bytes[CS_VIEW_BW_BUCKETS], ns[CS_VIEW_BW_BUCKETS];
+    uint64_t n[CS_VIEW_BW_BUCKETS];
+};
+
+struct cs__views {
+    int world;
+    int64_t t0;             /* run start: earliest aligned t_init */
+    int64_t bin_ns;         /* width of one heat-map bin; doubles when the run outgrows the bins */
+    uint64_t (*kind_ns)[3]; /* [world]: collective, point-to-point, completion call time */
+    uint64_t *eligible;     /* [world] */
+    double *wait_nb;        /* [world] ns of wait_ns at non-blocking collectives */
+    uint16_t last_op;       /* cs__views_wait's op cache (0 none) */
+    int last_eligible, last_nb;
+    double *heat; /* [world * CS_VIEW_HEAT_BINS] ns of waiting */
+    int p2p_block;
+    size_t p2p_n;
+    uint64_t *p2p;            /* [p2p_n * p2p_n] */
+    struct cs__map bw_by_key; /* (op, comm) -> index + 1 */
+    /* Direct-mapped cache in front of bw_by_key: every transfer looks its curve up. */
+    struct {
+        uint64_t comm;
+        uint32_t op, idx; /* op 0: empty */
+    } bwc[64];
+    struct bw_acc *bw;
+    size_t nbw, capbw;
+};
+
+int cs__views_init(struct cs__run *run)
+{
+    struct cs__views *v = calloc(1, sizeof *v);
+    if (!v)
+        return CS_ENOMEM;
+    size_t w = run->world > 0 ? (size_t)run->world : 0;
+    v->world = run->world;
+    v->p2p_block = (int)((w + CS_VIEW_MAX_ROWS - 1) / CS_VIEW_MAX_ROWS);
+    if (v->p2p_block < 1)
+        v->p2p_block = 1;
+    v->p2p_n = (w + (size_t)v->p2p_block - 1) / (size_t)v->p2p_block;
+    v->kind_ns = calloc(w + 1, sizeof *v->kind_ns);
+    v->eligible = calloc(w + 1, sizeof *v->eligible);
+    v->wait_nb = calloc(w + 1, sizeof *v->wait_nb);
+    v->heat = calloc(w * CS_VIEW_HEAT_BINS + 1, sizeof *v->heat);
+    v->p2p = calloc(v->p2p_n * v->p2p_n + 1, sizeof *v->p2p);
+    if (!v->kind_ns || !v->eligible || !v->wait_nb || !v->heat || !v->p2p) {
+        run->views = v;
+        cs__views_free(run);
+        return CS_ENOMEM;
+    }
+    /* Bins sized for the expected span (ranks that reached MPI_Finalize say where it ends), so
+     * a clean run is rarely re-binned; a longer run doubles the bin width as it goes. */
+    int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+    for (int r = 0; r < run->world; r++) {
+        const struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present)
+            continue;
+        if (rk->t_first < t0)
+            t0 = rk->t_first;
+        if (rk->h->t_finalize) {
+            int64_t f = cs__clock_map(&rk->clk, rk->h->t_finalize);
+            if (f > t1)
+                t1 = f;
+        }
+    }
+    v->t0 = t0 == INT64_MAX ? 0 : t0;
+    v->bin_ns = 1000000;
+    if (t1 > v->t0)
+        v->bin_ns = (t1 - v->t0) / CS_VIEW_HEAT_BINS + 1;
+    run->views = v;
+    return 0;
+}
+
+void cs__views_free(struct cs__run *run)
+{
+    struct cs__views *v = run->views;
+    if (!v)
+        return;
+    free(v->kind_ns);
+    free(v->eligible);
+    free(v->wait_nb);
+    free(v->heat);
+    free(v->p2p);
+    cs__map_free(&v->bw_by_key);
+    free(v->bw);
+    free(v);
+    run->views = NULL;
+}
+
+/* The heat-map bin of aligned time t, widening the bins (pairs merged) until t fits. */
+static size_t heat_bin(struct cs__views *v, int64_t t)
+{
+    if (t <= v->t0)
+        return 0;
+    while ((t - v->t0) / v->bin_ns >= CS_VIEW_HEAT_BINS) {
+        for (int r = 0; r < v->world; r++) {
+            double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
+            for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
+                h[i] = h[2 * i] + h[2 * i + 1];
+            for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
+                h[i] = 0;
+        }
+        v->bin_ns *= 2;
+    }
+    return (size_t)((t - v->t0) / v->bin_ns);
+}
+
+/* floor(log2(bytes)) (0 for fewer than 2 bytes), at most the last bucket. */
+static int size_bucket(double bytes)
+{
+    uint64_t b = bytes >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)bytes;
+    int k = b < 2 ? 0 : 63 - __builtin_clzll(b);
+    return k < CS_VIEW_BW_BUCKETS ? k : CS_VIEW_BW_BUCKETS - 1;
+}
+
+void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns)
+{
+    struct cs__views *v = run->views;
+    if (!v || bytes <= 0)
+        return;
+    size_t ci = (size_t)((comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >> 58);
+    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) {
+        struct bw_acc *a = &v->bw[v->bwc[ci].idx];
+        int k = size_bucket(bytes);
+        a->bytes[k] += bytes;
+        a->ns[k] += ns;
+        a->n[k]++;
+        return;
+    }
+    int fresh;
+    uint64_t *iv = cs__map_put(&v->bw_by_key, op, comm, &fresh);
+    if (!iv)
+        return;
+    if (fresh) {
+        if (v->nbw == v->capbw) {
+            size_t cap = v->capbw ? 2 * v->capbw : 16;
+            void *p = realloc(v->bw, cap * sizeof *v->bw);
+            if (!p) {
+                cs__map_del(&v->bw_by_key, op, comm);
+                return;
+            }
+            v->bw = p;
+            v->capbw = cap;
+        }
+        memset(&v->bw[v->nbw], 0, sizeof *v->bw);
+        v->bw[v->nbw].op = op;
+        v->bw[v->nbw].comm = comm;
+        *iv = ++v->nbw;
+    }
+    struct bw_acc *a = &v->bw[*iv - 1];
+    if (*iv - 1 < UINT32_MAX) {
+        v->bwc[ci].op = op;
+        v->bwc[ci].comm = comm;
+        v->bwc[ci].idx = (uint32_t)(*iv - 1);
+    }
+    int k = size_bucket(bytes);
+    a->bytes[k] += bytes;
+    a->ns[k] += ns;
+    a->n[k]++;
+}
+
+void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k)
+{
+    struct cs__views *v = run->views;
+    uint64_t dur = ev->t_end - ev->t_begin;
+    switch (k) {
+    case CS_KIND_COLL:
+    case CS_KIND_ICOLL:
+        v->kind_ns[rank][0] += dur;
+        break;
+    case CS_KIND_P2P:
+    case CS_KIND_IP2P:
+        v->kind_ns[rank][1] += dur;
+        if (k == CS_KIND_P2P)
+            cs__views_transfer(run, ev->op, ev->comm,
+                               (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv),
+                               (double)dur);
+        /* The sender's view: what this rank sent to its peer (receives send nothing). */
+        if (ev->op != CS_OP_RECV && ev->op != CS_OP_IRECV && ev->bytes && ev->peer >= 0 &&
+            ev->peer < v->world && !(ev->flags & CS_EV_PROC_NULL)) {
+            size_t a = (size_t)rank / (size_t)v->p2p_block,
+                   b = (size_t)ev->peer / (size_t)v->p2p_block;
+            v->p2p[a * v->p2p_n + b] += ev->bytes;
+        }
+        break;
+    case CS_KIND_WAIT:
+        v->kind_ns[rank][2] += dur;
+        break;
+    default:
+        break;
+    }
+}
+
+void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, int64_t wait_ns)
+{
+    struct cs__views *v = run->views;
+    int r = in->members[i];
+    /* The members of one instance come in a row: look the op up once. */
+    if (in->op != v->last_op) {
+        const struct cs_op_info *oi = cs_op_info(in->op);
+        v->last_op = in->op;
+        v->last_eligible = oi->pattern == CS_PAT_NXN || oi->pattern == CS_PAT_NTO1;
+        v->last_nb = oi->kind == CS_KIND_ICOLL;
+    }
+    if (v->last_eligible && in->n > 1)
+        v->eligible[r]++;
+    if (wait_ns > 0 && v->last_nb)
+        v->wait_nb[r] += (double)wait_ns;
+    if (wait_ns > 0)
+        v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
+}
+
+/* ---- the model ---- */
+
+/*
+ * Rows of a chart for the report's ranks: one per rank up to per_rank ranks, else one per host
+ * when there are at most CS_VIEW_MAX_ROWS hosts, else blocks of consecutive ranks.  Fills row[i]
+ * for report rank i and labels; returns the number of rows (0 out of memory) and *by.
+ */
+static size_t group_rows(const struct cs_report *rep, size_t per_rank, size_t *row,
+                         char (**labels)[96], int **counts, const char **by)
+{
+    size_t n = rep->nranks, nrows = 0;
+    *labels = calloc(n + 1, sizeof **labels);
+    *counts = calloc(n + 1, sizeof **counts);
+    if (!*labels || !*counts)
+        return 0;
+    if (n <= per_rank) {
+        *by = "rank";
+        for (size_t i = 0; i < n; i++) {
+            row[i] = i;
+            snprintf((*labels)[i], 96, "rank %d (%s)", rep->ranks[i].rank, rep->ranks[i].host);
+            (*counts)[i] = 1;
+        }
+        return n;
+    }
+    size_t hosts = 0;
+    for (size_t i = 0; i < n && hosts <= CS_VIEW_MAX_ROWS; i++) {
+        size_t j = 0;
+        while (j < i && strcmp(rep->ranks[j].host, rep->ranks[i].host) != 0)
+            j++;
+        if (j == i) {
+            row[i] = hosts++;
+            if (hosts <= CS_VIEW_MAX_ROWS)
+                snprintf((*labels)[row[i]], 96, "%s", rep->ranks[i].host);
+        } else {
+            row[i] = row[j];
+        }
+    }
+    if (hosts <= CS_VIEW_MAX_ROWS) {
+        *by = "node";
+        nrows = hosts;
+        for (size_t i = 0; i < n; i++)
+            (*counts)[row[i]]++;
+        for (size_t r = 0; r < nrows; r++) {
+            char tmp[96];
+            snprintf(tmp, sizeof tmp, "%.60s (%d ranks)", (*labels)[r], (*counts)[r]);
+            memcpy((*labels)[r], tmp, sizeof tmp);
+        }
+        return nrows;
+    }
+    *by = "rank block";
+    size_t per = (n + CS_VIEW_MAX_ROWS - 1) / CS_VIEW_MAX_ROWS;
+    for (size_t i = 0; i < n; i++) {
+        row[i] = i / per;
+        (*counts)[row[i]]++;
+    }
+    nrows = (n + per - 1) / per;
+    for (size_t r = 0; r < nrows; r++) {
+        size_t last = (r + 1) * per < n ? (r + 1) * per - 1 : n - 1;
+        snprintf((*labels)[r], 96, "ranks %d-%d", rep->ranks[r * per].rank, rep->ranks[last].rank);
+    }
+    return nrows;
+}
+
+static void read_command(const char *dir, char *out, size_t n)
+{
+    char path[4200], line[2048];
+    snprintf(path, sizeof path, "%s/commscope-run.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "command: ", 9) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            /* A longer command is cut at the buffer: the run file keeps all of it. */
+            size_t len = strlen(line + 9);
+            if (len >= n)
+                len = n - 1;
+            memcpy(out, line + 9, len);
+            out[len] = '\0';
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static void add_finding(struct cs_report_views *o, struct cs_report_finding f)
+{
+    o->findings[o->nfindings++] = f;
+}
+
+static void build_findings(const struct cs_report *rep, struct cs_report_views *o)
+{
+    if (!rep->nranks)
+        return;
+    size_t s_idx = SIZE_MAX;
+    if (rep->nstragglers)
+        for (size_t i = 0; i < rep->nranks; i++)
+            if (rep->ranks[i].rank == rep->stragglers[0].rank)
+                s_idx = i;
+    double others_wall = 0, comm = 0, wall = 0, waiting = 0, best_share = -1, max_compute = -1,
+           mean_compute = 0;
+    size_t best = 0, maxc = 0;
+    for (size_t i = 0; i < rep->nranks; i++) {
+        const struct cs_report_rank *r = &rep->ranks[i];
+        if (i != s_idx)
+            others_wall += r->wall_s;
+        comm += r->comm_s;
+        wall += r->wall_s;
+        waiting += o->seg_s[i][CS_SEG_WAIT];
+        double share = r->wall_s > 0 ? r->comm_s / r->wall_s : 0;
+        if (share > best_share) {
+            best_share = share;
+            best = i;
+        }
+        if (r->compute_s > max_compute) {
+            max_compute = r->compute_s;
+            maxc = i;
+        }
+        mean_compute += r->compute_s / (double)rep->nranks;
+    }
+    if (s_idx != SIZE_MAX) {
+        const struct cs_report_straggler *s = &rep->stragglers[0];
+        uint64_t elig = o->eligible[s_idx];
+        double pct = others_wall > 0 ? 100.0 * s->others_waited_s / others_wall : 0;
+        /* A rank that is last at a quarter of its collectives and costs the others at least 1 %
+         * of their time is worth naming; otherwise lateness is spread around. */
+        struct cs_report_finding f = {.rank = s->rank,
+                                      .count = s->late_arrivals,
+                                      .total = elig,
+                                      .v = {s->others_waited_s, pct}};
+        snprintf(f.host, sizeof f.host, "%s", s->host);
+        f.kind = (elig && 4 * s->late_arrivals >= elig && pct >= 1.0) ? CS_FIND_STRAGGLER
+                                                                      : CS_FIND_NO_STRAGGLER;
+        add_finding(o, f);
+    } else if (rep->matched) {
+        add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_STRAGGLER, .rank = -1});
+    }
+    if (comm > 0) {
+        const struct cs_report_rank *b = &rep->ranks[best];
+        struct cs_report_finding f = {
+            .kind = CS_FIND_COMM_SHARE,
+            .rank = b->rank,
+            .v = {wall > 0 ? 100.0 * comm / wall : 0, 100.0 * best_share, 100.0 * waiting / comm}};
+        snprintf(f.host, sizeof f.host, "%s", b->host);
+        add_finding(o, f);
+    } else {
+        add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_COMM, .rank = -1});
+    }
+    if (isfinite(rep->load_balance)) {
+        const struct cs_report_rank *m = &rep->ranks[maxc];
+        struct cs_report_finding f = {.kind = rep->load_balance < 0.95 ? CS_FIND_IMBALANCE
+                                                                       : CS_FIND_BALANCED,
+                                      .rank = m->rank,
+                                      .v = {rep->load_balance, mean_compute, m->compute_s}};
+        snprintf(f.host, sizeof f.host, "%s", m->host);
+        add_finding(o, f);
+    }
+    if (rep->nmissing || rep->npartial || rep->dropped_events || rep->incomplete)
+        add_finding(
+            o, (struct cs_report_finding){.kind = CS_FIND_INCOMPLETE,
+                                          .rank = -1,
+                                          .count = rep->nmissing,
+                                          .total = (uint64_t)rep->ranks_expected,
+                                          .v = {(double)rep->npartial, (double)rep->dropped_events,
+                                                (double)rep->incomplete}});
+}
+
+static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o)
+{
+    const struct cs__views *v = run->views;
+    /* In the order of the report's op table, so the chart's legend and the table agree. */
+    for (size_t i = 0; i < rep->nops && o->nbw < v->nbw; i++) {
+        uint16_t op = (uint16_t)cs_op_by_name(rep->ops[i].op);
+        for (size_t j = 0; j < v->nbw; j++) {
+            const struct bw_acc *a = &v->bw[j];
+            char label[40];
+            if (a->op != op ||
+                strcmp(cs__comm_label(a->comm, label, sizeof label), rep->ops[i].comm) != 0)
+                continue;
+            struct cs_report_bw_curve *c = &o->bw[o->nbw++];
+            snprintf(c->op, sizeof c->op, "%s", rep->ops[i].op);
+            snprintf(c->comm, sizeof c->comm, "%s", rep->ops[i].comm);
+            c->comm_size = rep->ops[i].comm_size;
+            double f = cs_op_busbw_factor(op, c->comm_size);
+            for (int k = 0; k < CS_VIEW_BW_BUCKETS; k++) {
+                if (!a->n[k] || a->ns[k] <= 0)
+                    continue;
+                struct cs_report_bw_point *p = &c->pt[c->npoints++];
+                p->log2_size = k;
+                p->samples = a->n[k];
+                p->mean_bytes = a->bytes[k] / (double)a->n[k];
+                p->algbw_gbps = a->bytes[k] / a->ns[k];
+                p->busbw_gbps = p->algbw_gbps * f;
+            }
+            if (!c->npoints)
+                o->nbw--;
+            break;
+        }
+    }
+}
+
+void cs__views_build(struct cs__run *run, struct cs_report *rep)
+{
+    struct cs__views *v = run->views;
+    if (!v || !rep->ranks)
+        return;
+    struct cs_report_views *o = calloc(1, sizeof *o);
+    size_t n = rep->nranks;
+    size_t *row = calloc(n + 1, sizeof *row);
+    if (o) {
+        o->seg_s = calloc(n + 1, sizeof *o->seg_s);
+        o->eligible = calloc(n + 1, sizeof *o->eligible);
+        o->bars = calloc(n + 1, sizeof *o->bars);
+        o->findings = calloc(8, sizeof *o->findings);
+        o->bw = calloc(v->nbw + 1, sizeof *o->bw);
+        o->p2p_bytes = calloc(v->p2p_n * v->p2p_n + 1, sizeof *o->p2p_bytes);
+    }
+    if (!o || !row || !o->seg_s || !o->eligible || !o->bars || !o->findings || !o->bw ||
+        !o->p2p_bytes) {
+        free(row);
+        cs__report_views_free(o);
+        cs__problem(run, "out of memory building the report's charts");
+        return;
+    }
+
+    int64_t t_end = v->t0;
+    for (size_t i = 0; i < n; i++) {
+        const struct cs_report_rank *r = &rep->ranks[i];
+        const struct cs__rank *rk = &run->ranks[r->rank];
+        const uint64_t *kn = v->kind_ns[r->rank];
+        double coll = (double)kn[0] / 1e9, p2p = (double)kn[1] / 1e9,
+               done = (double)(kn[2] + rk->h->unrecorded_test_ns) / 1e9;
+        /* Waiting at a blocking collective happens inside the call; waiting at a non-blocking
+         * one is exposed only in the wait/test calls that complete it (else compute hid it).
+         * Each part is taken out of those calls' time and never counts more than it. */
+        double nb = v->wait_nb[r->rank] / 1e9, bl = r->wait_s - nb;
+        double in_coll = bl < coll ? (bl > 0 ? bl : 0) : coll;
+        double in_done = nb < done ? nb : done;
+        o->seg_s[i][CS_SEG_COMPUTE] = r->compute_s;
+        o->seg_s[i][CS_SEG_COLL] = coll - in_coll;
+        o->seg_s[i][CS_SEG_P2P] = p2p;
+        o->seg_s[i][CS_SEG_COMPLETION] = done - in_done;
+        o->seg_s[i][CS_SEG_WAIT] = in_coll + in_done;
+        o->eligible[i] = v->eligible[r->rank];
+        int64_t e = rk->t_first + (int64_t)llround(r->wall_s * 1e9);
+        if (e > t_end)
+            t_end = e;
+        if (rk->clk.valid == 2)
+            o->clock_linear++;
+        else if (rk->clk.valid == 1)
+            o->clock_constant++;
+        else
+            o->clock_none++;
+        if (isfinite(r->drift_ppm) && fabs(r->drift_ppm) > o->max_drift_ppm)
+            o->max_drift_ppm = fabs(r->drift_ppm);
+    }
+    o->span_s = (double)(t_end - v->t0) / 1e9;
+
+    /* Bars. */
+    char(*labels)[96] = NULL;
+    int *counts = NULL;
+    o->nbars = group_rows(rep, CS_VIEW_RANK_BARS, row, &labels, &counts, &o->bars_by);
+    for (size_t b = 0; b < o->nbars; b++) {
+        snprintf(o->bars[b].label, sizeof o->bars[b].label, "%s", labels[b]);
+        o->bars[b].nranks = counts[b];
+        o->bars[b].first_rank = -1;
+    }
+    for (size_t i = 0; i < n && o->nbars; i++) {
+        struct cs_report_bar *b = &o->bars[row[i]];
+        if (b->first_rank < 0 || rep->ranks[i].rank < b->first_rank)
+            b->first_rank = rep->ranks[i].rank;
+        b->wall_s += rep->ranks[i].wall_s / b->nranks;
+        for (int s = 0; s < CS_SEG_N; s++)
+            b->seg_s[s] += o->seg_s[i][s] / b->nranks;
+    }
+    free(labels);
+    free(counts);
+
+    /* Heat map rows. */
+    o->heat_rows = group_rows(rep, CS_VIEW_MAX_ROWS, row, &o->heat_label, &counts, &o->heat_by);
+    o->heat_bins = CS_VIEW_HEAT_BINS;
+    o->heat_bin_s = (double)v->bin_ns / 1e9;
+    o->heat_wait_s = calloc(o->heat_rows * o->heat_bins + 1, sizeof *o->heat_wait_s);
+    if (o->heat_wait_s && o->heat_rows) {
+        for (size_t i = 0; i < n; i++) {
+            const double *h = &v->heat[(size_t)rep->ranks[i].rank * CS_VIEW_HEAT_BINS];
+            for (size_t b = 0; b < o->heat_bins; b++)
+                o->heat_wait_s[row[i] * o->heat_bins + b] += h[b] / 1e9 / counts[row[i]];
+        }
+        /* Bins after the run's end carry nothing: leave them out of the chart. */
+        size_t used = (size_t)((t_end - v->t0) / v->bin_ns) + 1;
+        if (used < o->heat_bins) {
+            for (size_t r = 1; r < o->heat_rows; r++)
+                memmove(&o->heat_wait_s[r * used], &o->heat_wait_s[r * o->heat_bins],
+                        used * sizeof *o->heat_wait_s);
+            o->heat_bins = used;
+        }
+    } else {
+        o->heat_rows = 0;
+    }
+    free(counts);
+    free(row);
+
+    o->p2p_n = v->p2p_n;
+    o->p2p_block = v->p2p_block;
+    for (size_t i = 0; i < v->p2p_n * v->p2p_n; i++) {
+        o->p2p_bytes[i] = v->p2p[i];
+        o->p2p_total += v->p2p[i];
+    }
+    build_bw(run, rep, o);
+    build_findings(rep, o);
+    read_command(run->dir, o->command, sizeof o->command);
+    rep->views = o;
+}
+
+void cs__report_views_free(struct cs_report_views *o)
+{
+    if (!o)
+        return;
+    free(o->seg_s);
+    free(o->eligible);
+    free(o->bars);
+    free(o->heat_wait_s);
+    free(o->heat_label);
+    free(o->p2p_bytes);
+    free(o->bw);
+    free(o->findings);
+    free(o);
+}

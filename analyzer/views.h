@@ -1,0 +1,116 @@
+/*
+ * The report model's chart-ready part (views.c): numbers the HTML report draws and the verdict
+ * states, computed by the analyzer so the renderers only format them.  Everything here is derived
+ * from the merged event stream (cs__views_event), the collective instances (cs__views_wait,
+ * cs__views_transfer) and the finished report (cs__views_build).  Formulas: docs/metrics.md,
+ * "Report views".
+ */
+#ifndef COMMSCOPE_ANALYZER_VIEWS_H
+#define COMMSCOPE_ANALYZER_VIEWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commscope/trace.h"
+
+#define CS_VIEW_HEAT_BINS 64  /* time bins of the wait heat map */
+#define CS_VIEW_BW_BUCKETS 48 /* message-size buckets: [2^k, 2^(k+1)) bytes, bucket 0 = [0, 2) */
+#define CS_VIEW_MAX_ROWS 128  /* at most this many rows per chart; more ranks are grouped */
+#define CS_VIEW_RANK_BARS 64  /* one bar per rank up to this many ranks, then per node */
+
+/* Segments of a rank's wall time; they add up to wall_s. */
+enum cs_seg {
+    CS_SEG_COMPUTE,    /* outside communication calls */
+    CS_SEG_COLL,       /* in collective calls, not waiting for a later member */
+    CS_SEG_P2P,        /* in point-to-point calls */
+    CS_SEG_COMPLETION, /* in wait/test calls, not waiting for a later member */
+    CS_SEG_WAIT,       /* waiting for the last member of collective instances */
+    CS_SEG_N
+};
+
+/* One bar of the per-rank breakdown: a rank, a node, or a block of consecutive ranks (means). */
+struct cs_report_bar {
+    char label[96];
+    int first_rank; /* lowest rank in the bar */
+    int nranks;
+    double wall_s;          /* mean over the bar's ranks */
+    double seg_s[CS_SEG_N]; /* mean over the bar's ranks */
+};
+
+/* Bandwidth of one message-size bucket of one (op, communicator). */
+struct cs_report_bw_point {
+    int log2_size;     /* bucket: sizes in [2^k, 2^(k+1)) */
+    uint64_t samples;  /* instances (collectives) or calls/requests (point-to-point) */
+    double mean_bytes; /* mean message size in the bucket */
+    double algbw_gbps; /* sum of bytes / sum of transfer times */
+    double busbw_gbps; /* algbw x the op's nccl-tests factor */
+};
+
+struct cs_report_bw_curve {
+    char op[40];
+    char comm[40];
+    int comm_size;
+    size_t npoints;
+    struct cs_report_bw_point pt[CS_VIEW_BW_BUCKETS];
+};
+
+/* One statement of the verdict; the renderers phrase it (report_verdict.c). */
+enum cs_finding_kind {
+    CS_FIND_STRAGGLER,    /* rank, count late of total eligible, v0 others waited s, v1 % of
+                             their wall time */
+    CS_FIND_NO_STRAGGLER, /* rank (-1 none late at all), count late of total eligible */
+    CS_FIND_COMM_SHARE,   /* v0 mean comm % of wall, rank with most, v1 its %, v2 waiting % of
+                             communication time */
+    CS_FIND_IMBALANCE,    /* v0 load balance, v1 mean compute s, rank with max, v2 its compute s */
+    CS_FIND_BALANCED,     /* v0 load balance */
+    CS_FIND_INCOMPLETE,   /* count missing of total ranks, v0 partial ranks, v1 dropped events,
+                             v2 incomplete instances */
+    CS_FIND_NO_COMM,      /* no communication call was recorded */
+};
+
+struct cs_report_finding {
+    enum cs_finding_kind kind;
+    int rank;
+    char host[CS_HOST_MAX];
+    uint64_t count, total;
+    double v[3];
+};
+
+struct cs_report_views {
+    /* Per rank, in the order of cs_report.ranks[]: the wall-time segments. */
+    double (*seg_s)[CS_SEG_N];
+    uint64_t *eligible; /* complete NxN / N-to-1 instances (n > 1) the rank took part in */
+    /* The breakdown chart: one bar per rank (<= CS_VIEW_RANK_BARS ranks), else per node, else per
+     * block of consecutive ranks, never more than CS_VIEW_MAX_ROWS bars. */
+    struct cs_report_bar *bars;
+    size_t nbars;
+    const char *bars_by; /* "rank", "node" or "rank block" */
+    /* Wait heat map: heat_rows x heat_bins seconds of waiting (mean per rank of the row) per time
+     * bin of heat_bin_s seconds from the run's start; rows as the bars (same grouping rule). */
+    size_t heat_rows, heat_bins;
+    double heat_bin_s;
+    double *heat_wait_s;    /* [heat_rows * heat_bins] */
+    char (*heat_label)[96]; /* [heat_rows] */
+    const char *heat_by;
+    /* Point-to-point bytes sent, p2p_n x p2p_n, [from * p2p_n + to], ranks grouped in blocks of
+     * p2p_block consecutive ranks (1 = per rank). */
+    size_t p2p_n;
+    int p2p_block;
+    uint64_t *p2p_bytes;
+    uint64_t p2p_total;
+    /* Bandwidth against message size, per (op, communicator), in the order of cs_report.ops[]. */
+    struct cs_report_bw_curve *bw;
+    size_t nbw;
+    /* The verdict, most important first. */
+    struct cs_report_finding *findings;
+    size_t nfindings;
+    /* Run facts. */
+    char command[1024]; /* the `command:` line of commscope-run.txt, "" if none */
+    double span_s;      /* run start (earliest aligned MPI_Init) to the last aligned end */
+    int clock_linear, clock_constant, clock_none; /* ranks with 2 / 1 / 0 valid offset samples */
+    double max_drift_ppm;                         /* largest |drift| */
+    /* Analyses that do not exist in this analyzer yet: their sections say so. */
+    int has_steps, has_groups, has_whatif;
+};
+
+#endif

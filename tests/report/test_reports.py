@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Tests of the reports people look at: the HTML report rendered in headless Chromium, and the
+Perfetto export validated structurally and against the JSON report of the same run.
+
+Usage: test_reports.py CASE; CS_BIN names the build's bin/ folder.  Cases:
+  perfetto_synthetic   synthetic run (test_golden --write-run): structure, counts, filters, warning
+  html_synthetic       synthetic runs, clean and broken, in Chromium
+  perfetto_example     cs_train under `commscope run` (blocking and --overlap), 4 ranks
+  html_example         cs_train's report.html from `commscope run` in Chromium, plus a screenshot
+Exit 0 pass, 1 fail, 77 skip (no Chromium / no mpirun).
+"""
+import html as htmlmod
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perfetto_check  # noqa: E402
+
+BIN = os.environ.get("CS_BIN", "")
+COMMSCOPE = os.path.join(BIN, "commscope")
+MPIRUN = ["mpirun", "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism", "none"]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+    return cond
+
+
+def run(cmd, env=None, timeout=150):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+
+
+def must(cmd, env=None):
+    p = run(cmd, env)
+    if p.returncode != 0:
+        print("command:", " ".join(cmd), "\nstdout:", p.stdout[-3000:], "\nstderr:",
+              p.stderr[-3000:], file=sys.stderr)
+        raise SystemExit("exit status %d" % p.returncode)
+    return p
+
+
+def synthetic(tmp, kind="four"):
+    d = os.path.join(tmp, kind)
+    must([os.path.join(BIN, "test_golden"), "--write-run", d, kind])
+    return d
+
+
+def op_calls(rep):
+    out = {}
+    for o in rep["ops"]:
+        out[o["op"]] = out.get(o["op"], 0) + o["calls"]
+    return out
+
+
+def check_perfetto_against(path, rep, nonblocking_ops=()):
+    errs, st = perfetto_check.validate(path)
+    for e in errs[:20]:
+        check(False, "%s: %s" % (path, e))
+    check(st["pids"] == set(r["rank"] for r in rep["ranks"]),
+          "one process per rank: %s vs %s" % (sorted(st["pids"]), [r["rank"] for r in rep["ranks"]]))
+    # Every communication call is one slice: the counts equal the report's per-op calls.
+    for op, calls in op_calls(rep).items():
+        check(st["slices_by_name"].get(op, 0) == calls,
+              "%s slices %d, report calls %d" % (op, st["slices_by_name"].get(op, 0), calls))
+    # One finished flow per complete instance (all communicators here have >= 2 members).
+    check(st["flows_finished"] == rep["instances"]["matched"],
+          "finished flows %d, matched instances %d" % (st["flows_finished"],
+                                                        rep["instances"]["matched"]))
+    nb = sum(c for op, c in op_calls(rep).items() if op in nonblocking_ops)
+    check(st["async"] == nb, "async slices %d, non-blocking calls %d" % (st["async"], nb))
+    check(st["counters"] > 0, "bandwidth counters written")
+    return st
+
+
+def case_perfetto_synthetic(tmp):
+    d = synthetic(tmp)
+    out = os.path.join(tmp, "t.json")
+    js = os.path.join(tmp, "r.json")
+    p = must([COMMSCOPE, "analyze", d, "-q", "--json", js, "--perfetto", out],
+             env={"COMMSCOPE_TEST_PERFETTO_WARN_MB": "0.000001"})
+    rep = json.load(open(js))
+    check_perfetto_against(out, rep, ("MPI_Iallreduce", "MPI_Isend", "MPI_Irecv"))
+    # The size warning, and its estimate within a factor of two of the real size.
+    m = re.search(r"warning: the Perfetto trace .* will be about ([0-9.]+) MB", p.stderr)
+    if check(m, "size warning printed: %r" % p.stderr):
+        est, real = float(m.group(1)), os.path.getsize(out) / 1048576.0
+        check(0.5 * real <= est <= 2 * real or abs(est - real) < 0.05,
+              "estimate %.3f MB vs %.3f MB written" % (est, real))
+    p = must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out])
+    check("warning" not in p.stderr, "no warning under the threshold: %r" % p.stderr)
+
+    # Rank filter: only ranks 1 and 3; their instances still joined by flows.
+    must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out, "--perfetto-ranks", "1,3"])
+    errs, st = perfetto_check.validate(out)
+    check(not errs, "filtered trace valid: %s" % errs[:3])
+    check(st["pids"] == {1, 3}, "ranks 1,3 only: %s" % st["pids"])
+    check(st["flows_finished"] == rep["instances"]["matched"],
+          "every instance has members 1 and 3: %d flows" % st["flows_finished"])
+
+    # Window: from 0.5 ms after the run's start (the end of MPI_Init in these traces), no slice
+    # that ended before it, and fewer slices than in the whole run.
+    must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out])
+    start = min(e["ts"] + e["dur"] for e in json.load(open(out))["traceEvents"]
+                if e["ph"] == "X" and e["name"] == "MPI_Init")
+    must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out, "--perfetto-window", "0.0005:"])
+    errs, st = perfetto_check.validate(out)
+    check(not errs, "windowed trace valid: %s" % errs[:3])
+    xs = [e for e in json.load(open(out))["traceEvents"] if e["ph"] == "X"]
+    check(0 < len(xs) < sum(op_calls(rep).values()), "window keeps some slices: %d" % len(xs))
+    late = [e for e in xs if e["ts"] + e["dur"] < start + 500]
+    check(not late, "slices ending before the window: %s" % late[:2])
+
+    # Usage errors.
+    for bad in (["--perfetto-window", "5:1"], ["--perfetto-ranks", "x"],
+                ["--perfetto-window", "1:2"], ["--perfetto-steps", "1:3"]):
+        args = [COMMSCOPE, "analyze", d, "-q"] + (["--perfetto", out] if bad[0] != "--perfetto-window"
+                                                  or bad[1] != "1:2" else []) + bad
+        p = run(args)
+        check(p.returncode == 2 and p.stderr.strip(), "%s: exit %d %r" % (bad, p.returncode,
+                                                                           p.stderr))
+
+
+def chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def chromium_cmd(exe):
+    return [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--enable-logging=stderr", "--v=0"]
+
+
+def page_problems(exe, path):
+    """(console lines, DOM) of the page after its scripts ran."""
+    p = run(chromium_cmd(exe) + ["--dump-dom", "file://" + os.path.abspath(path)], timeout=90)
+    console = [ln for ln in p.stderr.splitlines() if ":CONSOLE" in ln]
+    return p.returncode, console, p.stdout
+
+
+def check_html(exe, path, rep, shot=None):
+    with open(path) as f:
+        src = f.read()
+    # Self-contained: no external scripts, styles, fonts or images.
+    ext = re.findall(r'(?:src|href)\s*=\s*"(?!#)[^"]*"|url\(|@import|<link\b', src)
+    check(not ext, "%s: external references %s" % (path, ext[:5]))
+    rc, console, dom = page_problems(exe, path)
+    check(rc == 0, "chromium exit %d" % rc)
+    check(not console, "%s: console messages %s" % (path, console[:5]))
+    check('data-ready="1"' in dom, "%s: the page's script ran to its end" % path)
+    text = htmlmod.unescape(dom)
+    # Decimal numbers shown in the page, by number of decimals.  The JSON has 9 significant
+    # digits, so a value matches a shown number when they agree to the shown precision.
+    shown = {}
+    for m in re.finditer(r"(?<![\d.])(-?\d+)\.(\d+)(?![\d.])", text):
+        shown.setdefault(len(m.group(2)), []).append(float(m.group(0)))
+
+    def has(v, decimals, what):
+        tol = 0.5 * 10 ** -decimals + 1e-12
+        check(any(abs(x - v) <= tol for x in shown.get(decimals, [])),
+              "%s: %s = %r from report.json is not in the page" % (path, what, v))
+
+    want = []
+    # Each rank's row of the per-rank table, and each op's row of the operations table.
+    for r in rep["ranks"]:
+        m = re.search(r"<tr><td>%d</td><td>%s</td><td>([-\d.]+)</td><td>([-\d.]+)</td>"
+                      r"<td>([-\d.]+)</td><td>([-\d.]+)</td><td>(\d+)</td><td>(\d+)</td>"
+                      % (r["rank"], re.escape(r["host"])), dom)
+        if not check(m, "%s: no table row for rank %d" % (path, r["rank"])):
+            continue
+        for i, k in enumerate(("wall_s", "compute_s", "comm_s", "wait_s")):
+            check(abs(float(m.group(i + 1)) - r[k]) <= 5e-7 + 1e-12,
+                  "%s: rank %d %s shown %s, report.json %r" % (path, r["rank"], k, m.group(i + 1),
+                                                               r[k]))
+        check(int(m.group(5)) == r["calls"] and int(m.group(6)) == r["bytes"],
+              "%s: rank %d calls/bytes %s/%s vs %d/%d" % (path, r["rank"], m.group(5), m.group(6),
+                                                         r["calls"], r["bytes"]))
+    for o in rep["ops"]:
+        m = re.search(r"<tr><td>%s</td><td>%s</td><td>-?\d+</td><td>(\d+)</td><td>(\d+)</td>"
+                      r"<td>([\d.]+)</td>" % (re.escape(o["op"]), re.escape(o["comm"])), dom)
+        if check(m, "%s: no table row for %s on %s" % (path, o["op"], o["comm"])):
+            check((int(m.group(1)), int(m.group(2))) == (o["calls"], o["bytes"]) and
+                  abs(float(m.group(3)) - o["time_s"]) <= 5e-7 + 1e-12,
+                  "%s: %s row %s vs report.json %r" % (path, o["op"], m.groups(), o))
+    want.append("%d matched" % rep["instances"]["matched"])
+    if rep["pop"]["load_balance"] is not None:
+        has(rep["pop"]["load_balance"], 4, "load_balance")
+    if rep["stragglers"]:
+        s = rep["stragglers"][0]
+        want.append("Rank %d on %s" % (s["rank"], s["host"]))
+        has(s["others_waited_s"], 6, "others_waited_s")
+    want.append("%d expected, %d found" % (rep["trace"]["ranks_expected"],
+                                           rep["trace"]["ranks_found"]))
+    for w in want:
+        check(w in text or w in dom, "%s: %r from report.json is not in the page" % (path, w))
+    # The page leads with the verdict.
+    check(text.find('id="verdict"') < text.find('id="breakdown"'), "verdict first")
+    if shot:
+        p = run(chromium_cmd(exe) + ["--screenshot=" + shot, "--window-size=1100,2200",
+                                     "file://" + os.path.abspath(path)], timeout=90)
+        check(p.returncode == 0 and os.path.exists(shot), "screenshot written")
+        with open(shot, "rb") as f:
+            check(f.read(8) == b"\x89PNG\r\n\x1a\n", "screenshot is a PNG")
+    return text
+
+
+def case_html_synthetic(tmp):
+    exe = chromium()
+    if not exe:
+        print("SKIP: chromium not installed (Debian package chromium)")
+        return 77
+    # The detector itself: a page with a script error must be caught.
+    bad = os.path.join(tmp, "bad.html")
+    with open(bad, "w") as f:
+        f.write("<!DOCTYPE html><html><body><script>no_such_function();</script></body></html>")
+    rc, console, _ = page_problems(exe, bad)
+    check(console, "a script error in a page is detected")
+
+    d = synthetic(tmp, "four")
+    h, js = os.path.join(tmp, "four.html"), os.path.join(tmp, "four.json")
+    must([COMMSCOPE, "analyze", d, "-q", "--json", js, "--html", h])
+    text = check_html(exe, h, json.load(open(js)))
+    check("Bytes sent from the row" in text, "point-to-point matrix drawn")
+    check("Not available in this report" in text, "missing analyses say so")
+
+    d = synthetic(tmp, "broken")
+    h, js = os.path.join(tmp, "broken.html"), os.path.join(tmp, "broken.json")
+    p = run([COMMSCOPE, "analyze", d, "-q", "--json", js, "--html", h])
+    check(p.returncode == 1, "broken run exits 1: %d" % p.returncode)
+    text = check_html(exe, h, json.load(open(js)))
+    check("The trace is incomplete" in text, "verdict says the trace is incomplete")
+    check("No rank waited at any collective" in text, "wait map says why it is empty")
+
+    # 1024 ranks on 128 hosts: one bar and one heat-map row per node, a page of modest size.
+    d = synthetic(tmp, "many1024")
+    h, js = os.path.join(tmp, "many.html"), os.path.join(tmp, "many.json")
+    must([COMMSCOPE, "analyze", d, "-q", "--json", js, "--html", h])
+    rep = json.load(open(js))
+    check(len(rep["ranks"]) == 1024, "1024 ranks analysed")
+    text = check_html(exe, h, rep)
+    check(text.count('class="bar"') == 128, "128 bars: %d" % text.count('class="bar"'))
+    check("1024 ranks: one bar per node" in text, "bars grouped by node")
+    check("Rank 5 on host000 arrives last at 8 of its 10" in text, "verdict names rank 5")
+    check(os.path.getsize(h) < 2 << 20, "page size %d" % os.path.getsize(h))
+    return 0
+
+
+def train_run(tmp, name, extra):
+    if not shutil.which("mpirun"):
+        print("SKIP: no mpirun")
+        raise SystemExit(77)
+    d = os.path.join(tmp, name)
+    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    must([COMMSCOPE, "run", "-o", d, "--quiet", "--"] + MPIRUN +
+         ["-np", "4", os.path.join(BIN, "cs_train"), "--steps", "4", "--steps-marker",
+          "--slow-rank", "2"] + extra, env=env)
+    return d, json.load(open(os.path.join(d, "report.json")))
+
+
+def case_perfetto_example(tmp):
+    for name, extra in (("blocking", []), ("overlap", ["--overlap"])):
+        d, rep = train_run(tmp, name, extra)
+        out = os.path.join(tmp, name + ".trace.json")
+        must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out])
+        st = check_perfetto_against(out, rep, ("MPI_Iallreduce",))
+        if extra:
+            check(st["async"] > 0, "overlap run has async slices")
+    return 0
+
+
+def case_html_example(tmp):
+    exe = chromium()
+    if not exe:
+        print("SKIP: chromium not installed (Debian package chromium)")
+        return 77
+    d, rep = train_run(tmp, "html", [])
+    h = os.path.join(d, "report.html")
+    check(os.path.exists(h), "commscope run wrote report.html")
+    check_html(exe, h, rep, shot=os.path.join(tmp, "shot.png"))
+    return 0
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    case = globals().get("case_" + sys.argv[1])
+    if not case:
+        raise SystemExit("unknown case %s" % sys.argv[1])
+    tmp = tempfile.mkdtemp(prefix="cs-report-")
+    try:
+        rc = case(tmp) or 0
+    finally:
+        if os.environ.get("CS_TEST_KEEP"):
+            print("kept", tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if rc == 77:
+        return 77
+    if failures:
+        print("%d failure(s)" % len(failures), file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
