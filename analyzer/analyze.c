@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "steps.h"
 
 /* The merge heap keeps each rank's key beside it, so comparisons touch one array only. */
 struct heap_ent {
@@ -58,6 +59,11 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);
         rk->t_last_end = rk->t_first;
     }
+    /* Step boundaries and group roles need a look at one rank's whole stream first. */
+    if (cs__steps_begin(run)) {
+        cs__problem(run, "out of memory in the step analysis; steps are not reported");
+        cs__steps_free(run);
+    }
     struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
     if (!h.e) {
         cs__problem(run, "out of memory for the event merge");
@@ -94,6 +100,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
             cs__events_csv_line(run->events_out, run, r, ev, tb, te);
         enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
         size_t row = cs__metrics_event(run, r, ev, k, te);
+        cs__steps_event(run, r, ev, k, tb, te);
         cs__match_event(run, r, ev, k, row, tb, te);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
@@ -106,7 +113,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     }
     free(h.e);
     cs__match_finish(run);
+    cs__steps_finish(run);
     cs__report_build(run, rep);
+    cs__steps_report(run, rep);
     return 0;
 }
 

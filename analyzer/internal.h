@@ -20,6 +20,9 @@
 #include "commscope/trace.h"
 #include "reader.h"
 
+struct cs__steps;
+struct cs_report_steps;
+
 /* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
 
 struct cs__map {
@@ -221,6 +224,7 @@ struct cs__run {
     size_t nproblems, capproblems;
     int bad_files;           /* files skipped */
     FILE *events_out;        /* when set, every event is also written here on the aligned clock */
+    struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -294,6 +298,7 @@ struct cs_report {
     uint64_t events, dropped_events, unrecorded_tests;
     char **problems; /* borrowed from the run */
     size_t nproblems;
+    struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
