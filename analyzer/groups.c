@@ -143,8 +143,11 @@ int cs__groups_build(struct cs__run *run, struct cs__steps *S)
         const struct cs__comm *c = run->comms[i];
         if (cs__map_get(&S->comm_idx, c->id, 0))
             continue;
-        /* The record of the lowest member says how the communicator was made. */
+        /* The record of the lowest member says how the communicator was made, and the how
+         * many-th communicator of that member it is (the same on every rank of a symmetric
+         * program, unlike the id's counter, which counts only the ranks that are rank 0). */
         const struct cs_comm_record *rec = NULL;
+        uint32_t nth = 0;
         for (int32_t m = 0; m < c->size && !rec; m++) {
             const struct cs__rank *rk = &run->ranks[c->members[m]];
             if (!rk->present)
@@ -153,12 +156,18 @@ int cs__groups_build(struct cs__run *run, struct cs__steps *S)
             for (size_t j = 0; j < n && !rec; j++)
                 if (cs_reader_comm(rk->rd, j)->id == c->id)
                     rec = cs_reader_comm(rk->rd, j);
+            for (size_t j = 0; j < n && rec; j++) {
+                const struct cs_comm_record *o = cs_reader_comm(rk->rd, j);
+                nth += o != rec && o->op != 0 &&
+                       (o->t_created < rec->t_created ||
+                        (o->t_created == rec->t_created && o < rec));
+            }
         }
         int cls;
         if (c->id == CS_COMM_WORLD_ID)
             cls = class_of(S, 0, 0, 0, c->size);
         else if (rec)
-            cls = class_of(S, rec->parent, (uint32_t)c->id, rec->op, c->size);
+            cls = class_of(S, rec->parent, nth, rec->op, c->size);
         else
             cls = class_of(S, 0, UINT32_MAX, 0, c->size);
         if (cls < 0 || add_comm(run, S, c->id, cls, c->size, c->members) < 0)

@@ -72,76 +72,110 @@ static enum cs__dim dim_of(const struct cs__steps *S, int ci)
     return d < CS_DIM_N ? d : CS_DIM_OTHER;
 }
 
-/* ---- period detection (pre-pass of the reference rank) ---- */
+/* ---- period detection (pre-passes over the reference rank) ---- */
 
 #define NSIG 64
+#define NCAND 128
 
+/*
+ * A candidate: the steps start at every m-th occurrence of signature `anchor`, giving n steps.
+ * Every other signature t then either occurs the same number of times mt >= 1 in each step
+ * (locked to the candidate; seen in two complete steps at least), or not.  The best candidate locks most signatures (then: most
+ * steps).
+ */
 struct detect {
     struct sig {
         uint16_t op;
         int cls;
         uint64_t bytes;
-        uint64_t count, first;
+        uint64_t count;
     } s[NSIG];
     int n;
-    uint64_t pos;
-    uint32_t between[NSIG][NSIG]; /* occurrences of t since the last s */
-    int32_t m[NSIG][NSIG];        /* occurrences of t in every interval of s so far, -1 none yet */
-    unsigned char broken[NSIG][NSIG];
+    int ncand;
+    struct cand {
+        int anchor;
+        uint64_t m, n, occ;
+        uint64_t checks; /* complete steps seen */
+        int started;
+        uint32_t between[NSIG];
+        int32_t mt[NSIG];
+        unsigned char broken[NSIG];
+    } c[NCAND];
 };
 
-static void detect_event(struct detect *d, uint16_t op, int cls, uint64_t bytes)
+/* The signature index of (op, cls, bytes), added when `add` and there is room; -1 none. */
+static int sig_of(struct detect *d, uint16_t op, int cls, uint64_t bytes, int add)
 {
-    int x = -1;
-    d->pos++;
-    for (int i = 0; i < d->n && x < 0; i++)
+    for (int i = 0; i < d->n; i++)
         if (d->s[i].op == op && d->s[i].cls == cls && d->s[i].bytes == bytes)
-            x = i;
-    if (x < 0) {
-        if (d->n == NSIG)
-            return; /* only the first NSIG signatures are candidates */
-        x = d->n++;
-        d->s[x] = (struct sig){.op = op, .cls = cls, .bytes = bytes, .first = d->pos};
-        for (int s = 0; s < d->n; s++) {
-            d->m[x][s] = d->m[s][x] = -1;
-            /* Intervals of s already closed held no x. */
-            if (s != x && d->s[s].count >= 2)
-                d->m[s][x] = 0;
-        }
-    }
-    for (int s = 0; s < d->n; s++)
-        d->between[s][x]++;
-    if (d->s[x].count > 0) {
-        for (int t = 0; t < d->n; t++) {
-            if (t == x)
-                continue;
-            if (d->m[x][t] < 0)
-                d->m[x][t] = (int32_t)d->between[x][t];
-            else if ((uint32_t)d->m[x][t] != d->between[x][t])
-                d->broken[x][t] = 1;
-        }
-    }
-    for (int t = 0; t < d->n; t++)
-        d->between[x][t] = 0;
-    d->s[x].count++;
+            return i;
+    if (!add || d->n == NSIG)
+        return -1; /* only the first NSIG signatures are candidates */
+    d->s[d->n] = (struct sig){.op = op, .cls = cls, .bytes = bytes};
+    return d->n++;
 }
 
-/* The anchor signature, or -1: most other signatures locked to it, then most occurrences, then
- * earliest. */
+static void detect_candidates(struct detect *d)
+{
+    for (int s = 0; s < d->n; s++) {
+        uint64_t c = d->s[s].count;
+        for (uint64_t m = 1; m <= 64 && 2 * m <= c; m++) {
+            if (c % m)
+                continue;
+            uint64_t n = c / m;
+            int j = 0;
+            while (j < d->ncand && d->c[j].n != n)
+                j++;
+            if (j == d->ncand) {
+                if (d->ncand == NCAND)
+                    continue;
+                d->ncand++;
+            } else if (d->c[j].m <= m) {
+                continue; /* the anchor that repeats least within a step is kept */
+            }
+            d->c[j] = (struct cand){.anchor = s, .m = m, .n = n};
+            for (int t = 0; t < NSIG; t++)
+                d->c[j].mt[t] = -1;
+        }
+    }
+}
+
+static void detect_eval(struct detect *d, int x)
+{
+    for (int j = 0; j < d->ncand; j++) {
+        struct cand *c = &d->c[j];
+        if (x == c->anchor) {
+            if (c->occ++ % c->m == 0) {
+                for (int t = 0; t < d->n && c->started; t++) {
+                    if (t == c->anchor)
+                        continue;
+                    if (c->mt[t] < 0)
+                        c->mt[t] = (int32_t)c->between[t];
+                    else if ((uint32_t)c->mt[t] != c->between[t])
+                        c->broken[t] = 1;
+                }
+                c->checks += c->started;
+                memset(c->between, 0, sizeof c->between);
+                c->started = 1;
+            }
+        } else if (c->started) {
+            c->between[x]++;
+        }
+    }
+}
+
+/* The best candidate, or -1; *score: the signatures locked to it. */
 static int detect_best(const struct detect *d, int *score_out)
 {
     int best = -1, best_score = -1;
-    for (int s = 0; s < d->n; s++) {
-        if (d->s[s].count < 2)
-            continue;
+    for (int j = 0; j < d->ncand; j++) {
+        const struct cand *c = &d->c[j];
         int score = 0;
-        for (int t = 0; t < d->n; t++)
-            score += t != s && !d->broken[s][t] && d->m[s][t] >= 1;
-        if (best < 0 || score > best_score ||
-            (score == best_score && (d->s[s].count > d->s[best].count ||
-                                     (d->s[s].count == d->s[best].count &&
-                                      d->s[s].first < d->s[best].first)))) {
-            best = s;
+        /* A lock needs two complete steps to be seen at all. */
+        for (int t = 0; t < d->n && c->checks >= 2; t++)
+            score += t != c->anchor && !c->broken[t] && c->mt[t] >= 1;
+        if (best < 0 || score > best_score || (score == best_score && c->n > d->c[best].n)) {
+            best = j;
             best_score = score;
         }
     }
@@ -153,24 +187,25 @@ static int detect_best(const struct detect *d, int *score_out)
 
 /* 1 starts a step, -1 ends one (MPI_Pcontrol(0)), 0 neither. */
 static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
-                    enum cs_op_kind k)
+                    enum cs_op_kind k, uint64_t *occ)
 {
     if (S->mode == 1 && ev->op == S->marker_op)
         return ev->op == CS_OP_PCONTROL && ev->aux == 0 ? -1 : 1;
     if (S->mode == 2 && ev->op == S->anchor_op && ev->bytes == S->anchor_bytes && is_traffic(k) &&
         cls_of(run, S, ev->comm) == S->anchor_cls)
-        return 1;
+        return (*occ)++ % S->anchor_m == 0;
     return 0;
 }
 
 /* One pre-pass over rank r: class traffic (classes first seen in this pass, id `pass`), markers,
- * anchors, and the pattern detection when d is given.  Returns the steps found on the rank. */
+ * anchors, and the signature counts (d_count) or the candidates' evaluation (d_eval) when given.
+ * Returns the steps found on the rank. */
 static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pass,
-                        struct detect *d, uint64_t *markers)
+                        struct detect *d_count, struct detect *d_eval, uint64_t *markers)
 {
     struct cs_reader *rd = run->ranks[r].rd;
     const struct cs_event *ev;
-    uint64_t anchors = 0;
+    uint64_t anchors = 0, occ = 0;
     *markers = 0;
     while ((ev = cs_reader_next(rd))) {
         enum cs_op_kind k = cs_op_info(ev->op)->kind;
@@ -178,10 +213,10 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
             (*markers)++;
         if (!is_traffic(k))
             continue;
-        if (S->mode == 2 && boundary(run, S, ev, k) == 1)
+        if (S->mode == 2 && boundary(run, S, ev, k, &occ) == 1)
             anchors++;
         int c = cls_of(run, S, ev->comm);
-        if (c >= 0) {
+        if (c >= 0 && pass > 0) {
             struct cs__cclass *cl = &S->classes[c];
             if (!cl->observed)
                 cl->observed = pass;
@@ -193,8 +228,16 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
                 cl->coll += k == CS_KIND_COLL || k == CS_KIND_ICOLL;
             }
         }
-        if (d)
-            detect_event(d, ev->op, c, ev->bytes);
+        if (d_count) {
+            int x = sig_of(d_count, ev->op, c, ev->bytes, 1);
+            if (x >= 0)
+                d_count->s[x].count++;
+        }
+        if (d_eval) {
+            int x = sig_of(d_eval, ev->op, c, ev->bytes, 0);
+            if (x >= 0)
+                detect_eval(d_eval, x);
+        }
     }
     cs_reader_rewind(rd);
     return S->mode == 1 ? *markers : anchors;
@@ -233,7 +276,7 @@ int cs__steps_begin(struct cs__run *run)
     if (!d)
         return CS_ENOMEM;
     uint64_t markers;
-    prepass(run, S, S->ref, 1, d, &markers);
+    prepass(run, S, S->ref, 1, d, NULL, &markers);
     double steps = 0;
     if (markers > 0) {
         S->mode = 1;
@@ -242,17 +285,30 @@ int cs__steps_begin(struct cs__run *run)
         snprintf(S->detail, sizeof S->detail, "%s%s", cs_op_name(S->marker_op),
                  S->marker_op == CS_OP_PCONTROL ? " (level != 0)" : "");
     } else {
+        /* Second look at the reference rank: which period explains its calls best. */
+        detect_candidates(d);
+        if (d->ncand)
+            prepass(run, S, S->ref, 0, NULL, d, &markers);
         int score, best = detect_best(d, &score);
         if (best >= 0) {
+            const struct cand *c = &d->c[best];
+            const struct sig *a = &d->s[c->anchor];
             S->mode = 2;
-            S->anchor_op = d->s[best].op;
-            S->anchor_cls = d->s[best].cls;
-            S->anchor_bytes = d->s[best].bytes;
-            steps = (double)d->s[best].count;
+            S->anchor_op = a->op;
+            S->anchor_cls = a->cls;
+            S->anchor_bytes = a->bytes;
+            S->anchor_m = c->m;
+            steps = (double)c->n;
             snprintf(S->source, sizeof S->source, "pattern");
-            snprintf(S->detail, sizeof S->detail,
-                     "each %s of %" PRIu64 " bytes (%d other call signatures repeat with it)",
-                     cs_op_name(S->anchor_op), S->anchor_bytes, score);
+            if (c->m == 1)
+                snprintf(S->detail, sizeof S->detail,
+                         "each %s of %" PRIu64 " bytes starts a step (%d other call signatures"
+                         " repeat with it)", cs_op_name(a->op), a->bytes, score);
+            else
+                snprintf(S->detail, sizeof S->detail,
+                         "one in every %" PRIu64 " %s of %" PRIu64 " bytes starts a step (%d"
+                         " other call signatures repeat with it)", c->m, cs_op_name(a->op), a->bytes,
+                         score);
         } else {
             snprintf(S->note, sizeof S->note,
                      "no steps: no step markers (%s) and no communication call repeats on rank %d",
@@ -280,7 +336,7 @@ int cs__steps_begin(struct cs__run *run)
         if (who < 0)
             continue;
         pass++;
-        double st = S->mode ? (double)prepass(run, S, who, pass, NULL, &markers) : 0;
+        double st = S->mode ? (double)prepass(run, S, who, pass, NULL, NULL, &markers) : 0;
         for (size_t j = 0; j < S->nclasses; j++)
             if (S->classes[j].observed == pass)
                 S->classes[j].steps = st;
@@ -391,7 +447,7 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     double dur = te > tb ? (double)(te - tb) : 0;
     if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
         flush_wait(S, sr, -1, 0);
-    int b = boundary(run, S, ev, k);
+    int b = boundary(run, S, ev, k, &sr->occ);
     if (b) {
         close_step(S, sr, tb, 1);
         if (b > 0)

@@ -44,7 +44,7 @@ struct cs__budget {
 /* A class of communicators: the ones one MPI_Comm_split (dup, create) call made on all ranks. */
 struct cs__cclass {
     uint64_t parent;
-    uint32_t ctr;      /* the creation counter in the id (low 32 bits) */
+    uint32_t ctr;      /* how many-th derived communicator of its lowest member */
     uint16_t op;       /* creating op, 0 world/self/unknown */
     int32_t size;      /* members of each communicator (the first seen) */
     int ncomms;

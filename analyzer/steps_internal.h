@@ -20,6 +20,7 @@ struct cs__srank {
     int wait_step;
     double busy;             /* ns inside MPI calls so far */
     int64_t fin;             /* aligned begin of MPI_Finalize, 0 not seen */
+    uint64_t occ;            /* occurrences of the pattern's anchor so far */
 };
 
 /* A request in flight (non-blocking initiation until its completion record). */
@@ -37,6 +38,7 @@ struct cs__steps {
     uint16_t anchor_op;
     int anchor_cls;
     uint64_t anchor_bytes;
+    uint64_t anchor_m;       /* every anchor_m-th occurrence of the anchor starts a step */
     char source[16];
     char detail[160];
     char note[256];

@@ -160,7 +160,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     /* Gradient synchronisation. */
     if (!any_dp)
         snprintf(o->grad_note, sizeof o->grad_note,
-                 "no data-parallel group was inferred, so no call counts as gradient"
+                 "no data-parallel group was found, so no call counts as gradient"
                  " synchronisation");
     else if (!o->timed || tot.dur <= 0)
         snprintf(o->grad_note, sizeof o->grad_note, "no complete steps to measure it in");
