@@ -219,12 +219,12 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
         double cps = per_step(k);
         if (k->a2a * 2 > k->calls) {
             say(k, CS_DIM_EP, (int)(100 * k->a2a / k->calls), 100,
-                "all-to-all dominates its calls (expert parallelism)");
+                "all-to-all is the majority of its calls (expert parallelism)");
             continue;
         }
         if (k->p2p * 2 > k->calls) {
             say(k, CS_DIM_PP, (int)(100 * k->p2p / k->calls), 100,
-                "send/receive dominates its calls (pipeline stages)");
+                "send/receive is the majority of its calls (pipeline stages)");
             continue;
         }
         if (k->red * 2 > k->calls && isfinite(cps) && cps >= 1) {
@@ -241,7 +241,7 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
                 isfinite(cps) ? "reductions, but fewer than one per step"
                               : "reductions, but no steps to measure them against");
         else
-            say(k, CS_DIM_OTHER, 1, 1, "no dominant pattern (reductions, all-to-all, p2p)");
+            say(k, CS_DIM_OTHER, 1, 1, "no pattern (reductions, all-to-all, send/receive) is the majority of its calls");
     }
     for (size_t c = 0; c < S->nclasses; c++) {
         struct cs__cclass *k = &S->classes[c];
