@@ -11,9 +11,11 @@
 #include "steps.h"
 #include "steps_internal.h"
 
-const char *const cs__dim_names[CS_DIM_N] = {
-    [CS_DIM_DP] = "dp", [CS_DIM_TP] = "tp", [CS_DIM_PP] = "pp", [CS_DIM_EP] = "ep",
-    [CS_DIM_OTHER] = "other"};
+const char *const cs__dim_names[CS_DIM_N] = {[CS_DIM_DP] = "dp",
+                                             [CS_DIM_TP] = "tp",
+                                             [CS_DIM_PP] = "pp",
+                                             [CS_DIM_EP] = "ep",
+                                             [CS_DIM_OTHER] = "other"};
 
 struct cs__scomm *cs__groups_scomm(struct cs__steps *S, int i)
 {
@@ -89,9 +91,13 @@ static int class_of(struct cs__steps *S, uint64_t parent, uint32_t ctr, uint16_t
         S->classes = p;
         S->capclasses = cap;
     }
-    S->classes[S->nclasses] = (struct cs__cclass){
-        .parent = parent, .ctr = ctr, .op = op, .size = size, .one_host = 1, .stride = -1,
-        .role = CS_DIM_OTHER};
+    S->classes[S->nclasses] = (struct cs__cclass){.parent = parent,
+                                                  .ctr = ctr,
+                                                  .op = op,
+                                                  .size = size,
+                                                  .one_host = 1,
+                                                  .stride = -1,
+                                                  .role = CS_DIM_OTHER};
     return (int)S->nclasses++;
 }
 
@@ -158,9 +164,9 @@ int cs__groups_build(struct cs__run *run, struct cs__steps *S)
                     rec = cs_reader_comm(rk->rd, j);
             for (size_t j = 0; j < n && rec; j++) {
                 const struct cs_comm_record *o = cs_reader_comm(rk->rd, j);
-                nth += o != rec && o->op != 0 &&
-                       (o->t_created < rec->t_created ||
-                        (o->t_created == rec->t_created && o < rec));
+                nth +=
+                    o != rec && o->op != 0 &&
+                    (o->t_created < rec->t_created || (o->t_created == rec->t_created && o < rec));
             }
         }
         int cls;
@@ -241,7 +247,8 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
                 isfinite(cps) ? "reductions, but fewer than one per step"
                               : "reductions, but no steps to measure them against");
         else
-            say(k, CS_DIM_OTHER, 1, 1, "no pattern (reductions, all-to-all, send/receive) is the majority of its calls");
+            say(k, CS_DIM_OTHER, 1, 1,
+                "no pattern (reductions, all-to-all, send/receive) is the majority of its calls");
     }
     for (size_t c = 0; c < S->nclasses; c++) {
         struct cs__cclass *k = &S->classes[c];
@@ -276,7 +283,10 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
         } else {
             snprintf(why, sizeof why,
                      "%s ranks, %.3g collectives per step (fewest of the reduction dimensions)%s",
-                     k->stride > 1 ? "strided" : k->world ? "all" : "irregular", cps,
+                     k->stride > 1 ? "strided"
+                     : k->world    ? "all"
+                                   : "irregular",
+                     cps,
                      hosts_differ ? (k->one_host ? ", inside one host" : ", across hosts") : "");
             say(k, CS_DIM_DP, dp, dp_of, why);
         }

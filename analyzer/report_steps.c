@@ -237,9 +237,9 @@ static void budget_line(FILE *out, const char *who, const struct cs_report_budge
     double comm = 0;
     for (int d = 0; d < CS_DIM_N; d++)
         comm += b->comm_s[d];
-    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s\n", who,
-            fmt(x[0], 32, "%.6f", b->step_s), fmt(x[1], 32, "%.6f", b->compute_s),
-            fmt(x[2], 32, "%.6f", b->grad_sync_s), fmt(x[3], 32, "%.6f", b->comm_s[CS_DIM_TP]),
+    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s\n", who, fmt(x[0], 32, "%.6f", b->step_s),
+            fmt(x[1], 32, "%.6f", b->compute_s), fmt(x[2], 32, "%.6f", b->grad_sync_s),
+            fmt(x[3], 32, "%.6f", b->comm_s[CS_DIM_TP]),
             fmt(x[4], 32, "%.6f", comm - b->comm_s[CS_DIM_TP]), fmt(x[5], 32, "%.6f", b->wait_s),
             fmt(x[6], 32, "%.6f", b->other_mpi_s));
 }
@@ -261,8 +261,8 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
 
     fprintf(out, "\n@--- Time per step (seconds, mean over timed steps) %s\n",
             "------------------");
-    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s\n", "Rank", "Step", "Compute",
-            "Grad_sync", "TP_comm", "Other_comm", "Wait", "Other_MPI");
+    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s\n", "Rank", "Step", "Compute", "Grad_sync",
+            "TP_comm", "Other_comm", "Wait", "Other_MPI");
     budget_line(out, "all", &s->total);
     for (size_t i = 0; i < s->nranks; i++) {
         char who[16];
@@ -281,9 +281,9 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
         fprintf(out, "note: %s\n", s->grad_note);
     fprintf(out, "overlap_ratio %s\n", fmt(a, sizeof a, "%.4f", s->overlap_ratio));
     for (size_t i = 0; i < s->noverlap; i++)
-        fprintf(out, "  %-21s ratio %s  overlapped_s %.6f  in_flight_s %.6f\n",
-                s->overlap[i].comm, fmt(a, sizeof a, "%.4f", s->overlap[i].ratio),
-                s->overlap[i].overlapped_s, s->overlap[i].in_flight_s);
+        fprintf(out, "  %-21s ratio %s  overlapped_s %.6f  in_flight_s %.6f\n", s->overlap[i].comm,
+                fmt(a, sizeof a, "%.4f", s->overlap[i].ratio), s->overlap[i].overlapped_s,
+                s->overlap[i].in_flight_s);
 
     fprintf(out, "\n@--- Parallelism groups %s\n", "----------------------------------------");
     for (size_t i = 0; i < s->ngroups; i++) {
@@ -298,7 +298,8 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
         const struct cs_report_dim *m = &s->dims[k];
         if (!m->comms)
             continue;
-        fprintf(out, "dimension %-5s comms %d  time_s %.6f  bytes %.0f  exposed_share %s  "
+        fprintf(out,
+                "dimension %-5s comms %d  time_s %.6f  bytes %.0f  exposed_share %s  "
                 "overlap_ratio %s\n",
                 cs__dim_names[k], m->comms, m->time_s, m->bytes,
                 fmt(a, sizeof a, "%.4f", m->exposed_share),

@@ -80,8 +80,8 @@ static enum cs__dim dim_of(const struct cs__steps *S, int ci)
 /*
  * A candidate: the steps start at every m-th occurrence of signature `anchor`, giving n steps.
  * Every other signature t then either occurs the same number of times mt >= 1 in each step
- * (locked to the candidate; seen in two complete steps at least), or not.  The best candidate locks most signatures (then: most
- * steps).
+ * (locked to the candidate; seen in two complete steps at least), or not.  The best candidate locks
+ * most signatures (then: most steps).
  */
 struct detect {
     struct sig {
@@ -261,8 +261,10 @@ int cs__steps_begin(struct cs__run *run)
     if (env && *env) {
         enum cs_op op = cs_op_by_name(env);
         if (op == CS_OP_NONE)
-            cs__problem(run, "COMMSCOPE_STEP_MARKER='%s' names no traced op (use a name such as"
-                        " MPI_Pcontrol or MPI_Barrier); MPI_Pcontrol marks steps", env);
+            cs__problem(run,
+                        "COMMSCOPE_STEP_MARKER='%s' names no traced op (use a name such as"
+                        " MPI_Pcontrol or MPI_Barrier); MPI_Pcontrol marks steps",
+                        env);
         else
             S->marker_op = (uint16_t)op;
     }
@@ -303,12 +305,13 @@ int cs__steps_begin(struct cs__run *run)
             if (c->m == 1)
                 snprintf(S->detail, sizeof S->detail,
                          "each %s of %" PRIu64 " bytes starts a step (%d other call signatures"
-                         " repeat with it)", cs_op_name(a->op), a->bytes, score);
+                         " repeat with it)",
+                         cs_op_name(a->op), a->bytes, score);
             else
                 snprintf(S->detail, sizeof S->detail,
                          "one in every %" PRIu64 " %s of %" PRIu64 " bytes starts a step (%d"
-                         " other call signatures repeat with it)", c->m, cs_op_name(a->op), a->bytes,
-                         score);
+                         " other call signatures repeat with it)",
+                         c->m, cs_op_name(a->op), a->bytes, score);
         } else {
             snprintf(S->note, sizeof S->note,
                      "no steps: no step markers (%s) and no communication call repeats on rank %d",
@@ -507,8 +510,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
                 old->next = S->spare;
                 S->spare = old;
             }
-            *q = (struct cs__sreq){.tb = tb, .busy0 = sr->busy - dur, .comm = ci,
-                                   .red = is_red(ev->op)};
+            *q = (struct cs__sreq){
+                .tb = tb, .busy0 = sr->busy - dur, .comm = ci, .red = is_red(ev->op)};
             *v = (uint64_t)(uintptr_t)q;
         }
         break;

@@ -44,16 +44,16 @@ struct cs__budget {
 /* A class of communicators: the ones one MPI_Comm_split (dup, create) call made on all ranks. */
 struct cs__cclass {
     uint64_t parent;
-    uint32_t ctr;      /* how many-th derived communicator of its lowest member */
-    uint16_t op;       /* creating op, 0 world/self/unknown */
-    int32_t size;      /* members of each communicator (the first seen) */
+    uint32_t ctr; /* how many-th derived communicator of its lowest member */
+    uint16_t op;  /* creating op, 0 world/self/unknown */
+    int32_t size; /* members of each communicator (the first seen) */
     int ncomms;
-    int stride;        /* 1 contiguous ranks, k > 1 rank i + k*j, 0 other */
-    int one_host;      /* every communicator's members on one host */
-    int world;         /* the communicator of all ranks */
+    int stride;   /* 1 contiguous ranks, k > 1 rank i + k*j, 0 other */
+    int one_host; /* every communicator's members on one host */
+    int world;    /* the communicator of all ranks */
     /* traffic seen in the pre-pass on one member (per step: divided by its step count) */
     int observed;
-    double steps;      /* steps on the observed member (0: none detected) */
+    double steps; /* steps on the observed member (0: none detected) */
     uint64_t calls, red, a2a, p2p, coll;
     /* the inference */
     enum cs__dim role;
@@ -90,19 +90,19 @@ void cs__groups_free(struct cs__steps *S);
 /* The report model of the step analysis (numbers only).  NaN: no value. */
 struct cs_report_step {
     int index;
-    int timed;                   /* used in the statistics */
+    int timed; /* used in the statistics */
     double time_s, overlap_ratio, grad_sync_share;
 };
 struct cs_report_budget {
-    int rank;                    /* -1: all ranks */
-    double steps;                /* rank-steps summed */
+    int rank;     /* -1: all ranks */
+    double steps; /* rank-steps summed */
     double step_s, compute_s, grad_sync_s, comm_s[CS_DIM_N], wait_s, other_mpi_s, idle_s;
 };
 struct cs_report_group {
     char comm[40];
     enum cs__dim role;
     int32_t size;
-    int32_t *ranks;              /* owned */
+    int32_t *ranks; /* owned */
     double confidence;
     char why[160];
 };
@@ -123,9 +123,9 @@ struct cs_report_whatif {
 struct cs_report_steps {
     /* steps */
     int count, warmup_excluded, tail_excluded, timed;
-    char source[16];             /* "marker", "pattern" or "none" */
-    char detail[160];            /* which marker op, or which call anchors the pattern */
-    char note[256];              /* why something could not be computed ("" when all could) */
+    char source[16];  /* "marker", "pattern" or "none" */
+    char detail[160]; /* which marker op, or which call anchors the pattern */
+    char note[256];   /* why something could not be computed ("" when all could) */
     double mean_s, median_s, p95_s;
     struct cs_report_step *list;
     size_t nlist;

@@ -18,38 +18,38 @@ struct cs__srank {
     int64_t wait_te;
     double wait_dur;
     int wait_step;
-    double busy;             /* ns inside MPI calls so far */
-    int64_t fin;             /* aligned begin of MPI_Finalize, 0 not seen */
-    uint64_t occ;            /* occurrences of the pattern's anchor so far */
+    double busy;  /* ns inside MPI calls so far */
+    int64_t fin;  /* aligned begin of MPI_Finalize, 0 not seen */
+    uint64_t occ; /* occurrences of the pattern's anchor so far */
 };
 
 /* A request in flight (non-blocking initiation until its completion record). */
 struct cs__sreq {
-    int64_t tb;              /* initiation begin */
-    double busy0;            /* the rank's busy time at tb */
-    int comm;                /* step-analysis communicator index, -1 unknown */
-    int red;                 /* a reduction */
-    struct cs__sreq *next;   /* spare list */
+    int64_t tb;            /* initiation begin */
+    double busy0;          /* the rank's busy time at tb */
+    int comm;              /* step-analysis communicator index, -1 unknown */
+    int red;               /* a reduction */
+    struct cs__sreq *next; /* spare list */
 };
 
 struct cs__steps {
-    int mode;                /* 0 none, 1 markers, 2 pattern */
+    int mode; /* 0 none, 1 markers, 2 pattern */
     uint16_t marker_op;
     uint16_t anchor_op;
     int anchor_cls;
     uint64_t anchor_bytes;
-    uint64_t anchor_m;       /* every anchor_m-th occurrence of the anchor starts a step */
+    uint64_t anchor_m; /* every anchor_m-th occurrence of the anchor starts a step */
     char source[16];
     char detail[160];
     char note[256];
-    int ref;                 /* reference rank of the pre-pass */
+    int ref; /* reference rank of the pre-pass */
     int ref_steps;
-    struct cs__srank *r;     /* [world] */
-    struct cs__budget *g;    /* per step, sums over ranks */
+    struct cs__srank *r;  /* [world] */
+    struct cs__budget *g; /* per step, sums over ranks */
     size_t ng, capg;
     int count_min, count_max; /* steps per rank, over the ranks present */
-    int tail;                /* the reference rank's last step was still open at its end */
-    struct cs__map reqs;     /* (rank, request) -> struct cs__sreq * */
+    int tail;                 /* the reference rank's last step was still open at its end */
+    struct cs__map reqs;      /* (rank, request) -> struct cs__sreq * */
     struct cs__sreq *spare;
     /* groups.c */
     struct cs__map comm_idx; /* (id, 0) -> index + 1 */

@@ -23,10 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#define D 32      /* model width */
-#define HID 128   /* hidden units per block, over the whole TP group */
-#define LAYERS 3  /* residual blocks */
-#define BATCH 32  /* samples per DP replica per step */
+#define D 32     /* model width */
+#define HID 128  /* hidden units per block, over the whole TP group */
+#define LAYERS 3 /* residual blocks */
+#define BATCH 32 /* samples per DP replica per step */
 
 static double now_s(void)
 {
@@ -70,8 +70,7 @@ static int parse(int argc, char **argv, struct opts *o, int rank)
                        "                  [--steps-marker] [--slow-rank R --slow-factor F]\n");
             return 1;
         } else if (v && (strcmp(a, "--steps") == 0 || strcmp(a, "--tp") == 0 ||
-                         strcmp(a, "--slow-rank") == 0 ||
-                         strcmp(a, "--slow-factor") == 0)) {
+                         strcmp(a, "--slow-rank") == 0 || strcmp(a, "--slow-factor") == 0)) {
             char *end;
             double x = strtod(v, &end);
             if (*end || !(x >= 0) || x > 1e6) {
@@ -133,8 +132,10 @@ int main(int argc, char **argv)
     int pr = parse(argc, argv, &o, rank);
     if (!pr && (size % o.tp || HID % o.tp)) {
         if (rank == 0)
-            fprintf(stderr, "cs_train2d: the world (%d) and %d hidden units must divide by --tp"
-                            " %d\n", size, HID, o.tp);
+            fprintf(stderr,
+                    "cs_train2d: the world (%d) and %d hidden units must divide by --tp"
+                    " %d\n",
+                    size, HID, o.tp);
         pr = -1;
     }
     if (pr) {
