@@ -469,7 +469,15 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     case CS_KIND_P2P:
     case CS_KIND_ICOLL:
     case CS_KIND_IP2P: {
-        int ci = cs__groups_comm(run, S, ev->comm);
+        /* A rank's calls mostly stay on one communicator: remember the last lookup. */
+        int ci;
+        if (sr->last_ci && sr->last_comm == ev->comm) {
+            ci = sr->last_ci - 1;
+        } else {
+            ci = cs__groups_comm(run, S, ev->comm);
+            sr->last_comm = ev->comm;
+            sr->last_ci = ci + 1;
+        }
         enum cs__dim dim = dim_of(S, ci);
         int grad = is_red(ev->op) && dim == CS_DIM_DP;
         int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;

@@ -18,9 +18,11 @@ struct cs__srank {
     int64_t wait_te;
     double wait_dur;
     int wait_step;
-    double busy;  /* ns inside MPI calls so far */
-    int64_t fin;  /* aligned begin of MPI_Finalize, 0 not seen */
-    uint64_t occ; /* occurrences of the pattern's anchor so far */
+    double busy;        /* ns inside MPI calls so far */
+    int64_t fin;        /* aligned begin of MPI_Finalize, 0 not seen */
+    uint64_t occ;       /* occurrences of the pattern's anchor so far */
+    uint64_t last_comm; /* the communicator of the rank's last call, and its index + 1 */
+    int last_ci;
 };
 
 /* A request in flight (non-blocking initiation until its completion record). */
