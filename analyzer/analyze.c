@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "steps.h"
 
 /* The merge heap keeps each rank's key beside it, so comparisons touch one array only. */
 struct heap_ent {
@@ -63,6 +64,11 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         cs__problem(run, "out of memory for the report's charts; the HTML report leaves them out");
     if (run->perfetto_opts)
         cs__perfetto_begin(run);
+    /* Step boundaries and group roles need a look at one rank's whole stream first. */
+    if (cs__steps_begin(run)) {
+        cs__problem(run, "out of memory in the step analysis; steps are not reported");
+        cs__steps_free(run);
+    }
     struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
     if (!h.e) {
         cs__problem(run, "out of memory for the event merge");
@@ -106,6 +112,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (run->progress_out && !(++nev & 0xfffff))
             cs__progress(run, nev, 0);
         size_t row = cs__metrics_event(run, r, ev, k, te);
+        cs__steps_event(run, r, ev, k, tb, te);
         cs__match_event(run, r, ev, k, row, tb, te);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
@@ -122,8 +129,10 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     cs__match_finish(run);
     if (run->perfetto && cs__perfetto_finish(run))
         cs__problem(run, "error writing the Perfetto trace %s", run->perfetto_opts->path);
+    cs__steps_finish(run);
     cs__report_build(run, rep);
     cs__views_build(run, rep);
+    cs__steps_report(run, rep);
     return 0;
 }
 

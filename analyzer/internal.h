@@ -21,6 +21,9 @@
 #include "reader.h"
 #include "views.h"
 
+struct cs__steps;
+struct cs_report_steps;
+
 /* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
 
 struct cs__map {
@@ -226,6 +229,7 @@ struct cs__run {
     const struct cs__perfetto_opts *perfetto_opts; /* --perfetto: export asked for */
     struct cs__perfetto *perfetto;                 /* the export sink while streaming */
     FILE *progress_out;      /* when set, progress lines go here (a terminal) */
+    struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -300,6 +304,7 @@ struct cs_report {
     char **problems; /* borrowed from the run */
     size_t nproblems;
     struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
+    struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "steps.h"
 
 static size_t row_lookup(struct cs__run *run, uint16_t op, uint64_t comm)
 {
@@ -197,6 +198,7 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         r->inst_ns += (double)(last_end > last ? last_end - last : 0);
         r->instances++;
     }
+    cs__steps_instance(run, in);
 }
 
 /* ---- the report model ---- */
@@ -347,6 +349,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
 
 void cs__report_free(struct cs_report *rep)
 {
+    cs__steps_report_free(rep);
     free(rep->ranks);
     free(rep->stragglers);
     free(rep->missing);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "steps.h"
 
 /* A minimal streaming JSON writer: commas and indentation from a stack of "first" flags. */
 struct jw {
@@ -176,6 +177,9 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     jw_num(&w, "load_balance", rep->load_balance);
     jw_num(&w, "communication_efficiency", rep->communication_efficiency);
     jw_num(&w, "parallel_efficiency", rep->parallel_efficiency);
+    jw_num(&w, "serialization_efficiency",
+           rep->steps ? rep->steps->serialization_efficiency : NAN);
+    jw_num(&w, "transfer_efficiency", rep->steps ? rep->steps->transfer_efficiency : NAN);
     jw_close(&w, '}');
 
     jw_open(&w, "stragglers", '[');
@@ -253,6 +257,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         jw_close(&w, ']');
     }
 
+    cs__report_steps_json(rep, out);
     jw_close(&w, '}');
     fputc('\n', out);
     return ferror(out) ? CS_EIO : 0;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "steps.h"
 
 /* A number or "-" when it has no value. */
 static const char *num(char *buf, size_t n, const char *fmt, double v)
@@ -72,6 +73,11 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
             num(a, sizeof a, "%.4f", rep->load_balance),
             num(b, sizeof b, "%.4f", rep->communication_efficiency),
             num(c, sizeof c, "%.4f", rep->parallel_efficiency));
+    if (rep->steps)
+        fprintf(out, "serialization_efficiency %s  transfer_efficiency %s\n",
+                num(a, sizeof a, "%.4f", rep->steps->serialization_efficiency),
+                num(b, sizeof b, "%.4f", rep->steps->transfer_efficiency));
+    cs__report_steps_text(rep, out);
 
     fprintf(out, "\n@--- Clock alignment %s\n", "-------------------------------------------");
     fprintf(out, "max_offset_s %.9f  uncertainty_s %.9f  violations_repaired %" PRIu64 "\n",

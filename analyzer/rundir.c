@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "steps.h"
 
 void cs__problem(struct cs__run *run, const char *fmt, ...)
 {
@@ -232,6 +233,7 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
 void cs__run_free(struct cs__run *run)
 {
     cs__views_free(run);
+    cs__steps_free(run);
     for (int r = 0; r < run->world && run->ranks; r++)
         cs_reader_close(run->ranks[r].rd);
     free(run->ranks);

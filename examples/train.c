@@ -11,7 +11,10 @@
  * waited with one MPI_Waitall before the update.
  *
  * The program measures itself, independently of commscope: every MPI call between MPI_Init and
- * MPI_Finalize is timed and counted here, so tests can hold commscope's report against it.
+ * MPI_Finalize is timed and counted here, and so is every step (from its start to the next step's
+ * start; the last one to the end of the loop) and the time each step spent in gradient averaging
+ * (its all-reduce calls and MPI_Waitall, the loss all-reduce included), so tests can hold
+ * commscope's report against it.
  */
 #include <math.h>
 #include <mpi.h>
@@ -38,7 +41,8 @@ struct op_stat {
 };
 
 static struct op_stat stats[N_OPS];
-static double mpi_s; /* seconds spent inside this program's MPI calls */
+static double mpi_s;  /* seconds spent inside this program's MPI calls */
+static double grad_s; /* of that, in gradient averaging (every all-reduce and its Waitall) */
 
 static double now_s(void)
 {
@@ -52,7 +56,10 @@ static double now_s(void)
     do {                                                                                           \
         double t0_ = now_s();                                                                      \
         (void)(call);                                                                              \
-        mpi_s += now_s() - t0_;                                                                    \
+        double dt_ = now_s() - t0_;                                                                \
+        mpi_s += dt_;                                                                              \
+        if ((op) == OP_ALLREDUCE || (op) == OP_IALLREDUCE || (op) == OP_WAITALL)                   \
+            grad_s += dt_;                                                                         \
         stats[op].calls++;                                                                         \
         stats[op].bytes += (uint64_t)(nbytes);                                                     \
     } while (0)
@@ -313,8 +320,21 @@ int main(int argc, char **argv)
         bk[k].n = hi - bk[k].lo;
     }
 
-    double final_loss = 0;
+    /* Per step: its duration and its time in gradient averaging. */
+    double *step_t = calloc((size_t)o.steps, sizeof(double));
+    double *step_g = calloc((size_t)o.steps, sizeof(double));
+    if (!step_t || !step_g) {
+        fprintf(stderr, "cs_train[rank %d]: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    double final_loss = 0, t_step = 0, g_step = 0;
     for (int step = 0; step < o.steps; step++) {
+        if (step > 0) {
+            step_t[step - 1] = now_s() - t_step;
+            step_g[step - 1] = grad_s - g_step;
+        }
+        t_step = now_s();
+        g_step = grad_s;
         if (o.steps_marker)
             TIMED_MPI(OP_PCONTROL, 0, MPI_Pcontrol(1));
         for (int k = 0; k < K; k++)
@@ -440,11 +460,14 @@ int main(int argc, char **argv)
      * so the counts are exact; its duration cannot travel in the data it carries, so wall_s and
      * mpi_s end where it begins (compute_s is unaffected: the gather is not compute).
      */
+    step_t[o.steps - 1] = now_s() - t_step;
+    step_g[o.steps - 1] = grad_s - g_step;
     enum { V_WALL, V_MPI, V_COMPUTE, V_OPS };
-    const int nv = V_OPS + 2 * N_OPS;
-    double mine[V_OPS + 2 * N_OPS];
+    const int V_STEPS = V_OPS + 2 * N_OPS;
+    const int nv = V_STEPS + 2 * o.steps;
+    double *mine = malloc((size_t)nv * sizeof(double));
     double *all = rank == 0 ? malloc((size_t)nv * (size_t)size * sizeof(double)) : NULL;
-    if (rank == 0 && !all) {
+    if (!mine || (rank == 0 && !all)) {
         fprintf(stderr, "cs_train: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -457,6 +480,10 @@ int main(int argc, char **argv)
     for (int op = 0; op < N_OPS; op++) {
         mine[V_OPS + 2 * op] = (double)stats[op].calls;
         mine[V_OPS + 2 * op + 1] = (double)stats[op].bytes;
+    }
+    for (int s = 0; s < o.steps; s++) {
+        mine[V_STEPS + 2 * s] = step_t[s];
+        mine[V_STEPS + 2 * s + 1] = step_g[s];
     }
     MPI_Gather(mine, nv, MPI_DOUBLE, all, nv, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Finalize();
@@ -489,9 +516,17 @@ int main(int argc, char **argv)
                 max = v[V_COMPUTE];
         }
         printf("cs_train: load_balance=%.4f\n", max > 0 ? sum / size / max : 1.0);
+        for (int r = 0; r < size; r++)
+            for (int s = 0; s < o.steps; s++)
+                printf("cs_train: rank %d step %d time_s=%.9f grad_sync_s=%.9f\n", r, s,
+                       all[(size_t)r * nv + V_STEPS + 2 * s],
+                       all[(size_t)r * nv + V_STEPS + 2 * s + 1]);
         printf("cs_train: final_loss=%.6f\n", final_loss);
     }
     free(all);
+    free(mine);
+    free(step_t);
+    free(step_g);
     free(m.w);
     free(m.g);
     free(x);

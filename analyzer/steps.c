@@ -1,0 +1,658 @@
+/*
+ * Steps: where each training iteration begins on every rank, and what its time was spent on.
+ *
+ * Before the merge, a pre-pass reads one rank (the lowest present, the "reference") to choose the
+ * step boundaries: step markers when it has any (MPI_Pcontrol with a level other than 0, or the op
+ * COMMSCOPE_STEP_MARKER names), otherwise the period of its communication pattern: the call
+ * signature (op, communicator class, bytes) that every other periodic signature repeats a fixed
+ * number of times between two of its occurrences anchors the steps.  The same pass (and one on a
+ * member of each class the reference rank is not in) measures each class's traffic for the
+ * group inference (groups.c).
+ *
+ * During the merge every event of a rank is booked to the rank's open step: calls by dimension,
+ * the waits of blocking collectives when their instance completes (into the step the member
+ * arrived in), and each request's overlap at its completion record.  Formulas: docs/metrics.md.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "steps_internal.h"
+
+static int is_red(unsigned op)
+{
+    switch (op) {
+    case CS_OP_ALLREDUCE:
+    case CS_OP_REDUCE:
+    case CS_OP_REDUCE_SCATTER:
+    case CS_OP_REDUCE_SCATTER_BLOCK:
+    case CS_OP_IALLREDUCE:
+    case CS_OP_IREDUCE:
+    case CS_OP_IREDUCE_SCATTER:
+    case CS_OP_IREDUCE_SCATTER_BLOCK:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int is_a2a(unsigned op)
+{
+    switch (op) {
+    case CS_OP_ALLTOALL:
+    case CS_OP_ALLTOALLV:
+    case CS_OP_ALLTOALLW:
+    case CS_OP_IALLTOALL:
+    case CS_OP_IALLTOALLV:
+    case CS_OP_IALLTOALLW:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int is_traffic(enum cs_op_kind k)
+{
+    return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P;
+}
+
+static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
+{
+    int ci = cs__groups_comm(run, S, comm);
+    return ci < 0 ? -1 : S->comms[ci].cls;
+}
+
+static enum cs__dim dim_of(const struct cs__steps *S, int ci)
+{
+    if (ci < 0)
+        return CS_DIM_OTHER;
+    enum cs__dim d = S->classes[S->comms[ci].cls].role;
+    return d < CS_DIM_N ? d : CS_DIM_OTHER;
+}
+
+/* ---- period detection (pre-passes over the reference rank) ---- */
+
+#define NSIG 64
+#define NCAND 128
+
+/*
+ * A candidate: the steps start at every m-th occurrence of signature `anchor`, giving n steps.
+ * Every other signature t then either occurs the same number of times mt >= 1 in each step
+ * (locked to the candidate; seen in two complete steps at least), or not.  The best candidate locks
+ * most signatures (then: most steps).
+ */
+struct detect {
+    struct sig {
+        uint16_t op;
+        int cls;
+        uint64_t bytes;
+        uint64_t count;
+    } s[NSIG];
+    int n;
+    int ncand;
+    struct cand {
+        int anchor;
+        uint64_t m, n, occ;
+        uint64_t checks; /* complete steps seen */
+        int started;
+        uint32_t between[NSIG];
+        int32_t mt[NSIG];
+        unsigned char broken[NSIG];
+    } c[NCAND];
+};
+
+/* The signature index of (op, cls, bytes), added when `add` and there is room; -1 none. */
+static int sig_of(struct detect *d, uint16_t op, int cls, uint64_t bytes, int add)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->s[i].op == op && d->s[i].cls == cls && d->s[i].bytes == bytes)
+            return i;
+    if (!add || d->n == NSIG)
+        return -1; /* only the first NSIG signatures are candidates */
+    d->s[d->n] = (struct sig){.op = op, .cls = cls, .bytes = bytes};
+    return d->n++;
+}
+
+static void detect_candidates(struct detect *d)
+{
+    for (int s = 0; s < d->n; s++) {
+        uint64_t c = d->s[s].count;
+        for (uint64_t m = 1; m <= 64 && 2 * m <= c; m++) {
+            if (c % m)
+                continue;
+            uint64_t n = c / m;
+            int j = 0;
+            while (j < d->ncand && d->c[j].n != n)
+                j++;
+            if (j == d->ncand) {
+                if (d->ncand == NCAND)
+                    continue;
+                d->ncand++;
+            } else if (d->c[j].m <= m) {
+                continue; /* the anchor that repeats least within a step is kept */
+            }
+            d->c[j] = (struct cand){.anchor = s, .m = m, .n = n};
+            for (int t = 0; t < NSIG; t++)
+                d->c[j].mt[t] = -1;
+        }
+    }
+}
+
+static void detect_eval(struct detect *d, int x)
+{
+    for (int j = 0; j < d->ncand; j++) {
+        struct cand *c = &d->c[j];
+        if (x == c->anchor) {
+            if (c->occ++ % c->m == 0) {
+                for (int t = 0; t < d->n && c->started; t++) {
+                    if (t == c->anchor)
+                        continue;
+                    if (c->mt[t] < 0)
+                        c->mt[t] = (int32_t)c->between[t];
+                    else if ((uint32_t)c->mt[t] != c->between[t])
+                        c->broken[t] = 1;
+                }
+                c->checks += c->started;
+                memset(c->between, 0, sizeof c->between);
+                c->started = 1;
+            }
+        } else if (c->started) {
+            c->between[x]++;
+        }
+    }
+}
+
+/* The best candidate, or -1; *score: the signatures locked to it. */
+static int detect_best(const struct detect *d, int *score_out)
+{
+    int best = -1, best_score = -1;
+    for (int j = 0; j < d->ncand; j++) {
+        const struct cand *c = &d->c[j];
+        int score = 0;
+        /* A lock needs two complete steps to be seen at all. */
+        for (int t = 0; t < d->n && c->checks >= 2; t++)
+            score += t != c->anchor && !c->broken[t] && c->mt[t] >= 1;
+        if (best < 0 || score > best_score || (score == best_score && c->n > d->c[best].n)) {
+            best = j;
+            best_score = score;
+        }
+    }
+    *score_out = best_score;
+    return best;
+}
+
+/* ---- markers and anchors ---- */
+
+/* 1 starts a step, -1 ends one (MPI_Pcontrol(0)), 0 neither. */
+static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
+                    enum cs_op_kind k, uint64_t *occ)
+{
+    if (S->mode == 1 && ev->op == S->marker_op)
+        return ev->op == CS_OP_PCONTROL && ev->aux == 0 ? -1 : 1;
+    if (S->mode == 2 && ev->op == S->anchor_op && ev->bytes == S->anchor_bytes && is_traffic(k) &&
+        cls_of(run, S, ev->comm) == S->anchor_cls)
+        return (*occ)++ % S->anchor_m == 0;
+    return 0;
+}
+
+/* One pre-pass over rank r: class traffic (classes first seen in this pass, id `pass`), markers,
+ * anchors, and the signature counts (d_count) or the candidates' evaluation (d_eval) when given.
+ * Returns the steps found on the rank. */
+static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pass,
+                        struct detect *d_count, struct detect *d_eval, uint64_t *markers)
+{
+    struct cs_reader *rd = run->ranks[r].rd;
+    const struct cs_event *ev;
+    uint64_t anchors = 0, occ = 0;
+    *markers = 0;
+    while ((ev = cs_reader_next(rd))) {
+        enum cs_op_kind k = cs_op_info(ev->op)->kind;
+        if (ev->op == S->marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
+            (*markers)++;
+        if (!is_traffic(k))
+            continue;
+        if (S->mode == 2 && boundary(run, S, ev, k, &occ) == 1)
+            anchors++;
+        int c = cls_of(run, S, ev->comm);
+        if (c >= 0 && pass > 0) {
+            struct cs__cclass *cl = &S->classes[c];
+            if (!cl->observed)
+                cl->observed = pass;
+            if (cl->observed == pass) {
+                cl->calls++;
+                cl->red += is_red(ev->op);
+                cl->a2a += is_a2a(ev->op);
+                cl->p2p += k == CS_KIND_P2P || k == CS_KIND_IP2P;
+                cl->coll += k == CS_KIND_COLL || k == CS_KIND_ICOLL;
+            }
+        }
+        if (d_count) {
+            int x = sig_of(d_count, ev->op, c, ev->bytes, 1);
+            if (x >= 0)
+                d_count->s[x].count++;
+        }
+        if (d_eval) {
+            int x = sig_of(d_eval, ev->op, c, ev->bytes, 0);
+            if (x >= 0)
+                detect_eval(d_eval, x);
+        }
+    }
+    cs_reader_rewind(rd);
+    return S->mode == 1 ? *markers : anchors;
+}
+
+int cs__steps_begin(struct cs__run *run)
+{
+    struct cs__steps *S = calloc(1, sizeof *S);
+    if (!S)
+        return CS_ENOMEM;
+    run->steps = S;
+    S->ref = -1;
+    S->r = calloc((size_t)run->world + 1, sizeof *S->r);
+    if (!S->r || cs__groups_build(run, S))
+        return CS_ENOMEM;
+    for (int r = 0; r < run->world; r++)
+        S->r[r].step = -1;
+    snprintf(S->source, sizeof S->source, "none");
+    S->marker_op = CS_OP_PCONTROL;
+    const char *env = getenv("COMMSCOPE_STEP_MARKER");
+    if (env && *env) {
+        enum cs_op op = cs_op_by_name(env);
+        if (op == CS_OP_NONE)
+            cs__problem(run,
+                        "COMMSCOPE_STEP_MARKER='%s' names no traced op (use a name such as"
+                        " MPI_Pcontrol or MPI_Barrier); MPI_Pcontrol marks steps",
+                        env);
+        else
+            S->marker_op = (uint16_t)op;
+    }
+    for (int r = 0; r < run->world && S->ref < 0; r++)
+        if (run->ranks[r].present)
+            S->ref = r;
+    if (S->ref < 0)
+        return 0;
+
+    struct detect *d = calloc(1, sizeof *d);
+    if (!d)
+        return CS_ENOMEM;
+    uint64_t markers;
+    prepass(run, S, S->ref, 1, d, NULL, &markers);
+    double steps = 0;
+    if (markers > 0) {
+        S->mode = 1;
+        steps = (double)markers;
+        snprintf(S->source, sizeof S->source, "marker");
+        snprintf(S->detail, sizeof S->detail, "%s%s", cs_op_name(S->marker_op),
+                 S->marker_op == CS_OP_PCONTROL ? " (level != 0)" : "");
+    } else {
+        /* Second look at the reference rank: which period explains its calls best. */
+        detect_candidates(d);
+        if (d->ncand)
+            prepass(run, S, S->ref, 0, NULL, d, &markers);
+        int score, best = detect_best(d, &score);
+        if (best >= 0) {
+            const struct cand *c = &d->c[best];
+            const struct sig *a = &d->s[c->anchor];
+            S->mode = 2;
+            S->anchor_op = a->op;
+            S->anchor_cls = a->cls;
+            S->anchor_bytes = a->bytes;
+            S->anchor_m = c->m;
+            steps = (double)c->n;
+            snprintf(S->source, sizeof S->source, "pattern");
+            if (c->m == 1)
+                snprintf(S->detail, sizeof S->detail,
+                         "each %s of %" PRIu64 " bytes starts a step (%d other call signatures"
+                         " repeat with it)",
+                         cs_op_name(a->op), a->bytes, score);
+            else
+                snprintf(S->detail, sizeof S->detail,
+                         "one in every %" PRIu64 " %s of %" PRIu64 " bytes starts a step (%d"
+                         " other call signatures repeat with it)",
+                         c->m, cs_op_name(a->op), a->bytes, score);
+        } else {
+            snprintf(S->note, sizeof S->note,
+                     "no steps: no step markers (%s) and no communication call repeats on rank %d",
+                     cs_op_name(S->marker_op), S->ref);
+        }
+    }
+    free(d);
+    for (size_t c = 0; c < S->nclasses; c++)
+        if (S->classes[c].observed == 1)
+            S->classes[c].steps = steps;
+    /* Classes the reference rank is not in: a pre-pass over the lowest present member of each. */
+    int pass = 1;
+    for (size_t c = 0; c < S->nclasses; c++) {
+        if (S->classes[c].observed)
+            continue;
+        int who = -1;
+        for (size_t i = 0; i < S->ncomms && who < 0; i++) {
+            const struct cs__scomm *sc = &S->comms[i];
+            if (sc->cls != (int)c)
+                continue;
+            for (int32_t m = 0; m < sc->size && who < 0; m++)
+                if (run->ranks[sc->members[m]].present)
+                    who = sc->members[m];
+        }
+        if (who < 0)
+            continue;
+        pass++;
+        double st = S->mode ? (double)prepass(run, S, who, pass, NULL, NULL, &markers) : 0;
+        for (size_t j = 0; j < S->nclasses; j++)
+            if (S->classes[j].observed == pass)
+                S->classes[j].steps = st;
+    }
+    cs__groups_infer(run, S);
+    return 0;
+}
+
+/* ---- the main pass ---- */
+
+static struct cs__budget *step_slot(struct cs__steps *S, size_t k)
+{
+    if (k >= S->capg) {
+        size_t cap = S->capg ? 2 * S->capg : 64;
+        while (cap <= k)
+            cap *= 2;
+        void *p = realloc(S->g, cap * sizeof *S->g);
+        if (!p)
+            return NULL;
+        memset((struct cs__budget *)p + S->capg, 0, (cap - S->capg) * sizeof *S->g);
+        S->g = p;
+        S->capg = cap;
+    }
+    if (k >= S->ng)
+        S->ng = k + 1;
+    return &S->g[k];
+}
+
+static void budget_add(struct cs__budget *to, const struct cs__budget *b)
+{
+    const double *s = (const double *)b;
+    double *t = (double *)to;
+    for (size_t i = 0; i < sizeof *b / sizeof(double); i++)
+        t[i] += s[i];
+}
+
+static void close_step(struct cs__steps *S, struct cs__srank *sr, int64_t t, int fold)
+{
+    if (!sr->in_step)
+        return;
+    sr->in_step = 0;
+    sr->cur.n = 1;
+    sr->cur.dur = t > sr->begin ? (double)(t - sr->begin) : 0;
+    struct cs__budget *g = step_slot(S, (size_t)sr->step);
+    if (g)
+        budget_add(g, &sr->cur);
+    if (fold)
+        budget_add(sr->step == 0 ? &sr->first : &sr->rest, &sr->cur);
+}
+
+static void open_step(struct cs__srank *sr, int64_t t)
+{
+    sr->step++;
+    sr->in_step = 1;
+    sr->begin = t;
+    sr->ring[sr->step % CS__RING] = t;
+    memset(&sr->cur, 0, sizeof sr->cur);
+}
+
+/* The step of the rank that contains aligned time t, -1 none (or too old to remember). */
+static int step_of(const struct cs__srank *sr, int64_t t)
+{
+    if (sr->step < 0)
+        return -1;
+    for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
+        if (t >= sr->ring[j % CS__RING])
+            return j;
+    return -1;
+}
+
+/* Add v to the double at offset off of step k of the rank (open or already closed). */
+static void add_late(struct cs__steps *S, struct cs__srank *sr, int k, size_t off, double v)
+{
+    if (k < 0 || v == 0)
+        return;
+    if (sr->in_step && k == sr->step) {
+        *(double *)((char *)&sr->cur + off) += v;
+        return;
+    }
+    struct cs__budget *g = step_slot(S, (size_t)k);
+    if (g)
+        *(double *)((char *)g + off) += v;
+    *(double *)((char *)(k == 0 ? &sr->first : &sr->rest) + off) += v;
+}
+
+/* The wait call of the rank is booked to communicator ci's dimension (-1: none known). */
+static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int red)
+{
+    enum cs__dim dim = dim_of(S, ci);
+    add_late(S, sr, sr->wait_step, offsetof(struct cs__budget, blocked) + dim * sizeof(double),
+             sr->wait_dur);
+    if (red && dim == CS_DIM_DP)
+        add_late(S, sr, sr->wait_step, offsetof(struct cs__budget, grad_blocked), sr->wait_dur);
+    if (ci >= 0) {
+        S->comms[ci].blocked += sr->wait_dur;
+        S->classes[S->comms[ci].cls].blocked += sr->wait_dur;
+    }
+    sr->wait_open = 0;
+}
+
+void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                     int64_t tb, int64_t te)
+{
+    struct cs__steps *S = run->steps;
+    if (!S)
+        return;
+    struct cs__srank *sr = &S->r[rank];
+    double dur = te > tb ? (double)(te - tb) : 0;
+    if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
+        flush_wait(S, sr, -1, 0);
+    int b = boundary(run, S, ev, k, &sr->occ);
+    if (b) {
+        close_step(S, sr, tb, 1);
+        if (b > 0)
+            open_step(sr, tb);
+    }
+    if (ev->op == CS_OP_FINALIZE && !sr->fin)
+        sr->fin = tb;
+    struct cs__budget *bu = sr->in_step ? &sr->cur : NULL;
+    if (k != CS_KIND_DONE) {
+        sr->busy += dur;
+        if (bu)
+            bu->mpi += dur;
+    }
+    switch (k) {
+    case CS_KIND_COLL:
+    case CS_KIND_P2P:
+    case CS_KIND_ICOLL:
+    case CS_KIND_IP2P: {
+        /* A rank's calls mostly stay on one communicator: remember the last lookup. */
+        int ci;
+        if (sr->last_ci && sr->last_comm == ev->comm) {
+            ci = sr->last_ci - 1;
+        } else {
+            ci = cs__groups_comm(run, S, ev->comm);
+            sr->last_comm = ev->comm;
+            sr->last_ci = ci + 1;
+        }
+        enum cs__dim dim = dim_of(S, ci);
+        int grad = is_red(ev->op) && dim == CS_DIM_DP;
+        int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
+        if (bu) {
+            bu->blocked[dim] += dur;
+            if (grad)
+                bu->grad_blocked += dur;
+            if (blocking)
+                bu->span += dur;
+        }
+        if (ci >= 0) {
+            struct cs__scomm *sc = &S->comms[ci];
+            struct cs__cclass *cl = &S->classes[sc->cls];
+            double by = (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
+            sc->blocked += dur;
+            sc->bytes += by;
+            cl->blocked += dur;
+            cl->bytes += by;
+            if (blocking) {
+                sc->span += dur;
+                cl->span += dur;
+            }
+        }
+        if (!blocking) {
+            struct cs__sreq *q = S->spare;
+            if (q)
+                S->spare = q->next;
+            else
+                q = malloc(sizeof *q);
+            int fresh;
+            uint64_t *v = q ? cs__map_put(&S->reqs, (uint64_t)rank, ev->request, &fresh) : NULL;
+            if (!v) {
+                free(q);
+                break;
+            }
+            if (!fresh) { /* a reused request id replaces the forgotten one */
+                struct cs__sreq *old = (void *)(uintptr_t)*v;
+                old->next = S->spare;
+                S->spare = old;
+            }
+            *q = (struct cs__sreq){
+                .tb = tb, .busy0 = sr->busy - dur, .comm = ci, .red = is_red(ev->op)};
+            *v = (uint64_t)(uintptr_t)q;
+        }
+        break;
+    }
+    case CS_KIND_WAIT:
+        sr->wait_open = 1;
+        sr->wait_te = te;
+        sr->wait_dur = dur;
+        sr->wait_step = sr->in_step ? sr->step : -1;
+        break;
+    case CS_KIND_DONE: {
+        uint64_t *v = cs__map_get(&S->reqs, (uint64_t)rank, ev->request);
+        struct cs__sreq *q = v ? (void *)(uintptr_t)*v : NULL;
+        if (sr->wait_open && te == sr->wait_te)
+            flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
+        if (!q)
+            break;
+        cs__map_del(&S->reqs, (uint64_t)rank, ev->request);
+        if (!(ev->flags & CS_EV_CANCELLED)) {
+            /* In flight from the initiation to this record; exposed while inside MPI calls. */
+            double D = te > q->tb ? (double)(te - q->tb) : 0;
+            double E = sr->busy - q->busy0;
+            double O = D > E ? D - E : 0;
+            if (bu) {
+                bu->ovl += O;
+                bu->span += D;
+                if (q->red && dim_of(S, q->comm) == CS_DIM_DP)
+                    bu->grad_ovl += O;
+            }
+            if (q->comm >= 0) {
+                struct cs__scomm *sc = &S->comms[q->comm];
+                sc->ovl += O;
+                sc->span += D;
+                S->classes[sc->cls].ovl += O;
+                S->classes[sc->cls].span += D;
+            }
+        }
+        q->next = S->spare;
+        S->spare = q;
+        break;
+    }
+    default:
+        if (bu)
+            bu->other_mpi += dur;
+        break;
+    }
+}
+
+void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
+{
+    struct cs__steps *S = run->steps;
+    if (!S || cs_op_info(in->op)->kind != CS_KIND_COLL || in->n < 2)
+        return;
+    int ci = cs__groups_comm(run, S, in->comm);
+    enum cs__dim dim = dim_of(S, ci);
+    int grad = is_red(in->op) && dim == CS_DIM_DP;
+    enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
+    const int64_t *a = in->arr;
+    int64_t last = a[0], prefix = INT64_MIN;
+    for (int32_t i = 1; i < in->n; i++)
+        if (a[i] > last)
+            last = a[i];
+    for (int32_t i = 0; i < in->n; i++) {
+        int64_t w = 0;
+        if (pat == CS_PAT_NXN)
+            w = last - a[i];
+        else if (pat == CS_PAT_1TON && in->root >= 0 && i != in->root && a[in->root] > a[i])
+            w = a[in->root] - a[i];
+        else if (pat == CS_PAT_NTO1 && i == in->root)
+            w = last - a[i];
+        else if (pat == CS_PAT_PREFIX) {
+            if (a[i] > prefix)
+                prefix = a[i];
+            w = prefix - a[i];
+        }
+        int64_t call = in->end[i] - a[i];
+        if (w > call)
+            w = call;
+        if (w <= 0)
+            continue;
+        struct cs__srank *sr = &S->r[in->members[i]];
+        int k = step_of(sr, a[i]);
+        add_late(S, sr, k, offsetof(struct cs__budget, wait) + dim * sizeof(double), (double)w);
+        if (grad)
+            add_late(S, sr, k, offsetof(struct cs__budget, grad_wait), (double)w);
+        if (ci >= 0)
+            S->classes[S->comms[ci].cls].wait += (double)w;
+    }
+}
+
+void cs__steps_finish(struct cs__run *run)
+{
+    struct cs__steps *S = run->steps;
+    if (!S)
+        return;
+    S->count_min = -1;
+    for (int r = 0; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        struct cs__srank *sr = &S->r[r];
+        if (!rk->present)
+            continue;
+        if (sr->wait_open)
+            flush_wait(S, sr, -1, 0);
+        /* The last step has no closing marker: it ends where MPI_Finalize begins (else at the
+         * rank's last event) and is kept out of the statistics (it may hold shut-down work). */
+        if (r == S->ref)
+            S->tail = sr->in_step;
+        close_step(S, sr, sr->fin ? sr->fin : rk->t_last_end, 0);
+        int n = sr->step + 1;
+        if (S->count_min < 0 || n < S->count_min)
+            S->count_min = n;
+        if (n > S->count_max)
+            S->count_max = n;
+    }
+}
+
+void cs__steps_free(struct cs__run *run)
+{
+    struct cs__steps *S = run->steps;
+    if (!S)
+        return;
+    for (size_t i = 0; i < S->reqs.cap; i++)
+        if (S->reqs.slot[i].used)
+            free((void *)(uintptr_t)S->reqs.slot[i].v);
+    cs__map_free(&S->reqs);
+    while (S->spare) {
+        struct cs__sreq *q = S->spare;
+        S->spare = q->next;
+        free(q);
+    }
+    cs__groups_free(S);
+    free(S->g);
+    free(S->r);
+    free(S);
+    run->steps = NULL;
+}

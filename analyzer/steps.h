@@ -1,0 +1,168 @@
+/*
+ * Training-step analysis (steps.c, groups.c, report_steps.c): what the analyzer's step files share.
+ *
+ *   groups.c   communicator classes (communicators made by the same call on every rank) and the
+ *              parallelism role of each class (dp, tp, pp, ep, other) from membership and traffic
+ *   steps.c    a pre-pass over one rank finds the step boundaries (markers, else the period of the
+ *              collective pattern) and each class's traffic; the main pass then cuts every rank's
+ *              stream into steps and accumulates the per-step time budget, gradient sync and
+ *              overlap; instances add their waits as they complete
+ *   report_steps.c   the JSON and text sections for them (formatting only)
+ *
+ * Memory: per rank a few step accumulators, one entry per step for the whole run (sums over
+ * ranks), one per communicator and class, and one per request in flight.  Nothing grows with the
+ * number of events.
+ *
+ * Everything here works on intervals of MPI calls on the host.  A GPU kernel timeline (NCCL
+ * issue) is meant to feed the same accounting: a device interval is one more "request in flight"
+ * (begin, end, class) whose exposed part is what the host spent blocked in the calls that waited
+ * for it (see req_begin / req_done in steps.c).
+ */
+#ifndef COMMSCOPE_ANALYZER_STEPS_H
+#define COMMSCOPE_ANALYZER_STEPS_H
+
+#include "internal.h"
+
+/* Parallelism dimensions. */
+enum cs__dim { CS_DIM_DP, CS_DIM_TP, CS_DIM_PP, CS_DIM_EP, CS_DIM_OTHER, CS_DIM_N };
+extern const char *const cs__dim_names[CS_DIM_N];
+
+/* One rank's step, or a sum of them (nanoseconds, as doubles: sums over many ranks). */
+struct cs__budget {
+    double n;                 /* rank-steps summed */
+    double dur;               /* step time */
+    double mpi;               /* time inside MPI calls */
+    double blocked[CS_DIM_N]; /* time blocked in communication calls, by dimension */
+    double wait[CS_DIM_N];    /* of that, waiting for later members of blocking collectives */
+    double grad_blocked;      /* blocked in gradient-synchronisation calls (included above) */
+    double grad_wait;         /* of that, waiting */
+    double grad_ovl;          /* gradient-sync requests in flight while the rank computed */
+    double ovl, span;         /* all communication: overlapped time, time in flight */
+    double other_mpi;         /* MPI calls that are not communication (markers, comm creation) */
+};
+
+/* A class of communicators: the ones one MPI_Comm_split (dup, create) call made on all ranks. */
+struct cs__cclass {
+    uint64_t parent;
+    uint32_t ctr; /* how many-th derived communicator of its lowest member */
+    uint16_t op;  /* creating op, 0 world/self/unknown */
+    int32_t size; /* members of each communicator (the first seen) */
+    int ncomms;
+    int stride;   /* 1 contiguous ranks, k > 1 rank i + k*j, 0 other */
+    int one_host; /* every communicator's members on one host */
+    int world;    /* the communicator of all ranks */
+    /* traffic seen in the pre-pass on one member (per step: divided by its step count) */
+    int observed;
+    double steps; /* steps on the observed member (0: none detected) */
+    uint64_t calls, red, a2a, p2p, coll;
+    /* the inference */
+    enum cs__dim role;
+    double confidence;
+    char why[160];
+    /* totals over ranks from the main pass */
+    double blocked, wait, ovl, span, bytes;
+};
+
+/* One communicator as the step analysis knows it. */
+struct cs__scomm {
+    uint64_t id;
+    int cls;
+    int32_t size;
+    const int32_t *members;
+    double blocked, ovl, span, bytes;
+};
+
+struct cs__steps;
+
+/* groups.c: the class table from the communicator records (after cs__comms_build). */
+int cs__groups_build(struct cs__run *run, struct cs__steps *S);
+/* The step-analysis index of communicator id (added when first seen); -1 none. */
+int cs__groups_comm(struct cs__run *run, struct cs__steps *S, uint64_t id);
+/* Roles from the classes' membership and traffic (after the pre-pass). */
+void cs__groups_infer(struct cs__run *run, struct cs__steps *S);
+/* Accessors for steps.c. */
+struct cs__scomm *cs__groups_scomm(struct cs__steps *S, int i);
+struct cs__cclass *cs__groups_class(struct cs__steps *S, int c);
+size_t cs__groups_nclasses(const struct cs__steps *S);
+size_t cs__groups_ncomms(const struct cs__steps *S);
+void cs__groups_free(struct cs__steps *S);
+
+/* The report model of the step analysis (numbers only).  NaN: no value. */
+struct cs_report_step {
+    int index;
+    int timed; /* used in the statistics */
+    double time_s, overlap_ratio, grad_sync_share;
+};
+struct cs_report_budget {
+    int rank;     /* -1: all ranks */
+    double steps; /* rank-steps summed */
+    double step_s, compute_s, grad_sync_s, comm_s[CS_DIM_N], wait_s, other_mpi_s, idle_s;
+};
+struct cs_report_group {
+    char comm[40];
+    enum cs__dim role;
+    int32_t size;
+    int32_t *ranks; /* owned */
+    double confidence;
+    char why[160];
+};
+struct cs_report_dim {
+    enum cs__dim role;
+    int comms;
+    double time_s, bytes, exposed_share, overlap_ratio;
+};
+struct cs_report_overlap {
+    char comm[40];
+    double ratio, overlapped_s, in_flight_s;
+};
+struct cs_report_whatif {
+    double measured_step_s, replayed_step_s, no_straggler_step_s, full_overlap_step_s,
+        best_bandwidth_step_s, replay_error;
+    char note[256];
+};
+struct cs_report_steps {
+    /* steps */
+    int count, warmup_excluded, tail_excluded, timed;
+    char source[16];  /* "marker", "pattern" or "none" */
+    char detail[160]; /* which marker op, or which call anchors the pattern */
+    char note[256];   /* why something could not be computed ("" when all could) */
+    double mean_s, median_s, p95_s;
+    struct cs_report_step *list;
+    size_t nlist;
+    /* budget */
+    struct cs_report_budget total;
+    struct cs_report_budget *ranks;
+    size_t nranks;
+    /* gradient synchronisation, per step and rank (means) */
+    double grad_share, grad_total_s, grad_exposed_s, grad_wait_s, grad_overlapped_s;
+    char grad_note[160];
+    /* overlap */
+    double overlap_ratio;
+    struct cs_report_overlap *overlap;
+    size_t noverlap;
+    /* groups */
+    struct cs_report_group *groups;
+    size_t ngroups;
+    struct cs_report_dim dims[CS_DIM_N];
+    /* POP additions */
+    double serialization_efficiency, transfer_efficiency;
+    struct cs_report_whatif whatif;
+};
+
+/* steps.c hooks into the pipeline (analyze.c, metrics.c). */
+int cs__steps_begin(struct cs__run *run);
+void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                     int64_t tb, int64_t te);
+void cs__steps_instance(struct cs__run *run, const struct cs__inst *in);
+void cs__steps_finish(struct cs__run *run);
+/* Fill rep->steps (owned by rep) from the run; frees the run's step state. */
+void cs__steps_report(struct cs__run *run, struct cs_report *rep);
+void cs__steps_free(struct cs__run *run);
+void cs__steps_report_free(struct cs_report *rep);
+
+/* report_steps.c */
+void cs__report_steps_text(const struct cs_report *rep, FILE *out);
+/* Continues the top-level JSON object of cs__report_json (its keys so far are written). */
+void cs__report_steps_json(const struct cs_report *rep, FILE *out);
+
+#endif

@@ -1,0 +1,64 @@
+/* The step analysis' own state (steps.c, groups.c, whatif.c); the run holds it as run->steps. */
+#ifndef COMMSCOPE_ANALYZER_STEPS_INTERNAL_H
+#define COMMSCOPE_ANALYZER_STEPS_INTERNAL_H
+
+#include "steps.h"
+
+#define CS__RING 16 /* step begins remembered per rank, for waits that arrive late */
+
+struct cs__srank {
+    int in_step;             /* inside a step now */
+    int step;                /* index of the current (or last) step, -1 before the first */
+    int64_t begin;           /* aligned begin of the current step */
+    int64_t ring[CS__RING];  /* begins of recent steps, by index % CS__RING */
+    struct cs__budget cur;   /* the open step */
+    struct cs__budget first; /* step 0 (warm-up) */
+    struct cs__budget rest;  /* closed steps after the first */
+    int wait_open;           /* a wait call whose completions are still to come */
+    int64_t wait_te;
+    double wait_dur;
+    int wait_step;
+    double busy;        /* ns inside MPI calls so far */
+    int64_t fin;        /* aligned begin of MPI_Finalize, 0 not seen */
+    uint64_t occ;       /* occurrences of the pattern's anchor so far */
+    uint64_t last_comm; /* the communicator of the rank's last call, and its index + 1 */
+    int last_ci;
+};
+
+/* A request in flight (non-blocking initiation until its completion record). */
+struct cs__sreq {
+    int64_t tb;            /* initiation begin */
+    double busy0;          /* the rank's busy time at tb */
+    int comm;              /* step-analysis communicator index, -1 unknown */
+    int red;               /* a reduction */
+    struct cs__sreq *next; /* spare list */
+};
+
+struct cs__steps {
+    int mode; /* 0 none, 1 markers, 2 pattern */
+    uint16_t marker_op;
+    uint16_t anchor_op;
+    int anchor_cls;
+    uint64_t anchor_bytes;
+    uint64_t anchor_m; /* every anchor_m-th occurrence of the anchor starts a step */
+    char source[16];
+    char detail[160];
+    char note[256];
+    int ref; /* reference rank of the pre-pass */
+    int ref_steps;
+    struct cs__srank *r;  /* [world] */
+    struct cs__budget *g; /* per step, sums over ranks */
+    size_t ng, capg;
+    int count_min, count_max; /* steps per rank, over the ranks present */
+    int tail;                 /* the reference rank's last step was still open at its end */
+    struct cs__map reqs;      /* (rank, request) -> struct cs__sreq * */
+    struct cs__sreq *spare;
+    /* groups.c */
+    struct cs__map comm_idx; /* (id, 0) -> index + 1 */
+    struct cs__scomm *comms;
+    size_t ncomms, capcomms;
+    struct cs__cclass *classes;
+    size_t nclasses, capclasses;
+};
+
+#endif

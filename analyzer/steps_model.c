@@ -1,0 +1,240 @@
+/*
+ * The report model of the step analysis: step statistics, time budgets, gradient sync, overlap,
+ * groups and the POP serialisation / transfer split, from the accumulators of steps.c.  Numbers
+ * only; report_steps.c formats them.  Formulas: docs/metrics.md.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "steps_internal.h"
+
+static int dbl_cmp(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static void fill_budget(struct cs_report_budget *o, const struct cs__budget *b, int rank)
+{
+    *o = (struct cs_report_budget){.rank = rank, .steps = b->n};
+    double n = b->n > 0 ? b->n * 1e9 : NAN;
+    double grad = b->grad_blocked - b->grad_wait, wait = 0;
+    o->step_s = b->dur / n;
+    o->compute_s = (b->dur - b->mpi) / n;
+    o->grad_sync_s = grad / n;
+    for (int d = 0; d < CS_DIM_N; d++) {
+        double x = b->blocked[d] - b->wait[d] - (d == CS_DIM_DP ? grad : 0);
+        o->comm_s[d] = x / n;
+        wait += b->wait[d];
+    }
+    o->wait_s = wait / n;
+    o->other_mpi_s = b->other_mpi / n;
+    /* Host-side traces cannot tell a rank that waits on its GPU from one that computes. */
+    o->idle_s = NAN;
+}
+
+static void pop_split(const struct cs_report *rep, struct cs_report_steps *o)
+{
+    double t = 0, t_ideal = 0, comp = 0;
+    for (size_t i = 0; i < rep->nranks; i++) {
+        const struct cs_report_rank *r = &rep->ranks[i];
+        double w = r->wait_s < r->comm_s ? r->wait_s : r->comm_s;
+        if (w < 0)
+            w = 0;
+        if (r->wall_s > t)
+            t = r->wall_s;
+        if (r->compute_s + w > t_ideal)
+            t_ideal = r->compute_s + w;
+        if (r->compute_s > comp)
+            comp = r->compute_s;
+    }
+    if (t_ideal > t)
+        t_ideal = t;
+    o->serialization_efficiency = t_ideal > 0 && comp > 0 ? comp / t_ideal : NAN;
+    o->transfer_efficiency = t > 0 && t_ideal > 0 ? t_ideal / t : NAN;
+}
+
+void cs__steps_report(struct cs__run *run, struct cs_report *rep)
+{
+    struct cs__steps *S = run->steps;
+    struct cs_report_steps *o = calloc(1, sizeof *o);
+    if (!o) {
+        cs__problem(run, "out of memory building the step report");
+        cs__steps_free(run);
+        return;
+    }
+    rep->steps = o;
+    o->mean_s = o->median_s = o->p95_s = NAN;
+    o->grad_share = o->grad_total_s = o->grad_exposed_s = o->grad_wait_s = o->grad_overlapped_s =
+        NAN;
+    o->overlap_ratio = NAN;
+    o->whatif = (struct cs_report_whatif){NAN, NAN, NAN, NAN, NAN, NAN, ""};
+    fill_budget(&o->total, &(struct cs__budget){0}, -1);
+    pop_split(rep, o);
+    snprintf(o->source, sizeof o->source, "none");
+    if (!S) {
+        snprintf(o->note, sizeof o->note, "the step analysis did not run (out of memory)");
+        return;
+    }
+    snprintf(o->source, sizeof o->source, "%s", S->source);
+    snprintf(o->detail, sizeof o->detail, "%s", S->detail);
+    snprintf(o->note, sizeof o->note, "%s", S->note);
+
+    int n = S->ref >= 0 && S->mode ? S->r[S->ref].step + 1 : 0;
+    if (S->mode && S->count_min != S->count_max) {
+        snprintf(o->note, sizeof o->note,
+                 "ranks disagree on the number of steps (%d to %d); the first %d are analysed",
+                 S->count_min, S->count_max, S->count_min);
+        cs__problem(run, "ranks disagree on the number of steps (%d to %d)", S->count_min,
+                    S->count_max);
+        if (S->count_min < n)
+            n = S->count_min;
+    }
+    if ((size_t)n > S->ng)
+        n = (int)S->ng;
+    o->count = n;
+    o->tail_excluded = n > 0 && S->tail;
+    int usable = n - o->tail_excluded;
+    o->warmup_excluded = usable >= 3;
+    o->timed = usable > o->warmup_excluded ? usable - o->warmup_excluded : 0;
+    if (n > 0 && !o->timed && !o->note[0])
+        snprintf(o->note, sizeof o->note,
+                 "%d step%s found, but none is complete (the last one has no closing marker)", n,
+                 n == 1 ? "" : "s");
+
+    /* Steps: time of step k = mean over ranks of the rank's step duration. */
+    o->list = calloc((size_t)n + 1, sizeof *o->list);
+    double *t = calloc((size_t)n + 1, sizeof *t);
+    struct cs__budget tot = {0};
+    int any_dp = 0;
+    for (size_t c = 0; c < S->nclasses; c++)
+        any_dp |= S->classes[c].role == CS_DIM_DP;
+    if (o->list && t) {
+        size_t m = 0;
+        for (int k = 0; k < n; k++) {
+            const struct cs__budget *g = &S->g[k];
+            struct cs_report_step *s = &o->list[o->nlist++];
+            s->index = k;
+            s->timed = k >= o->warmup_excluded && k < usable;
+            s->time_s = g->n > 0 ? g->dur / g->n / 1e9 : NAN;
+            s->overlap_ratio = g->span > 0 ? g->ovl / g->span : NAN;
+            s->grad_sync_share = any_dp && g->dur > 0 ? g->grad_blocked / g->dur : NAN;
+            if (s->timed) {
+                t[m++] = s->time_s;
+                const double *src = (const double *)g;
+                double *dst = (double *)&tot;
+                for (size_t i = 0; i < sizeof tot / sizeof(double); i++)
+                    dst[i] += src[i];
+            }
+        }
+        if (m) {
+            double sum = 0;
+            for (size_t i = 0; i < m; i++)
+                sum += t[i];
+            qsort(t, m, sizeof *t, dbl_cmp);
+            o->mean_s = sum / (double)m;
+            o->median_s = m % 2 ? t[m / 2] : (t[m / 2 - 1] + t[m / 2]) / 2;
+            size_t p = (size_t)ceil(0.95 * (double)m);
+            o->p95_s = t[p ? p - 1 : 0];
+        }
+    }
+    free(t);
+
+    /* Budgets. */
+    fill_budget(&o->total, &tot, -1);
+    o->ranks = calloc((size_t)run->world + 1, sizeof *o->ranks);
+    for (int r = 0; r < run->world && o->ranks && o->timed; r++) {
+        if (!run->ranks[r].present)
+            continue;
+        struct cs__budget b = S->r[r].rest;
+        if (!o->warmup_excluded) {
+            const double *src = (const double *)&S->r[r].first;
+            double *dst = (double *)&b;
+            for (size_t i = 0; i < sizeof b / sizeof(double); i++)
+                dst[i] += src[i];
+        }
+        fill_budget(&o->ranks[o->nranks++], &b, r);
+    }
+
+    /* Gradient synchronisation. */
+    if (!any_dp)
+        snprintf(o->grad_note, sizeof o->grad_note,
+                 "no data-parallel group was found, so no call counts as gradient"
+                 " synchronisation");
+    else if (!o->timed || tot.dur <= 0)
+        snprintf(o->grad_note, sizeof o->grad_note, "no complete steps to measure it in");
+    else {
+        double rs = tot.n * 1e9;
+        o->grad_share = tot.grad_blocked / tot.dur;
+        o->grad_exposed_s = tot.grad_blocked / rs;
+        o->grad_wait_s = tot.grad_wait / rs;
+        o->grad_overlapped_s = tot.grad_ovl / rs;
+        o->grad_total_s = (tot.grad_blocked + tot.grad_ovl) / rs;
+    }
+
+    /* Overlap per communicator, groups, dimensions. */
+    size_t nc = S->ncomms;
+    o->overlap = calloc(nc + 1, sizeof *o->overlap);
+    o->groups = calloc(nc + 1, sizeof *o->groups);
+    double ovl = 0, span = 0, wall = 0;
+    for (size_t i = 0; i < rep->nranks; i++)
+        wall += rep->ranks[i].wall_s * 1e9;
+    for (int d = 0; d < CS_DIM_N; d++)
+        o->dims[d] = (struct cs_report_dim){.role = (enum cs__dim)d, .overlap_ratio = NAN};
+    double dspan[CS_DIM_N] = {0}, dovl[CS_DIM_N] = {0};
+    for (size_t i = 0; i < nc && o->overlap && o->groups; i++) {
+        const struct cs__scomm *sc = &S->comms[i];
+        const struct cs__cclass *cl = &S->classes[sc->cls];
+        if (sc->span > 0) {
+            struct cs_report_overlap *v = &o->overlap[o->noverlap++];
+            cs__comm_label(sc->id, v->comm, sizeof v->comm);
+            v->ratio = sc->ovl / sc->span;
+            v->overlapped_s = sc->ovl / 1e9;
+            v->in_flight_s = sc->span / 1e9;
+            ovl += sc->ovl;
+            span += sc->span;
+        }
+        if (sc->size < 2)
+            continue;
+        struct cs_report_group *gr = &o->groups[o->ngroups];
+        gr->ranks = malloc((size_t)sc->size * sizeof *gr->ranks);
+        if (!gr->ranks)
+            continue;
+        o->ngroups++;
+        memcpy(gr->ranks, sc->members, (size_t)sc->size * sizeof *gr->ranks);
+        cs__comm_label(sc->id, gr->comm, sizeof gr->comm);
+        gr->role = cl->role < CS_DIM_N ? cl->role : CS_DIM_OTHER;
+        gr->size = sc->size;
+        gr->confidence = cl->confidence;
+        snprintf(gr->why, sizeof gr->why, "%s", cl->why);
+        struct cs_report_dim *dm = &o->dims[gr->role];
+        dm->comms++;
+        dm->time_s += sc->blocked / 1e9;
+        dm->bytes += sc->bytes;
+        dspan[gr->role] += sc->span;
+        dovl[gr->role] += sc->ovl;
+    }
+    for (int d = 0; d < CS_DIM_N; d++) {
+        o->dims[d].exposed_share = wall > 0 ? o->dims[d].time_s * 1e9 / wall : NAN;
+        o->dims[d].overlap_ratio = dspan[d] > 0 ? dovl[d] / dspan[d] : NAN;
+    }
+    o->overlap_ratio = span > 0 ? ovl / span : NAN;
+    snprintf(o->whatif.note, sizeof o->whatif.note, "the what-if replay is not implemented yet");
+    cs__steps_free(run);
+}
+
+void cs__steps_report_free(struct cs_report *rep)
+{
+    struct cs_report_steps *o = rep->steps;
+    if (!o)
+        return;
+    for (size_t i = 0; i < o->ngroups; i++)
+        free(o->groups[i].ranks);
+    free(o->groups);
+    free(o->overlap);
+    free(o->ranks);
+    free(o->list);
+    free(o);
+    rep->steps = NULL;
+}

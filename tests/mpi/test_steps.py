@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Step analysis on real Open MPI jobs: steps, per-step budget, gradient-sync share, overlap and
+parallelism groups, held against what cs_train / cs_train2d measured and printed themselves.
+
+Usage: test_steps.py CASE [options]; CS_BIN and CS_LIB name the build's bin/ and lib/ folders.
+Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_mpi as t  # noqa: E402  (the shared helpers: run, commscope_run, load_report, check)
+
+TRAIN2D = os.path.join(t.BIN, "cs_train2d")
+check = t.check
+
+
+def program_steps(stdout, prefix):
+    """{rank: {step: (time_s, grad_sync_s)}} from '<prefix>: rank R step K time_s=.. grad..'."""
+    out = {}
+    for m in re.finditer(r"^%s: rank (\d+) step (\d+) time_s=(\S+) grad_sync_s=(\S+)" % prefix,
+                         stdout, re.M):
+        out.setdefault(int(m.group(1)), {})[int(m.group(2))] = (float(m.group(3)),
+                                                                 float(m.group(4)))
+    return out
+
+
+def timed_steps(rep):
+    s = rep["steps"]
+    return [p["index"] for p in s["per_step"] if p["timed"]]
+
+
+def check_steps(rep, n, source):
+    s = rep["steps"]
+    check(s["count"] == n, "step count: commscope %r, program %d" % (s["count"], n))
+    check(s["source"] == source, "step source %r, expected %r" % (s["source"], source))
+    check(len(s["per_step"]) == n, "per_step has %d entries" % len(s["per_step"]))
+    # n >= 4 here: the first step is warm-up, the last has no closing marker.
+    check(s["warmup_excluded"] == 1, "warm-up excluded: %r" % s["warmup_excluded"])
+    check(s["tail_excluded"] == 1, "tail excluded: %r" % s["tail_excluded"])
+    check(timed_steps(rep) == list(range(1, n - 1)), "timed steps %r" % timed_steps(rep))
+
+
+def check_budget_sums(rep):
+    """Every budget's parts add up to its step time."""
+    b = rep["budget"]
+    for x in [b["total"]] + b["ranks"]:
+        parts = (x["compute_s"] + x["gradient_sync_s"] + sum(x["comm_s"].values()) + x["wait_s"] +
+                 x["other_mpi_s"])
+        check(abs(parts - x["step_s"]) <= 1e-9 + 1e-9 * x["step_s"],
+              "budget parts %.9f == step %.9f (%r)" % (parts, x["step_s"], x))
+        check(x["compute_s"] >= 0 and x["wait_s"] >= 0, "budget non-negative: %r" % x)
+
+
+def check_against_program(rep, prog, nranks):
+    """Per-step times and the gradient-sync share against the program's own measurement."""
+    check(sorted(prog) == list(range(nranks)), "program printed every rank: %r" % sorted(prog))
+    steps = timed_steps(rep)
+    per = {p["index"]: p for p in rep["steps"]["per_step"]}
+    T = G = 0.0
+    for k in steps:
+        mine = sum(prog[r][k][0] for r in prog) / len(prog)
+        got = per[k]["time_s"]
+        check(abs(got - mine) <= 0.02 * mine + 50e-6,
+              "step %d time: commscope %.6f, program %.6f" % (k, got, mine))
+        T += sum(prog[r][k][0] for r in prog)
+        G += sum(prog[r][k][1] for r in prog)
+    share = rep["gradient_sync"]["share"]
+    check(share is not None, "gradient-sync share computed: %r" % rep["gradient_sync"])
+    if share is not None and T > 0:
+        check(abs(share - G / T) <= 0.05,
+              "gradient-sync share: commscope %.4f, program %.4f" % (share, G / T))
+    g = rep["gradient_sync"]
+    if share is not None:
+        check(abs(g["total_s"] - (g["exposed_s"] + g["overlapped_s"])) <= 1e-9,
+              "total = exposed + overlapped: %r" % g)
+
+
+def case_marker(a, tmp):
+    n = 8
+    rundir = os.path.join(tmp, "run")
+    argv = t.MPIRUN + ["-np", str(a.np), t.TRAIN, "--steps", str(n), "--steps-marker"]
+    argv += ["--overlap"] if a.overlap else []
+    p = t.commscope_run(rundir, argv)
+    rep = t.load_report(rundir)
+    check_steps(rep, n, "marker")
+    check_budget_sums(rep)
+    check_against_program(rep, program_steps(p.stdout, "cs_train"), a.np)
+    roles = {g["comm"]: g["role"] for g in rep["groups"]}
+    check(roles == {"world": "dp"}, "1-D data parallel: %r" % roles)
+
+
+def case_pattern(a, tmp):
+    """No markers: the step count comes from the period of the calls, exactly."""
+    for n, extra, prog in ((7, [], t.TRAIN), (9, ["--overlap"], t.TRAIN), (6, [], TRAIN2D),
+                           (8, ["--overlap"], TRAIN2D)):
+        rundir = os.path.join(tmp, "run-%d" % n)
+        np_ = a.np if prog == t.TRAIN else 4
+        t.commscope_run(rundir, t.MPIRUN + ["-np", str(np_), prog, "--steps", str(n)] + extra)
+        rep = t.load_report(rundir)
+        check_steps(rep, n, "pattern")
+        check_budget_sums(rep)
+
+
+def case_overlap(a, tmp):
+    """The overlapped run hides part of its all-reduces; the blocking run hides nothing."""
+    ratio = {}
+    for mode in ("blocking", "overlap"):
+        rundir = os.path.join(tmp, mode)
+        argv = t.MPIRUN + ["-np", str(a.np), t.TRAIN, "--steps", "10", "--steps-marker"]
+        t.commscope_run(rundir, argv + (["--overlap"] if mode == "overlap" else []))
+        rep = t.load_report(rundir)
+        w = [o for o in rep["overlap"] if o["comm"] == "world"]
+        check(len(w) == 1, "%s: world in overlap[]: %r" % (mode, rep["overlap"]))
+        ratio[mode] = w[0]["ratio"] if w else None
+        g = rep["gradient_sync"]
+        if mode == "blocking":
+            check(w and w[0]["ratio"] == 0, "blocking all-reduces overlap nothing: %r" % w)
+            check(g["overlapped_s"] == 0, "blocking gradient sync not overlapped: %r" % g)
+        else:
+            check(g["overlapped_s"] is not None and g["overlapped_s"] > 0,
+                  "overlapped gradient sync: %r" % g)
+    check(ratio["overlap"] is not None and ratio["blocking"] is not None and
+          ratio["overlap"] > ratio["blocking"], "overlap ratio ordering: %r" % ratio)
+
+
+def case_groups_2d(a, tmp):
+    """TP x DP: roles, ranks, per-step budget and gradient share against cs_train2d's own."""
+    n = 8
+    rundir = os.path.join(tmp, "run")
+    argv = t.MPIRUN + ["-np", "4", TRAIN2D, "--steps", str(n), "--steps-marker"]
+    argv += ["--overlap"] if a.overlap else []
+    p = t.commscope_run(rundir, argv)
+    rep = t.load_report(rundir)
+    check_steps(rep, n, "marker")
+    check_budget_sums(rep)
+    truth = {}
+    for m in re.finditer(r"^cs_train2d: group (\w+) ranks=(\S+)", p.stdout, re.M):
+        truth[tuple(int(x) for x in m.group(2).split(","))] = m.group(1)
+    check(len(truth) == 4, "the program printed its four groups: %r" % truth)
+    got = {tuple(g["ranks"]): g for g in rep["groups"] if g["comm"] != "world"}
+    for ranks, role in truth.items():
+        g = got.get(ranks)
+        check(g is not None and g["role"] == role,
+              "group %r: commscope %r, program %r" % (ranks, g and g["role"], role))
+        if g:
+            check(0 < g["confidence"] <= 1, "confidence in (0, 1]: %r" % g)
+    world = [g for g in rep["groups"] if g["comm"] == "world"]
+    check(world and world[0]["role"] == "other", "world (a loss all-reduce now and then) is"
+          " no parallelism dimension: %r" % world)
+    dims = {d["role"]: d for d in rep["dimensions"]}
+    check(dims["tp"]["comms"] == 2 and dims["dp"]["comms"] == 2, "two TP, two DP comms: %r" % dims)
+    check_against_program(rep, program_steps(p.stdout, "cs_train2d"), 4)
+
+
+def case_no_steps(a, tmp):
+    """One rank, one step: no complete step; said so, and no made-up numbers."""
+    rundir = os.path.join(tmp, "run")
+    t.commscope_run(rundir, t.MPIRUN + ["-np", "1", t.TRAIN, "--steps", "1", "--steps-marker"])
+    rep = t.load_report(rundir)
+    s = rep["steps"]
+    check(s["count"] == 1 and s["timed"] == 0, "one step, none timed: %r" % s)
+    check(s["mean_s"] is None and s["median_s"] is None, "no step statistics: %r" % s)
+    check(s["note"], "the report says why: %r" % s["note"])
+    g = rep["gradient_sync"]
+    check(g["share"] is None and g["note"], "no gradient-sync share, with a reason: %r" % g)
+    check(all(x["role"] != "dp" for x in rep["groups"]), "no groups of one rank: %r"
+          % rep["groups"])
+
+
+CASES = {"marker": case_marker, "pattern": case_pattern, "overlap": case_overlap,
+         "groups_2d": case_groups_2d, "no_steps": case_no_steps}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--np", type=int, default=4)
+    ap.add_argument("--overlap", action="store_true")
+    a = ap.parse_args()
+    if not shutil.which("mpirun"):
+        print("skip: mpirun not found")
+        return 77
+    for p in (t.COMMSCOPE, t.TRAIN, TRAIN2D):
+        if not os.access(p, os.X_OK):
+            print("FAIL: %s not built" % p, file=sys.stderr)
+            return 1
+    tmp = tempfile.mkdtemp(prefix="cs-steps-")
+    try:
+        CASES[a.case](a, tmp)
+    finally:
+        if not t.failures:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("kept", tmp, file=sys.stderr)
+    if t.failures:
+        print("%d checks failed" % len(t.failures), file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
