@@ -13,9 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "front.h"
 #include "internal.h"
 
 volatile int cs_active;
+void (*cs__trace_open_hook)(void);
 
 struct cs__trace cs__t = {
     .fd = -1,
@@ -242,6 +244,8 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
     atomic_fetch_add(&cs__t.generation, 1);
     cs__t.open = 1;
+    if (cs__trace_open_hook)
+        cs__trace_open_hook();
     cs__helper_start();
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
     return 0;
@@ -256,6 +260,12 @@ int cs_trace_add_comm(const struct cs_comm_record *rec)
         return -1;
     size_t body = sizeof *rec + (size_t)rec->size * sizeof rec->members[0];
     size_t len = (body + 7) & ~(size_t)7;
+    /* A record may carry a kind-specific trailer after its members (NCCL: struct cs_comm_gpu);
+     * the caller says so with a larger record_bytes. */
+    if (rec->record_bytes > len && rec->record_bytes <= len + 256) {
+        len = ((size_t)rec->record_bytes + 7) & ~(size_t)7;
+        body = rec->record_bytes;
+    }
     int rc = -1;
 
     pthread_mutex_lock(&cs__t.comm_mu);
