@@ -10,10 +10,23 @@
 #include "../core/front.h"
 #include "gpu.h"
 
+/* The process uses CUDA when the driver library is loaded or the runtime's symbols are visible. */
+static int uses_cuda(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h) {
+        dlclose(h);
+        return 1;
+    }
+    return dlsym(RTLD_DEFAULT, "cudaLaunchKernel") != NULL;
+}
+
 void cs__gpu_init(void)
 {
-    cs__trace_gpu_note("GPU timing (CUPTI / CUDA events) is not implemented in this build: NCCL "
-                       "calls are recorded as host enqueues only");
+    /* A process without CUDA (a CPU NCCL) has no GPU time to miss. */
+    if (uses_cuda())
+        cs__trace_gpu_note("GPU timing (CUPTI / CUDA events) is not implemented in this build: "
+                           "NCCL calls are recorded as host enqueues only");
 }
 
 void cs__gpu_launch_begin(uint64_t launch)
