@@ -26,6 +26,9 @@ void cs__trace_gpu_note(const char *fmt, ...) __attribute__((format(printf, 1, 2
 
 /* Called (when set) right after every successful cs_trace_open, before tracing starts. */
 extern void (*cs__trace_open_hook)(void);
+/* Called (when set) at the start of cs_trace_close, while tracing is still on: the GPU side
+ * flushes its pending records into the trace. */
+extern void (*cs__trace_close_hook)(void);
 
 /* Rank identity of a process started without MPI, from the environment (ident.c). */
 struct cs__ident {

@@ -18,6 +18,7 @@
 
 volatile int cs_active;
 void (*cs__trace_open_hook)(void);
+void (*cs__trace_close_hook)(void);
 
 struct cs__trace cs__t = {
     .fd = -1,
@@ -333,6 +334,8 @@ void cs_trace_close(uint64_t t_finalize)
 {
     if (!cs__t.open)
         return;
+    if (cs__trace_close_hook)
+        cs__trace_close_hook();
     __atomic_store_n(&cs_active, 0, __ATOMIC_RELEASE);
     /* Before the locks: the helper may be waiting for grow_mu. */
     cs__helper_stop();

@@ -135,6 +135,7 @@ static void init_once(void)
 {
     resolve();
     cs__trace_open_hook = on_open;
+    cs__trace_close_hook = cs__gpu_shutdown;
     if (cs_trace_header())
         on_open();
     else
