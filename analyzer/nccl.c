@@ -18,8 +18,9 @@ int cs__nccl_comm_add(struct cs__run *run, int rank, const struct cs_comm_record
     struct cs__comm *c = v ? (struct cs__comm *)(uintptr_t)*v : NULL;
     char b[40];
     if (c && (c->size != rec->size || !c->owned)) {
-        cs__problem(run, "rank %d disagrees on the size of NCCL communicator %s (%" PRId32
-                    " vs %" PRId32 "); its first record is used",
+        cs__problem(run,
+                    "rank %d disagrees on the size of NCCL communicator %s (%" PRId32 " vs %" PRId32
+                    "); its first record is used",
                     rank, cs__comm_label(rec->id, b, sizeof b), rec->size, c->size);
         return 0;
     }
@@ -42,14 +43,16 @@ int cs__nccl_comm_add(struct cs__run *run, int rank, const struct cs_comm_record
     }
     int32_t *m = c->owned;
     if (m[rec->my_rank] != -1 && m[rec->my_rank] != rank) {
-        cs__problem(run, "ranks %" PRId32 " and %d both claim rank %" PRId32
+        cs__problem(run,
+                    "ranks %" PRId32 " and %d both claim rank %" PRId32
                     " of NCCL communicator %s; the first is kept",
                     m[rec->my_rank], rank, rec->my_rank, cs__comm_label(rec->id, b, sizeof b));
         return 0;
     }
     for (int32_t i = 0; i < c->size; i++)
         if (i != rec->my_rank && m[i] == rank) {
-            cs__problem(run, "rank %d is two members (%" PRId32 " and %" PRId32
+            cs__problem(run,
+                        "rank %d is two members (%" PRId32 " and %" PRId32
                         ") of NCCL communicator %s; the first is kept",
                         rank, i, rec->my_rank, cs__comm_label(rec->id, b, sizeof b));
             return 0;
@@ -69,7 +72,8 @@ int cs__nccl_comms_complete(struct cs__run *run)
             missing += c->owned[k] < 0;
         if (missing) {
             char b[40];
-            cs__problem(run, "NCCL communicator %s: %" PRId32 " of its %" PRId32
+            cs__problem(run,
+                        "NCCL communicator %s: %" PRId32 " of its %" PRId32
                         " members left no record (their traces are missing)",
                         cs__comm_label(c->id, b, sizeof b), missing, c->size);
             c->incomplete = 1;
@@ -123,7 +127,8 @@ void cs__nccl_header_problems(struct cs__run *run)
             continue;
         const struct cs_file_header *h = rk->h;
         if (h->flags & CS_FLAG_NCCL_STATIC)
-            cs__problem(run, "rank %d: the program's NCCL is linked statically and could not be "
+            cs__problem(run,
+                        "rank %d: the program's NCCL is linked statically and could not be "
                         "intercepted: its NCCL communication is NOT recorded (%s)",
                         r, h->gpu_note);
         else if (h->gpu_note[0])

@@ -32,9 +32,9 @@ extern void (*cs__trace_close_hook)(void);
 
 /* Rank identity of a process started without MPI, from the environment (ident.c). */
 struct cs__ident {
-    int rank, size;      /* 0 and 1 when nothing says otherwise */
-    int local_rank;      /* -1 unknown */
-    uint32_t source;     /* enum cs_rank_source */
+    int rank, size;       /* 0 and 1 when nothing says otherwise */
+    int local_rank;       /* -1 unknown */
+    uint32_t source;      /* enum cs_rank_source */
     const char *rank_var; /* the variable the rank came from, or "" */
 };
 

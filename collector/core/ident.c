@@ -42,11 +42,10 @@ void cs__ident_from_env(struct cs__ident *id)
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", CS_RANKSRC_OMPI},
         {"PMI_RANK", "PMI_SIZE", CS_RANKSRC_PMI},
     };
-    static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID",
-                                         "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                         "PMI_LOCAL_RANK"};
-    *id = (struct cs__ident){.rank = 0, .size = 1, .local_rank = -1,
-                             .source = CS_RANKSRC_SINGLE, .rank_var = ""};
+    static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
+    *id = (struct cs__ident){
+        .rank = 0, .size = 1, .local_rank = -1, .source = CS_RANKSRC_SINGLE, .rank_var = ""};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         int r = 0, n = 0;
         int rr = env_int(pairs[i].rank, 0, (1 << 24) - 1, &r);
@@ -98,7 +97,7 @@ uint64_t cs__ident_run_id(int world_size)
                 v);
     }
     static const char *const vars[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID",
-                                       "MASTER_ADDR", "MASTER_PORT", "COMMSCOPE_DIR"};
+                                       "MASTER_ADDR",         "MASTER_PORT",  "COMMSCOPE_DIR"};
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         h = fnv(h, getenv(vars[i]));
@@ -120,8 +119,8 @@ void cs__clock_sample_realtime(struct cs_clock_sample *s)
         if (b - a < best) {
             best = b - a;
             s->local_ns = a + (b - a) / 2;
-            s->offset_ns = (int64_t)((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec -
-                                     s->local_ns);
+            s->offset_ns =
+                (int64_t)((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec - s->local_ns);
             s->rtt_ns = best;
         }
     }

@@ -60,9 +60,9 @@ static struct {
     cupti_rc (*GetNumDroppedRecords)(void *, uint32_t, size_t *);
 } cu;
 
-static int active;           /* CUPTI delivers records */
-static int own_clock;        /* CUPTI stamps with cs_now() */
-static int64_t clock_off;    /* host - CUPTI, when it does not */
+static int active;        /* CUPTI delivers records */
+static int own_clock;     /* CUPTI stamps with cs_now() */
+static int64_t clock_off; /* host - CUPTI, when it does not */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t flush_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -289,8 +289,8 @@ static void init_once(void)
     SYM(GetTimestamp, "cuptiGetTimestamp");
     SYM(GetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
 #undef SYM
-    if (!cu.Subscribe || !cu.RegisterCallbacks || !cu.Enable || !cu.FlushAll ||
-        !cu.GetNextRecord || !cu.Push || !cu.Pop) {
+    if (!cu.Subscribe || !cu.RegisterCallbacks || !cu.Enable || !cu.FlushAll || !cu.GetNextRecord ||
+        !cu.Push || !cu.Pop) {
         cs__trace_gpu_note("CUPTI (%s) lacks the Activity API functions needed: no GPU timing",
                            tried);
         cs_warn("CUPTI (%s) lacks the Activity API: no GPU timing", tried);
@@ -327,8 +327,7 @@ static void init_once(void)
                 cu.Disable(kinds[k]);
             cs__trace_gpu_note("cuptiActivityEnable(%d) failed (CUPTI error %d): no GPU timing",
                                kinds[i], rc);
-            cs_warn("cuptiActivityEnable(%d) failed (CUPTI error %d): no GPU timing", kinds[i],
-                    rc);
+            cs_warn("cuptiActivityEnable(%d) failed (CUPTI error %d): no GPU timing", kinds[i], rc);
             return;
         }
     }
@@ -388,8 +387,8 @@ void cs__gpu_bus_id(int dev, char *out, size_t cap)
     if (dev < 0 || cap < 2)
         return;
     /* The CUDA runtime the program already loaded, if any; never loaded by us. */
-    int (*fn)(char *, int, int) = (int (*)(char *, int, int))dlsym(RTLD_DEFAULT,
-                                                                   "cudaDeviceGetPCIBusId");
+    int (*fn)(char *, int, int) =
+        (int (*)(char *, int, int))dlsym(RTLD_DEFAULT, "cudaDeviceGetPCIBusId");
     if (!fn || fn(out, (int)cap, dev) != 0)
         out[0] = '\0';
     out[cap - 1] = '\0';

@@ -7,10 +7,9 @@
 #include <nccl.h>
 
 #define CS_NCCL(fam, name, op, params, args)                                                       \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(&nccl##name), ncclResult_t(*) params), \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&nccl##name), ncclResult_t(*) params),  \
                    "calls.def row " #name " differs from nccl.h");                                 \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(&pnccl##name),                         \
-                                                ncclResult_t(*) params),                           \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&pnccl##name), ncclResult_t(*) params), \
                    "calls.def row " #name " differs from nccl.h (pnccl)");
 #define CS_NCCL_Q(name, params, args) CS_NCCL(Q, name, 0, params, args)
 #include "calls.def"

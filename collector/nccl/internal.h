@@ -82,10 +82,10 @@ uint64_t cs__nccl_type_size(ncclDataType_t t);
 /* Launch ids (per rank, from 1) and the calling thread's group state (group.c). */
 uint64_t cs__nccl_next_launch(void);
 struct cs__ngroup {
-    int depth;        /* ncclGroupStart nesting */
-    uint64_t launch;  /* the open group's launch id (depth > 0) */
-    uint32_t calls;   /* NCCL calls recorded in the open group */
-    uint64_t comm;    /* first collective's communicator and sequence number */
+    int depth;       /* ncclGroupStart nesting */
+    uint64_t launch; /* the open group's launch id (depth > 0) */
+    uint32_t calls;  /* NCCL calls recorded in the open group */
+    uint64_t comm;   /* first collective's communicator and sequence number */
     uint32_t seq;
     int has_coll;
     cudaStream_t stream; /* the first call's stream */

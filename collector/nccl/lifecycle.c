@@ -50,8 +50,7 @@ static ncclResult_t init_rank(uint16_t op, ncclComm_t *comm, int nranks, ncclUni
     return rc;
 }
 
-CS_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
-                                        int rank)
+CS_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
     return init_rank(CS_OP_NCCL_COMM_INIT_RANK, comm, nranks, commId, rank, NULL, 0);
 }
@@ -126,8 +125,8 @@ static ncclResult_t child(uint16_t op, ncclComm_t comm, int color, int key, int 
     if (made(rc) && newcomm && *newcomm) {
         /* Without the parent's id the child's cannot be agreed either. */
         id = pid ? cs__ncomm_id_child(pid, idx, split ? color : 0, split ? 1 : 2) : 0;
-        struct cs__ncomm *c = cs__ncomm_add(*newcomm, id, -1, -1, pid, op, split ? color : 0,
-                                            split ? key : 0);
+        struct cs__ncomm *c =
+            cs__ncomm_add(*newcomm, id, -1, -1, pid, op, split ? color : 0, split ? key : 0);
         size = c && c->size > 0 ? c->size : 0;
     }
     life_event(op, t0, t1, rc, id, size);
@@ -140,9 +139,8 @@ CS_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
     return child(CS_OP_NCCL_COMM_SPLIT, comm, color, key, NULL, 0, newcomm, config, 0);
 }
 
-CS_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
-                                      int excludeRanksCount, ncclComm_t *newcomm,
-                                      ncclConfig_t *config, int shrinkFlags)
+CS_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                      ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
     return child(CS_OP_NCCL_COMM_SHRINK, comm, 0, 0, excludeRanksList, excludeRanksCount, newcomm,
                  config, shrinkFlags);
@@ -184,7 +182,7 @@ CS_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyn
         return rc;
     struct cs__ncomm *c = cs__ncomm_get(comm);
     if (c && !__atomic_exchange_n(&c->async_reported, 1, __ATOMIC_RELAXED))
-        cs__nccl_event(CS_OP_NCCL_COMM_GET_ASYNC_ERROR, t0, cs_now(), ncclSuccess, c->id, 0, 0,
-                       0, 0, CS_EV_ERROR, (int32_t)*asyncError);
+        cs__nccl_event(CS_OP_NCCL_COMM_GET_ASYNC_ERROR, t0, cs_now(), ncclSuccess, c->id, 0, 0, 0,
+                       0, CS_EV_ERROR, (int32_t)*asyncError);
     return rc;
 }

@@ -21,8 +21,8 @@ struct cs__nccl_real cs__nreal;
 int cs__nccl_inited;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int opened_here;           /* this front end opened the trace (close it at exit) */
-static char static_obj[256];      /* object holding a non-interposable ncclAllReduce, or "" */
+static int opened_here;      /* this front end opened the trace (close it at exit) */
+static char static_obj[256]; /* object holding a non-interposable ncclAllReduce, or "" */
 static uint32_t nccl_version;
 
 /* Nonzero when address a lies in libcommscope.so itself. */

@@ -58,7 +58,7 @@ struct nfill {
         (void)me;                                                                                  \
         BODY;                                                                                      \
         cs__nccl_event(OP, t0_, t1_, rc_, cid_, (COLL) ? seq_ : f.seq, f.bytes, f.brecv, launch_,  \
-                       (uint16_t)(f.flags | (grouped_ ? CS_EV_GROUPED : 0)), (int32_t)datatype);  \
+                       (uint16_t)(f.flags | (grouped_ ? CS_EV_GROUPED : 0)), (int32_t)datatype);   \
         return rc_;                                                                                \
     }
 

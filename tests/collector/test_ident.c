@@ -5,12 +5,25 @@
 #include "cs_test.h"
 #include "front.h"
 
-static const char *const vars[] = {"RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-                                   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
-                                   "PMI_SIZE", "LOCAL_RANK", "SLURM_LOCALID",
-                                   "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                   "PMI_LOCAL_RANK", "COMMSCOPE_RUN_ID", "TORCHELASTIC_RUN_ID",
-                                   "SLURM_JOB_ID", "SLURM_STEP_ID", "MASTER_ADDR", "MASTER_PORT",
+static const char *const vars[] = {"RANK",
+                                   "WORLD_SIZE",
+                                   "SLURM_PROCID",
+                                   "SLURM_NTASKS",
+                                   "OMPI_COMM_WORLD_RANK",
+                                   "OMPI_COMM_WORLD_SIZE",
+                                   "PMI_RANK",
+                                   "PMI_SIZE",
+                                   "LOCAL_RANK",
+                                   "SLURM_LOCALID",
+                                   "OMPI_COMM_WORLD_LOCAL_RANK",
+                                   "MPI_LOCALRANKID",
+                                   "PMI_LOCAL_RANK",
+                                   "COMMSCOPE_RUN_ID",
+                                   "TORCHELASTIC_RUN_ID",
+                                   "SLURM_JOB_ID",
+                                   "SLURM_STEP_ID",
+                                   "MASTER_ADDR",
+                                   "MASTER_PORT",
                                    "COMMSCOPE_DIR"};
 
 static void clear(void)

@@ -135,14 +135,22 @@ static void sum_into(void *dst, const void *src, size_t count, int t)
         ((T *)dst)[i] += ((const T *)src)[i];                                                      \
     break;
     switch (t) {
-    case 0: SUM(int8_t)
-    case 1: SUM(uint8_t)
-    case 2: SUM(int32_t)
-    case 3: SUM(uint32_t)
-    case 4: SUM(int64_t)
-    case 5: SUM(uint64_t)
-    case 7: SUM(float)
-    case 8: SUM(double)
+    case 0:
+        SUM(int8_t)
+    case 1:
+        SUM(uint8_t)
+    case 2:
+        SUM(int32_t)
+    case 3:
+        SUM(uint32_t)
+    case 4:
+        SUM(int64_t)
+    case 5:
+        SUM(uint64_t)
+    case 7:
+        SUM(float)
+    case 8:
+        SUM(double)
     default: /* half, bfloat16, fp8: not summed by the double (first contribution wins) */
         break;
     }
@@ -427,27 +435,39 @@ static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, i
 }
 
 #define COLL(Name, params, call)                                                                   \
-    API ncclResult_t pnccl##Name params { return call; }                                           \
+    API ncclResult_t pnccl##Name params                                                            \
+    {                                                                                              \
+        return call;                                                                               \
+    }                                                                                              \
     API ncclResult_t nccl##Name params ALIAS(nccl##Name);
 
-COLL(AllReduce, (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
-                 cudaStream_t st), ((void)op, (void)st, coll(0, s, r, n, (int)t, 0, c)))
-COLL(Broadcast, (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
-                 cudaStream_t st), ((void)st, coll(1, s, r, n, (int)t, root, c)))
+COLL(AllReduce,
+     (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+      cudaStream_t st),
+     ((void)op, (void)st, coll(0, s, r, n, (int)t, 0, c)))
+COLL(Broadcast,
+     (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
+     ((void)st, coll(1, s, r, n, (int)t, root, c)))
 COLL(Bcast, (void *b, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
      ((void)st, coll(1, b, b, n, (int)t, root, c)))
-COLL(Reduce, (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root,
-              ncclComm_t c, cudaStream_t st), ((void)op, (void)st, coll(2, s, r, n, (int)t, root, c)))
-COLL(AllGather, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c,
-                 cudaStream_t st), ((void)st, coll(3, s, r, n, (int)t, 0, c)))
-COLL(ReduceScatter, (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
-                     ncclComm_t c, cudaStream_t st), ((void)op, (void)st, coll(4, s, r, n, (int)t, 0, c)))
-COLL(AlltoAll, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c,
-                cudaStream_t st), ((void)st, coll(5, s, r, n, (int)t, 0, c)))
-COLL(Gather, (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
-              cudaStream_t st), ((void)st, coll(6, s, r, n, (int)t, root, c)))
-COLL(Scatter, (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
-               cudaStream_t st), ((void)st, coll(7, s, r, n, (int)t, root, c)))
+COLL(Reduce,
+     (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
+      cudaStream_t st),
+     ((void)op, (void)st, coll(2, s, r, n, (int)t, root, c)))
+COLL(AllGather, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st),
+     ((void)st, coll(3, s, r, n, (int)t, 0, c)))
+COLL(ReduceScatter,
+     (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+      cudaStream_t st),
+     ((void)op, (void)st, coll(4, s, r, n, (int)t, 0, c)))
+COLL(AlltoAll, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st),
+     ((void)st, coll(5, s, r, n, (int)t, 0, c)))
+COLL(Gather,
+     (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
+     ((void)st, coll(6, s, r, n, (int)t, root, c)))
+COLL(Scatter,
+     (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
+     ((void)st, coll(7, s, r, n, (int)t, root, c)))
 
 /* Point-to-point through mailboxes: a send waits until its mailbox is empty, deposits and goes
  * on; a receive waits for its mailbox to fill, copies and empties it. */
@@ -472,8 +492,7 @@ static ncclResult_t do_p2p(const struct p2p *p)
     return ncclSuccess;
 }
 
-static ncclResult_t p2p(int send, void *buf, size_t count, ncclDataType_t t, int peer,
-                        ncclComm_t c)
+static ncclResult_t p2p(int send, void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c)
 {
     if (!c || (int)t < 0 || (int)t >= 12 || peer < 0 || peer >= c->nranks)
         return ncclInvalidArgument;
