@@ -49,11 +49,13 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         cs__report_build(run, rep);
         return rc;
     }
+    cs__nccl_header_problems(run);
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
         if (!rk->present)
             continue;
         cs__clock_init(&rk->clk, rk->h);
+        cs__nccl_clock(run, r);
         if (rk->clk.rtt_max / 2 > run->uncertainty_ns)
             run->uncertainty_ns = rk->clk.rtt_max / 2;
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);

@@ -120,6 +120,7 @@ struct cs__comm {
     const int32_t *members; /* world rank of comm rank i (points into a mapping or run->ident) */
     int32_t *owned;         /* members copy owned by the run (synthesised comms) or NULL */
     struct cs__inst *spare; /* closed instances kept for reuse (all of this comm's size) */
+    int incomplete;         /* NCCL: some members unknown (members[i] == -1) */
 };
 
 /* One open collective instance (match.c). */
@@ -242,6 +243,8 @@ void cs__run_free(struct cs__run *run);
 
 /* match.c */
 int cs__comms_build(struct cs__run *run);
+/* Add c to the run's communicator table (owned by the run).  Returns 0 or -1 (out of memory). */
+int cs__comm_register(struct cs__run *run, struct cs__comm *c);
 const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id);
 /* tb, te: ev's t_begin and t_end on rank 0's clock. */
 void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
@@ -258,6 +261,18 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
 size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm);
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete);
 void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, int64_t t_end);
+
+/* nccl.c: NCCL communicators, clocks of jobs without MPI, header notes. */
+/* Join NCCL record rec of world rank `rank` into its communicator.  0 or CS_ENOMEM. */
+int cs__nccl_comm_add(struct cs__run *run, int rank, const struct cs_comm_record *rec);
+/* After all records: report NCCL communicators with members nobody recorded. */
+int cs__nccl_comms_complete(struct cs__run *run);
+/* Re-initialise rank r's clock model when the run was traced without MPI. */
+void cs__nccl_clock(struct cs__run *run, int r);
+/* Problems from the headers: static NCCL, GPU notes, lost GPU records. */
+void cs__nccl_header_problems(struct cs__run *run);
+/* An NCCL call (CS_KIND_NCOLL/NP2P) into its op row; returns the row or SIZE_MAX. */
+size_t cs__nccl_metrics_event(struct cs__run *run, const struct cs_event *ev);
 
 /* The report model: numbers only; renderers format it.  NaN means "no value" (null in JSON). */
 struct cs_report_rank {

@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-static int add_comm(struct cs__run *run, struct cs__comm *c)
+int cs__comm_register(struct cs__run *run, struct cs__comm *c)
 {
     if (run->ncomms == run->capcomms) {
         size_t cap = run->capcomms ? 2 * run->capcomms : 16;
@@ -52,6 +52,11 @@ int cs__comms_build(struct cs__run *run)
             if (!mr)
                 return CS_ENOMEM;
             *mr = (uint64_t)rec->my_rank + 1;
+            if (rec->kind == CS_COMM_NCCL) {
+                if (cs__nccl_comm_add(run, r, rec))
+                    return CS_ENOMEM;
+                continue;
+            }
             uint64_t *v = cs__map_get(&run->comm_by_id, rec->id, 0);
             if (v) {
                 const struct cs__comm *c = (const void *)(uintptr_t)*v;
@@ -68,13 +73,13 @@ int cs__comms_build(struct cs__run *run)
             if (!c)
                 return CS_ENOMEM;
             *c = (struct cs__comm){.id = rec->id, .size = rec->size, .members = rec->members};
-            if (add_comm(run, c)) {
+            if (cs__comm_register(run, c)) {
                 free(c);
                 return CS_ENOMEM;
             }
         }
     }
-    return 0;
+    return cs__nccl_comms_complete(run);
 }
 
 const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id)
@@ -97,7 +102,7 @@ const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id)
     if (!p)
         return NULL;
     *p = c;
-    if (add_comm(run, p)) {
+    if (cs__comm_register(run, p)) {
         free(p);
         return NULL;
     }

@@ -15,8 +15,9 @@
 #include "commscope/ops.h"
 
 #define KNOWN_FILE_FLAGS                                                                           \
-    (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS)
-#define KNOWN_EVENT_FLAGS 0x7fu
+    (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS |  \
+     CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI)
+#define KNOWN_EVENT_FLAGS 0x7ffu
 /* A world larger than this is a corrupted header, not a job. */
 #define MAX_WORLD (1 << 24)
 
@@ -181,8 +182,14 @@ static int check_header(struct cs_reader *r, char *err, size_t errlen)
         return fail(r, err, errlen, CS_EHEADER, "rank %" PRId32 " out of range 0..%" PRId32,
                     h->rank, h->world_size - 1);
     if (!terminated(h->host, sizeof h->host) || !terminated(h->program, sizeof h->program) ||
-        !terminated(h->note, sizeof h->note))
-        return fail(r, err, errlen, CS_EHEADER, "host, program or note not NUL-terminated");
+        !terminated(h->note, sizeof h->note) || !terminated(h->gpu_note, sizeof h->gpu_note))
+        return fail(r, err, errlen, CS_EHEADER,
+                    "host, program, note or gpu_note not NUL-terminated");
+    if (h->gpu_timing > CS_GPU_EVENTS || h->rank_source > CS_RANKSRC_SINGLE)
+        return fail(r, err, errlen, CS_EHEADER,
+                    "gpu_timing %" PRIu32 " or rank_source %" PRIu32 " unknown (bytes %zu..%zu)",
+                    h->gpu_timing, h->rank_source, offsetof(struct cs_file_header, gpu_timing),
+                    offsetof(struct cs_file_header, rank_source) + 3);
     for (int i = 0; i < 2; i++)
         if (h->clock[i].valid > 1)
             return fail(r, err, errlen, CS_EHEADER, "clock sample %d: valid flag %" PRIu32
@@ -283,6 +290,9 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
             return fail(r, err, errlen, CS_ENOMEM, "out of memory checking comm record %u", k);
         for (int32_t i = 0; i < c->size; i++) {
             int32_t m = c->members[i];
+            /* NCCL records know only their own member; the others are -1. */
+            if (m == -1 && c->kind == CS_COMM_NCCL && i != c->my_rank)
+                continue;
             if (m < 0 || m >= world || (seen[m / 8] & (1u << (m % 8)))) {
                 free(seen);
                 return fail(r, err, errlen, CS_ECOMM,

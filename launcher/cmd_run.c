@@ -254,7 +254,8 @@ static int find_libdir(char out[PATH_MAX])
                 want, source, strerror(errno));
         return EXIT_SETUP;
     }
-    static const char *const libs[] = {LIB_CORE, LIB_MPI};
+    /* libcommscope_mpi.so is optional: builds without MPI (NCCL-only machines) have none. */
+    static const char *const libs[] = {LIB_CORE};
     for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
         char p[PATH_MAX + 64];
         snprintf(p, sizeof(p), "%s/%s", out, libs[i]);
@@ -576,9 +577,16 @@ static int set_preload(const char *libdir)
     char *v = malloc(n);
     if (!v)
         return -1;
-    /* The MPI front end first: its PMPI wrappers must come before libmpi's MPI_* symbols. */
-    snprintf(v, n, "%s/" LIB_MPI ":%s/" LIB_CORE "%s%s", libdir, libdir, old && old[0] ? ":" : "",
-             old && old[0] ? old : "");
+    /* The MPI front end first: its PMPI wrappers must come before libmpi's MPI_* symbols.  A
+     * build without MPI has none (NCCL-only machines): then the core library alone. */
+    char mpi_lib[PATH_MAX + 64];
+    snprintf(mpi_lib, sizeof mpi_lib, "%s/" LIB_MPI, libdir);
+    if (access(mpi_lib, R_OK) == 0)
+        snprintf(v, n, "%s/" LIB_MPI ":%s/" LIB_CORE "%s%s", libdir, libdir,
+                 old && old[0] ? ":" : "", old && old[0] ? old : "");
+    else
+        snprintf(v, n, "%s/" LIB_CORE "%s%s", libdir, old && old[0] ? ":" : "",
+                 old && old[0] ? old : "");
     int rc = setenv("LD_PRELOAD", v, 1);
     free(v);
     return rc;

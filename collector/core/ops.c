@@ -53,6 +53,12 @@ int cs_op_is_collective(unsigned op)
     return k == CS_KIND_COLL || k == CS_KIND_ICOLL;
 }
 
+int cs_op_is_nccl(unsigned op)
+{
+    enum cs_op_kind k = cs_op_info(op)->kind;
+    return k == CS_KIND_NCOLL || k == CS_KIND_NP2P;
+}
+
 /* Table-driven CRC-32; the table is built at compile time would need a generator, so it is
  * computed on first use (idempotent, so a race only repeats the same stores). */
 static uint32_t crc_table[256];

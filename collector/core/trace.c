@@ -13,10 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "front.h"
 #include "internal.h"
 
 volatile int cs_active;
 uint32_t cs_trace_generation;
+void (*cs__trace_open_hook)(void);
+void (*cs__trace_close_hook)(void);
 
 struct cs__trace cs__t = {
     .fd = -1,
@@ -245,6 +248,8 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
     __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
     cs__t.open = 1;
+    if (cs__trace_open_hook)
+        cs__trace_open_hook();
     cs__helper_start();
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
     return 0;
@@ -259,6 +264,12 @@ int cs_trace_add_comm(const struct cs_comm_record *rec)
         return -1;
     size_t body = sizeof *rec + (size_t)rec->size * sizeof rec->members[0];
     size_t len = (body + 7) & ~(size_t)7;
+    /* A record may carry a kind-specific trailer after its members (NCCL: struct cs_comm_gpu);
+     * the caller says so with a larger record_bytes. */
+    if (rec->record_bytes > len && rec->record_bytes <= len + 256) {
+        len = ((size_t)rec->record_bytes + 7) & ~(size_t)7;
+        body = rec->record_bytes;
+    }
     int rc = -1;
 
     pthread_mutex_lock(&cs__t.comm_mu);
@@ -326,6 +337,8 @@ void cs_trace_close(uint64_t t_finalize)
 {
     if (!cs__t.open)
         return;
+    if (cs__trace_close_hook)
+        cs__trace_close_hook();
     __atomic_store_n(&cs_active, 0, __ATOMIC_RELEASE);
     /* Before the locks: the helper may be waiting for grow_mu. */
     cs__helper_stop();

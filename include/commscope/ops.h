@@ -19,6 +19,10 @@ enum cs_op_kind {
     CS_KIND_IP2P,  /* non-blocking point-to-point initiation */
     CS_KIND_WAIT,  /* completion call (wait/test family) */
     CS_KIND_DONE,  /* one request completed (CS_OP_COMPLETE) */
+    CS_KIND_NCOLL, /* NCCL collective: host enqueue; GPU time in CS_KIND_GPU records */
+    CS_KIND_NP2P,  /* NCCL send/recv: host enqueue */
+    CS_KIND_GROUP, /* ncclGroupStart / ncclGroupEnd */
+    CS_KIND_GPU,   /* GPU activity record (kernel, memcpy, memset, NCCL kernel) */
 };
 
 /* Who waits for whom in a collective instance. */
@@ -68,6 +72,9 @@ double cs_op_busbw_factor(unsigned op, int n);
 
 /* 1 for collective ops (blocking or not). */
 int cs_op_is_collective(unsigned op);
+
+/* 1 for NCCL communication calls (collectives, send, recv). */
+int cs_op_is_nccl(unsigned op);
 
 /* CRC-32 (IEEE 802.3, as zlib's crc32) of len bytes, continuing from crc (start with 0); uses
  * carry-less multiplication where the CPU has it (crc.c). */

@@ -40,6 +40,27 @@ enum {
     CS_FLAG_DISABLED = 1u << 2,   /* the collector turned itself off (reason in note) */
     CS_FLAG_CLOCK_SKEW = 1u << 3, /* test-only artificial clock offset/drift was applied */
     CS_FLAG_THREADS = 1u << 4,    /* MPI_THREAD_MULTIPLE was granted */
+    CS_FLAG_NCCL_STATIC = 1u << 5, /* the program uses NCCL that could not be interposed
+                                      (statically linked): its communication is not recorded */
+    CS_FLAG_NO_MPI = 1u << 6,      /* opened without MPI (rank from the environment, see
+                                      rank_source); clocks aligned through the run directory */
+};
+
+/* How a rank's GPU work was timed (cs_file_header.gpu_timing). */
+enum cs_gpu_timing {
+    CS_GPU_NONE = 0,   /* no GPU work seen (or CUDA not used) */
+    CS_GPU_CUPTI = 1,  /* CUPTI Activity API: every kernel, memcpy and memset */
+    CS_GPU_EVENTS = 2, /* CUDA events around each NCCL call only (CUPTI unavailable / taken) */
+};
+
+/* Where a rank's identity came from (cs_file_header.rank_source). */
+enum cs_rank_source {
+    CS_RANKSRC_MPI = 0,    /* MPI_Comm_rank / MPI_Comm_size at MPI_Init */
+    CS_RANKSRC_TORCH = 1,  /* RANK / WORLD_SIZE (torchrun and friends) */
+    CS_RANKSRC_SLURM = 2,  /* SLURM_PROCID / SLURM_NTASKS */
+    CS_RANKSRC_OMPI = 3,   /* OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE */
+    CS_RANKSRC_PMI = 4,    /* PMI_RANK / PMI_SIZE (MPICH, Intel MPI) or PMIX_RANK */
+    CS_RANKSRC_SINGLE = 5, /* none of these: a single process, rank 0 of 1 */
 };
 
 /*
@@ -79,6 +100,13 @@ struct cs_file_header {
     char host[CS_HOST_MAX];          /* node name (NUL-terminated) */
     char program[CS_PROGRAM_MAX];    /* executable path (NUL-terminated) */
     char note[256];                  /* why the collector disabled itself, if it did */
+    /* Added for NCCL/GPU jobs (zero in MPI-only traces; older version-1 files have zeros). */
+    uint32_t nccl_version;           /* NCCL_VERSION_CODE of the program's NCCL; 0 none seen */
+    uint32_t gpu_timing;             /* enum cs_gpu_timing */
+    uint32_t rank_source;            /* enum cs_rank_source */
+    int32_t local_rank;              /* rank on this node (LOCAL_RANK, ...); -1 unknown */
+    uint64_t gpu_dropped;            /* GPU activity records lost (CUPTI dropped, or unmapped) */
+    char gpu_note[256];              /* what about NCCL/GPU timing is missing, and why */
 };
 
 enum cs_block_kind {
@@ -107,6 +135,10 @@ enum {
     CS_EV_NONBLOCKING = 1u << 4, /* initiation of a non-blocking operation (request set) */
     CS_EV_PROC_NULL = 1u << 5,   /* peer was MPI_PROC_NULL */
     CS_EV_CANCELLED = 1u << 6,   /* COMPLETE: the request was cancelled */
+    CS_EV_GROUPED = 1u << 7,     /* NCCL call between ncclGroupStart and ncclGroupEnd */
+    CS_EV_GPU_EVENTS = 1u << 8,  /* GPU record timed by CUDA events, not CUPTI */
+    CS_EV_GRAPH = 1u << 9,       /* NCCL call captured into a CUDA graph: not timed on the GPU */
+    CS_EV_IN_PROGRESS = 1u << 10, /* NCCL returned ncclInProgress (non-blocking communicator) */
 };
 
 /*
@@ -125,6 +157,22 @@ enum {
  *               CS_OP_COMPLETE of a receive: the actual source
  *   aux         point-to-point: tag; wait/test: number of requests passed; error: MPI error code;
  *               MPI_Pcontrol: its level argument; comm ops: size of the new communicator
+ *
+ * NCCL calls (CS_KIND_NCOLL, CS_KIND_NP2P, CS_KIND_GROUP) use the same fields, except
+ *   request     the launch id (per rank, from 1): the call's own, or for calls between
+ *               ncclGroupStart and ncclGroupEnd (CS_EV_GROUPED) the group's, which the
+ *               ncclGroupEnd event also carries; GPU records of the launch carry it too
+ *   aux         ncclDataType_t of the call; error: the ncclResult_t
+ *
+ * GPU records (CS_KIND_GPU) describe work on a GPU:
+ *   t_begin/end GPU start and end, mapped onto this rank's host clock
+ *   comm, seq   CS_OP_GPU_NCCL: communicator id and sequence number of the launching call
+ *               (the first call of a group); other records: comm 0, seq = CUDA stream id
+ *   bytes       memcpy/memset: bytes; kernels 0
+ *   bytes_recv  CS_OP_GPU_NCCL: number of NCCL calls in the launch; else 0
+ *   request     CS_OP_GPU_NCCL: launch id of the NCCL call or group; else 0
+ *   peer        -1
+ *   aux         CUDA device ordinal
  */
 struct cs_event {
     uint64_t t_begin;
@@ -169,6 +217,18 @@ struct cs_comm_record {
     int32_t members[]; /* world rank of comm rank i, i = 0 .. size-1 */
 };
 
+/*
+ * NCCL communicator records (kind CS_COMM_NCCL) know only their own member: members[my_rank] is
+ * this rank and the others are -1 (the analyzer joins the records of all members).  After the
+ * members (at offset 48 + 4 * size rounded up to 8) they carry this struct when record_bytes
+ * leaves room for it.
+ */
+struct cs_comm_gpu {
+    int32_t cuda_dev;  /* CUDA device ordinal of this member; -1 unknown */
+    uint32_t flags;    /* 0 */
+    char bus_id[24];   /* PCI bus id "0000:3b:00.0" (NUL-terminated); "" unknown */
+};
+
 #ifdef __cplusplus
 #define CS_STATIC_ASSERT static_assert
 #else
@@ -178,6 +238,7 @@ CS_STATIC_ASSERT(sizeof(struct cs_event) == CS_EVENT_SIZE, "event record must be
 CS_STATIC_ASSERT(sizeof(struct cs_block_header) == 64, "block header must be 64 bytes");
 CS_STATIC_ASSERT(sizeof(struct cs_file_header) <= CS_HEADER_SIZE, "header must fit its page");
 CS_STATIC_ASSERT(sizeof(struct cs_comm_record) == 48, "comm record header is 48 bytes");
+CS_STATIC_ASSERT(sizeof(struct cs_comm_gpu) == 32, "comm GPU extension is 32 bytes");
 
 #define CS_EVENTS_PER_BLOCK ((CS_BLOCK_SIZE - sizeof(struct cs_block_header)) / CS_EVENT_SIZE)
 

@@ -46,6 +46,35 @@ int main(void)
     }
     /* 17 blocking and 17 non-blocking MPI-3.1 collectives. */
     CHECK_INT(collectives, ==, 34);
+
+    /* NCCL: the factors of nccl-tests (its busBw functions) written out per op. */
+    static const struct {
+        const char *name;
+        int family; /* 0: 2(n-1)/n, 1: (n-1)/n, 2: 1 */
+    } nccl[] = {{"ncclAllReduce", 0},     {"ncclAllGather", 1}, {"ncclReduceScatter", 1},
+                {"ncclAlltoAll", 1},      {"ncclGather", 1},    {"ncclScatter", 1},
+                {"ncclBroadcast", 2},     {"ncclBcast", 2},     {"ncclReduce", 2},
+                {"ncclSend", 2},          {"ncclRecv", 2}};
+    int nccl_ops = 0;
+    for (unsigned op = 0; op < CS_OP_MAX; op++)
+        nccl_ops += cs_op_is_nccl(op);
+    CHECK_INT(nccl_ops, ==, (int)(sizeof nccl / sizeof nccl[0]));
+    for (size_t i = 0; i < sizeof nccl / sizeof nccl[0]; i++) {
+        enum cs_op op = cs_op_by_name(nccl[i].name);
+        CHECK(op != CS_OP_NONE);
+        CHECK(cs_op_is_nccl(op));
+        CHECK(!cs_op_is_collective(op)); /* host enqueue, not a blocking MPI collective */
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            int n = sizes[k];
+            double want = nccl[i].family == 0   ? 2.0 * (n - 1) / n
+                          : nccl[i].family == 1 ? (double)(n - 1) / n
+                                                : 1.0;
+            CHECK_NEAR(cs_op_busbw_factor(op, n), want, 1e-12);
+        }
+    }
+    CHECK_INT(cs_op_info(CS_OP_GPU_KERNEL)->kind, ==, CS_KIND_GPU);
+    CHECK_INT(cs_op_info(CS_OP_GPU_NCCL)->kind, ==, CS_KIND_GPU);
+    CHECK_INT(cs_op_info(CS_OP_NCCL_GROUP_END)->kind, ==, CS_KIND_GROUP);
     CHECK_NEAR(cs_op_busbw_factor(CS_OP_ALLREDUCE, 8), 1.75, 0);
     CHECK_NEAR(cs_op_busbw_factor(CS_OP_ALLGATHER, 4), 0.75, 0);
     CHECK_NEAR(cs_op_busbw_factor(CS_OP_ALLREDUCE, 0), 0.0, 0);

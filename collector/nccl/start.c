@@ -1,0 +1,177 @@
+/*
+ * Start-up of the NCCL front end: find the real NCCL functions, start tracing in processes
+ * without MPI (rank from the environment, core/ident.c), close the trace at exit, and detect an
+ * NCCL that cannot be interposed (statically linked into the program or into another library).
+ *
+ * Tracing starts at the first NCCL call (or at load time when NCCL cannot be interposed), never
+ * in processes that make none: shells, launchers, dataloader workers stay untouched.  In an MPI
+ * program MPI_Init usually comes first and opens the trace; the NCCL calls then go into it.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/front.h"
+#include "../cuda/gpu.h"
+#include "internal.h"
+
+struct cs__nccl_real cs__nreal;
+int cs__nccl_inited;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int opened_here;      /* this front end opened the trace (close it at exit) */
+static char static_obj[256]; /* object holding a non-interposable ncclAllReduce, or "" */
+static uint32_t nccl_version;
+
+/* Nonzero when address a lies in libcommscope.so itself. */
+static int ours(const void *a)
+{
+    Dl_info mine, it;
+    if (!dladdr((const void *)&cs__nccl_init, &mine) || !dladdr(a, &it))
+        return 0;
+    return mine.dli_fbase == it.dli_fbase;
+}
+
+/* The real function: pncclName, else ncclName, after us in the search order or in an already
+ * loaded libnccl.so.2 (a library opened with RTLD_LOCAL is not in the global scope). */
+static void *find(const char *name)
+{
+    char p[96];
+    snprintf(p, sizeof p, "p%s", name);
+    void *f = dlsym(RTLD_NEXT, p);
+    if (!f || ours(f))
+        f = dlsym(RTLD_NEXT, name);
+    if (!f || ours(f)) {
+        f = NULL;
+        void *lib = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+        if (lib) {
+            f = dlsym(lib, p);
+            if (!f || ours(f))
+                f = dlsym(lib, name);
+            if (f && ours(f))
+                f = NULL;
+            dlclose(lib);
+        }
+    }
+    return f;
+}
+
+static void resolve(void)
+{
+#define CS_NCCL(fam, name, op, params, args) *(void **)&cs__nreal.name = find("nccl" #name);
+#define CS_NCCL_Q(name, params, args) *(void **)&cs__nreal.name = find("nccl" #name);
+#include "calls.def"
+#include "queries.def"
+#undef CS_NCCL
+#undef CS_NCCL_Q
+    int v = 0;
+    if (cs__nreal.GetVersion && cs__nreal.GetVersion(&v) == ncclSuccess && v > 0)
+        nccl_version = (uint32_t)v;
+}
+
+ncclResult_t cs__nccl_missing(const char *name)
+{
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
+        cs_warn("%s was called but no NCCL library provides it (neither p%s nor %s after "
+                "libcommscope.so); returning ncclSystemError",
+                name, name, name);
+        cs__trace_gpu_note("%s: no real NCCL function found", name);
+    }
+    return ncclSystemError;
+}
+
+static void at_exit(void)
+{
+    cs__gpu_shutdown();
+    if (!opened_here || !cs_trace_header())
+        return;
+    struct cs_clock_sample s;
+    cs__clock_sample_realtime(&s);
+    cs_trace_set_clock(1, &s);
+    cs_trace_close(cs_now());
+}
+
+/* Called by the core whenever a trace opens (MPI_Init or here): what this front end knows. */
+static void on_open(void)
+{
+    if (nccl_version)
+        cs__trace_set_nccl_version(nccl_version);
+    if (static_obj[0]) {
+        cs__trace_set_flags(CS_FLAG_NCCL_STATIC);
+        cs__trace_gpu_note("NCCL in %s cannot be interposed (statically linked): NCCL "
+                           "communication is NOT recorded",
+                           static_obj);
+    }
+}
+
+/* Open a trace for a process without MPI.  Returns 1 when a trace is open afterwards. */
+static int start_without_mpi(void)
+{
+    if (__atomic_load_n(&cs_active, __ATOMIC_ACQUIRE) || cs_trace_header())
+        return 1;
+    struct cs__ident id;
+    cs__ident_from_env(&id);
+    struct cs_clock_sample s;
+    cs__clock_sample_realtime(&s);
+    struct cs_trace_params p = {.rank = id.rank,
+                                .world_size = id.size,
+                                .thread_level = 0,
+                                .run_id = cs__ident_run_id(id.size),
+                                .t_init = cs_now()};
+    if (cs_trace_open(&p) != 0)
+        return 0;
+    opened_here = 1;
+    cs__trace_set_flags(CS_FLAG_NO_MPI);
+    cs__trace_set_identity(id.source, id.local_rank);
+    cs_trace_set_clock(0, &s);
+    atexit(at_exit);
+    return 1;
+}
+
+static void init_once(void)
+{
+    resolve();
+    cs__trace_open_hook = on_open;
+    cs__trace_close_hook = cs__gpu_shutdown;
+    if (cs_trace_header())
+        on_open();
+    else
+        start_without_mpi();
+    cs__gpu_init();
+    __atomic_store_n(&cs__nccl_inited, 1, __ATOMIC_RELEASE);
+}
+
+void cs__nccl_init(void)
+{
+    pthread_once(&once, init_once);
+}
+
+/*
+ * At load: is there an ncclAllReduce that is not ours, and not in a libnccl we forward to?  Then
+ * the program's NCCL calls never reach the wrappers (NCCL linked into the executable or bundled
+ * in another library).  Say so once, and make sure a trace exists that says so too: without MPI
+ * (no MPI_Init to open one later) open it now.
+ */
+__attribute__((constructor)) static void detect_static(void)
+{
+    void *def = dlsym(RTLD_DEFAULT, "ncclAllReduce");
+    Dl_info it;
+    if (!def || ours(def) || !dladdr(def, &it))
+        return;
+    const char *obj = it.dli_fname && it.dli_fname[0] ? it.dli_fname : "the executable";
+    const char *base = strrchr(obj, '/');
+    base = base ? base + 1 : obj;
+    if (strncmp(base, "libnccl", 7) == 0)
+        return; /* loaded before us (not preloaded): not interposed, but the real library */
+    snprintf(static_obj, sizeof static_obj, "%s", obj);
+    cs_warn("the program's NCCL (ncclAllReduce in %s) is linked in statically and cannot be "
+            "intercepted: its NCCL communication will NOT be recorded; link NCCL dynamically "
+            "(libnccl.so.2) to trace it",
+            static_obj);
+    if (dlsym(RTLD_DEFAULT, "MPI_Init"))
+        return; /* MPI_Init opens the trace; on_open marks it */
+    cs__nccl_init();
+}

@@ -1,0 +1,63 @@
+#!/bin/sh
+# GPU check for the lent H200 machine (never needed by CI): build commscope (no MPI needed), build
+# overlap.cu with nvcc against /usr/local/cuda's NCCL, run it under libcommscope.so, and print
+# PASS/FAIL lines for: kernels captured, NCCL kernels mapped to calls, overlap > 0 and
+# consistent with the program's own CUDA-event timings.  Everything useful goes to stdout.
+# Exit 0 all pass, 1 a check failed, 77 no GPU / no CUDA here (skip).
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+WORK=/tmp/cs-gpu-check
+BUILD=$WORK/build
+mkdir -p "$WORK"
+exec 2>&1
+echo "== GPU check $(date -u +%FT%TZ) in $ROOT"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIP: no GPU (nvidia-smi -L failed)"; exit 77
+fi
+if [ ! -x "$CUDA/bin/nvcc" ]; then echo "SKIP: no $CUDA/bin/nvcc"; exit 77; fi
+nvidia-smi -L
+"$CUDA/bin/nvcc" --version | tail -2
+NCCL_INC=$CUDA/include; NCCL_LIB=""
+for d in "$CUDA/lib" "$CUDA/lib64" "$CUDA/targets/x86_64-linux/lib"; do
+    [ -e "$d/libnccl.so.2" ] && NCCL_LIB=$d && break
+done
+if [ -z "$NCCL_LIB" ]; then echo "FAIL: no libnccl.so.2 under $CUDA"; exit 1; fi
+echo "NCCL: $NCCL_LIB/libnccl.so.2, header $(grep -m1 NCCL_VERSION_CODE "$NCCL_INC/nccl.h")"
+
+echo "== build commscope"
+if ! (cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$WORK/cmake.log" 2>&1 &&
+      cmake --build "$BUILD" -j"$(nproc)" >"$WORK/build.log" 2>&1); then
+    echo "FAIL: build"; tail -30 "$WORK/cmake.log" "$WORK/build.log"; exit 1
+fi
+grep -i "mpi" "$WORK/cmake.log" | head -2
+ls "$BUILD/lib/libcommscope.so" "$BUILD/bin/commscope" || { echo "FAIL: build products"; exit 1; }
+
+echo "== build overlap.cu"
+if ! "$CUDA/bin/nvcc" -O2 -cudart shared -o "$WORK/overlap" "$ROOT/tests/gpu/overlap.cu" \
+        -I"$NCCL_INC" -L"$NCCL_LIB" -lnccl -Xlinker -rpath -Xlinker "$NCCL_LIB" \
+        >"$WORK/nvcc.log" 2>&1; then
+    echo "FAIL: nvcc"; cat "$WORK/nvcc.log"; exit 1
+fi
+
+echo "== run without commscope (reference)"
+timeout 120 "$WORK/overlap" 20 >"$WORK/plain.txt" 2>&1; echo "exit $?"; cat "$WORK/plain.txt"
+
+echo "== run under commscope"
+RUN=$WORK/run; rm -rf "$RUN"
+LD_LIBRARY_PATH=$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-} RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
+    COMMSCOPE_DIR=$RUN LD_PRELOAD=$BUILD/lib/libcommscope.so \
+    timeout 120 "$WORK/overlap" 20 >"$WORK/traced.txt" 2>&1
+rc=$?
+echo "exit $rc"; cat "$WORK/traced.txt"
+[ $rc -eq 0 ] && echo "PASS: program ran unchanged under commscope" ||
+    echo "FAIL: program exit status $rc under commscope"
+ls -l "$RUN" 2>&1
+
+echo "== checks"
+python3 "$ROOT/tests/gpu/check.py" "$RUN" "$WORK/traced.txt"; crc=$?
+
+echo "== commscope analyze"
+timeout 60 "$BUILD/bin/commscope" analyze "$RUN" --json "$WORK/report.json" 2>&1 | head -60
+[ $rc -eq 0 ] && [ $crc -eq 0 ] && { echo "GPU CHECK: PASS"; exit 0; }
+echo "GPU CHECK: FAIL"; exit 1
