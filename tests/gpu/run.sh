@@ -26,7 +26,9 @@ if [ -z "$NCCL_LIB" ]; then echo "FAIL: no libnccl.so.2 under $CUDA"; exit 1; fi
 echo "NCCL: $NCCL_LIB/libnccl.so.2, header $(grep -m1 NCCL_VERSION_CODE "$NCCL_INC/nccl.h")"
 
 echo "== build commscope"
-if ! (cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$WORK/cmake.log" 2>&1 &&
+# CS_CMAKE_ARGS: extra configure options, e.g. where hwloc is on a machine without its package.
+# shellcheck disable=SC2086
+if ! (cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CS_CMAKE_ARGS:-} >"$WORK/cmake.log" 2>&1 &&
       cmake --build "$BUILD" -j"$(nproc)" >"$WORK/build.log" 2>&1); then
     echo "FAIL: build"; tail -30 "$WORK/cmake.log" "$WORK/build.log"; exit 1
 fi
