@@ -48,6 +48,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         cs__report_build(run, rep);
         return rc;
     }
+    cs__nodes_index(run);
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
         if (!rk->present)
