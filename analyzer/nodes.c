@@ -213,6 +213,9 @@ void cs__nodes_report(struct cs__run *run, struct cs_report *rep)
         if (!t)
             continue;
         h->snapshot = 1;
+        /* The node is the host the ranks ran on, whatever name the file carries (a file given
+         * with COMMSCOPE_TOPOLOGY may describe a machine by another name). */
+        snprintf(t->host, sizeof t->host, "%s", h->host);
         snprintf(h->source, sizeof h->source, "%s", t->source);
         h->ngpus = (int)t->n_gpus;
         int k = cs_topo_rank_nic(t, -1);
