@@ -263,7 +263,9 @@ void cs__nodes_report(struct cs__run *run, struct cs_report *rep)
             }
         }
         snprintf(o->scope, sizeof o->scope, "%s",
-                 span ? "inter-host" : (unknown || first < 0) ? "unknown" : "intra-host");
+                 span                     ? "inter-host"
+                 : (unknown || first < 0) ? "unknown"
+                                          : "intra-host");
         for (int s = 0; s < 2; s++)
             if (row->p2p_scope_ns[s] > 0)
                 o->p2p_gbps[s] = row->p2p_scope_bytes[s] / row->p2p_scope_ns[s];
@@ -293,16 +295,16 @@ void cs__nodes_report(struct cs__run *run, struct cs_report *rep)
             }
             if (missing >= 0) {
                 snprintf(o->path, sizeof o->path, "network");
-                snprintf(o->bottleneck, sizeof o->bottleneck,
-                         "unknown: no NIC rate for host %s", nd->hosts[missing].host);
+                snprintf(o->bottleneck, sizeof o->bottleneck, "unknown: no NIC rate for host %s",
+                         nd->hosts[missing].host);
             } else if (isfinite(best)) {
                 o->capacity_gbps = best;
             }
         } else if (!span && !unknown && first >= 0) {
             snprintf(o->path, sizeof o->path, "%s", multi ? "shm" : "self");
-            snprintf(o->bottleneck, sizeof o->bottleneck,
-                     "%s", multi ? "unknown: shared memory inside a host is not modelled"
-                                 : "one rank: no transfer");
+            snprintf(o->bottleneck, sizeof o->bottleneck, "%s",
+                     multi ? "unknown: shared memory inside a host is not modelled"
+                           : "one rank: no transfer");
         } else {
             snprintf(o->path, sizeof o->path, "unknown");
             snprintf(o->bottleneck, sizeof o->bottleneck, "unknown: %s",

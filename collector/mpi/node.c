@@ -167,7 +167,14 @@ static void spawn_helper(void)
         for (size_t i = 0; i < ne; i++)
             if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
                 env[k++] = environ[i];
-        rc = posix_spawn(&pid, path, &fa, NULL, argv, env);
+        /* Its own process group, so a late helper is killed with anything it started (which
+         * would otherwise hold the job's stderr open and keep the launcher waiting). */
+        posix_spawnattr_t at;
+        posix_spawnattr_init(&at);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&at, 0);
+        rc = posix_spawn(&pid, path, &fa, &at, argv, env);
+        posix_spawnattr_destroy(&at);
     }
     free(env);
     posix_spawn_file_actions_destroy(&fa);
@@ -196,8 +203,8 @@ void cs__node_start(MPI_Comm priv, int rank, int size, int opened)
     uint64_t *all = calloc((size_t)size, sizeof *all);
     uint64_t dummy[1];
     /* Every rank takes part, whatever happened locally, so nobody hangs. */
-    int rc = PMPI_Allgather(&mine, 1, MPI_UINT64_T, all ? all : dummy, all ? 1 : 0, MPI_UINT64_T,
-                            priv);
+    int rc =
+        PMPI_Allgather(&mine, 1, MPI_UINT64_T, all ? all : dummy, all ? 1 : 0, MPI_UINT64_T, priv);
     leader = 0;
     if (rc == MPI_SUCCESS && all) {
         leader = 1;
@@ -231,7 +238,7 @@ static void stop_helper(char *buf[2], int64_t len[2])
     int done = await("done", limit * 1000);
     close(from_helper);
     if (!done) {
-        kill(helper, SIGKILL);
+        kill(-helper, SIGKILL);
         cs_warn("node snapshot of %s did not finish within %d s (COMMSCOPE_NODE_TIMEOUT); its "
                 "topology and port counters are not recorded",
                 my_host, limit);

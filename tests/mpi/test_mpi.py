@@ -405,6 +405,27 @@ def case_port_counters(a, tmp):
           "text report shows the differences")
 
 
+def case_node_snapshot_failures(a, tmp):
+    """A missing or hanging snapshot helper costs a warning and the node's snapshot, nothing else:
+    the job and its analysis still succeed, and the hanging helper (and what it started) is killed
+    after COMMSCOPE_NODE_TIMEOUT."""
+    slow = os.path.join(tmp, "slow.sh")
+    with open(slow, "w") as f:
+        f.write("#!/bin/sh\nsleep 120\n")
+    os.chmod(slow, 0o755)
+    for name, helper, words in (("missing", os.path.join(tmp, "nonexistent"), "No such file"),
+                                ("hanging", slow, "did not finish within 1 s")):
+        rundir = os.path.join(tmp, name)
+        p = commscope_run(rundir, MPIRUN + ["-np", "2", TRAIN, "--steps", "2"],
+                          env={"COMMSCOPE_NODE_HELPER": helper, "COMMSCOPE_NODE_TIMEOUT": "1"})
+        check(words in p.stderr, "%s helper: warning %r in %r" % (name, words, p.stderr[-800:]))
+        rep = load_report(rundir)
+        check_trace_complete(rep, 2)
+        h = rep["topology"]["hosts"]
+        check(len(h) == 1 and h[0]["snapshot"] is None and "no topology snapshot" in h[0]["note"],
+              "%s helper: host without snapshot: %r" % (name, h))
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 
 
