@@ -50,6 +50,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         return rc;
     }
     cs__nccl_header_problems(run);
+    cs__nodes_index(run);
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
         if (!rk->present)

@@ -173,6 +173,7 @@ struct cs__oprow {
     double inst_bytes, inst_ns;  /* collectives: sum of S and t over complete instances */
     uint64_t instances;
     double p2p_bytes, p2p_ns;    /* point-to-point: bytes over call (or request) durations */
+    double p2p_scope_bytes[2], p2p_scope_ns[2]; /* the same by peer: [0] same host, [1] other */
 };
 
 /* A pending non-blocking request of one rank. */
@@ -185,6 +186,7 @@ struct cs__pending {
     int64_t t_begin;   /* aligned */
     uint64_t bytes;
     size_t row;        /* op row index */
+    int scope;         /* point-to-point: 0 peer on the same host, 1 another host, -1 unknown */
     struct cs__pending *next; /* link in run->spare_pending while unused */
 };
 
@@ -231,7 +233,17 @@ struct cs__run {
     struct cs__perfetto *perfetto;                 /* the export sink while streaming */
     FILE *progress_out;      /* when set, progress lines go here (a terminal) */
     struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
+    int32_t *host_of;        /* [world] host index of each rank (nodes.c), -1 unknown; or NULL */
 };
+
+/* 0: peer runs on rank's host, 1: on another host, -1: unknown (nodes.c fills host_of). */
+static inline int cs__peer_scope(const struct cs__run *run, int rank, int32_t peer)
+{
+    if (!run->host_of || peer < 0 || peer >= run->world || run->host_of[rank] < 0 ||
+        run->host_of[peer] < 0)
+        return -1;
+    return run->host_of[rank] != run->host_of[peer];
+}
 
 /* Record a problem (printf-style).  The run owns the copy. */
 void cs__problem(struct cs__run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -320,6 +332,7 @@ struct cs_report {
     size_t nproblems;
     struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
     struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
+    struct cs_report_nodes *nodes; /* hosts, topology, capacity, scopes (nodes.c); NULL none */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
@@ -339,6 +352,17 @@ int cs__analyze_dir(const char *dir, struct cs__run *run, struct cs_report *rep,
                     size_t errlen, FILE *events_out);
 void cs__report_build(struct cs__run *run, struct cs_report *rep);
 void cs__report_free(struct cs_report *rep);
+
+/* nodes.c: hosts of the ranks (from trace headers) and each node's snapshot (RUN_DIR/topology/):
+ * cs__nodes_index before the event pass fills run->host_of; cs__nodes_report after the op rows
+ * are built adds rep->nodes (capacity of each op's bottleneck path, inter- vs intra-host
+ * bandwidth, port counter differences, GPU-NIC affinity); the renderers' hooks print it. */
+void cs__nodes_index(struct cs__run *run);
+void cs__nodes_report(struct cs__run *run, struct cs_report *rep);
+void cs__nodes_free(struct cs_report *rep);
+/* The value of the report's "topology" key (its key already written), at JSON depth depth. */
+void cs__nodes_json(const struct cs_report *rep, FILE *out, int depth);
+void cs__nodes_text(const struct cs_report *rep, FILE *out);
 
 /* Renderers. */
 void cs__report_text(const struct cs_report *rep, FILE *out);

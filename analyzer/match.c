@@ -284,7 +284,8 @@ void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         if (!fresh)
             pending_free(run, (struct cs__pending *)(uintptr_t)*pv);
         uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
-        *p = (struct cs__pending){.op = ev->op, .t_begin = tb, .bytes = b, .row = row};
+        *p = (struct cs__pending){.op = ev->op, .t_begin = tb, .bytes = b, .row = row,
+                                  .scope = cs__peer_scope(run, rank, ev->peer)};
         *pv = (uint64_t)(uintptr_t)p;
     } else if (k == CS_KIND_DONE) {
         uint64_t *pv = cs__map_get(&run->pending, (uint64_t)rank, ev->request);

@@ -77,6 +77,11 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
     if (k == CS_KIND_P2P) {
         r->p2p_bytes += (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
         r->p2p_ns += (double)dur;
+        int sc = cs__peer_scope(run, rank, ev->peer);
+        if (sc >= 0) {
+            r->p2p_scope_bytes[sc] += (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
+            r->p2p_scope_ns[sc] += (double)dur;
+        }
     }
     return row;
 }
@@ -91,6 +96,10 @@ void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, 
     if (run->views)
         cs__views_transfer(run, r->op, r->comm, (double)p->bytes,
                            (double)(t_end > p->t_begin ? t_end - p->t_begin : 0));
+    if (p->scope >= 0) {
+        r->p2p_scope_bytes[p->scope] += (double)p->bytes;
+        r->p2p_scope_ns[p->scope] += (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
+    }
 }
 
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete)
@@ -346,11 +355,13 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     rep->violations_repaired = run->violations;
     rep->problems = run->problems;
     rep->nproblems = run->nproblems;
+    cs__nodes_report(run, rep);
 }
 
 void cs__report_free(struct cs_report *rep)
 {
     cs__steps_report_free(rep);
+    cs__nodes_free(rep);
     free(rep->ranks);
     free(rep->stragglers);
     free(rep->missing);

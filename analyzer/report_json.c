@@ -258,6 +258,9 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     }
 
     cs__report_steps_json(rep, out);
+    jw_key(&w, "topology");
+    cs__nodes_json(rep, out, w.depth);
+
     jw_close(&w, '}');
     fputc('\n', out);
     return ferror(out) ? CS_EIO : 0;

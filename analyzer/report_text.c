@@ -106,6 +106,8 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
         fprintf(out, " %d", rep->partial[i]);
     fprintf(out, "%s\n", rep->npartial ? "" : " none");
 
+    cs__nodes_text(rep, out);
+
     fprintf(out, "\n@--- Problems (%zu) %s\n", rep->nproblems,
             "---------------------------------------------");
     if (!rep->nproblems)

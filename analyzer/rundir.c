@@ -238,6 +238,7 @@ void cs__run_free(struct cs__run *run)
         cs_reader_close(run->ranks[r].rd);
     free(run->ranks);
     free(run->ident);
+    free(run->host_of);
     for (size_t i = 0; i < run->ncomms; i++) {
         while (run->comms[i]->spare) {
             struct cs__inst *in = run->comms[i]->spare;

@@ -144,6 +144,7 @@ static void start(uint64_t t_pre, uint16_t op, int provided)
     cs__tsize_init();
     opened = cs_trace_open(&p) == 0;
     cs__comm_init(my_rank, my_size, opened);
+    cs__node_start(priv, my_rank, my_size, opened);
     if (!opened)
         return;
     cs_trace_set_clock(0, &s);
@@ -376,6 +377,7 @@ CS_EXPORT int MPI_Finalize(void)
             mine.have = 1;
         }
     }
+    cs__node_finish(priv, my_rank, my_size);
     gather(&mine);
     PMPI_Comm_free(&priv);
     started = 0;

@@ -134,4 +134,10 @@ static inline uint64_t cs__tsize(MPI_Datatype t)
     return cs__tsize_ask(t);
 }
 
+/* node.c: each node's topology snapshot and port counters (its first rank starts a helper).
+ * Both collective over priv; start after the trace is opened (or failed to), finish before the
+ * trace gather. */
+void cs__node_start(MPI_Comm priv, int rank, int size, int opened);
+void cs__node_finish(MPI_Comm priv, int rank, int size);
+
 #endif

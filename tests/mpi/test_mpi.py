@@ -370,6 +370,62 @@ def case_bad_input(a, tmp):
     expect_fail(["analyze", foreign], "not a commscope trace", "foreign file")
 
 
+def case_port_counters(a, tmp):
+    """Port counters before and after the run, per node, on a saved sysfs tree
+    (COMMSCOPE_SYSFS_ROOT): cs_test_portbump moves mlx5_0 port 1's counters by known amounts
+    during the run; the report shows exactly these differences and zero for the other ports."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "sysfs", "node1")
+    root = os.path.join(tmp, "sysfs")
+    shutil.copytree(src, root)
+    rundir = os.path.join(tmp, "run")
+    commscope_run(rundir, MPIRUN + ["-np", "2", os.path.join(BIN, "cs_test_portbump")],
+                  env={"COMMSCOPE_SYSFS_ROOT": root})
+    rep = load_report(rundir)
+    hosts = rep["topology"]["hosts"]
+    check(len(hosts) == 1 and hosts[0]["host"] == os.uname().nodename, "one host: %r" % hosts)
+    check(hosts[0]["snapshot"] == "topology/%s.xml" % os.uname().nodename,
+          "snapshot of the live machine: %r" % hosts[0]["snapshot"])
+    ports = {(p["nic"], p["port"]): p for p in hosts[0]["port_counters"]}
+    # Ports whose counters the saved tree has (mlx5_1 and mlx5_3 come without counter files).
+    ib = os.path.join(root, "class", "infiniband")
+    want_ports = sorted((d, 1) for d in os.listdir(ib)
+                        if os.path.exists(os.path.join(ib, d, "ports", "1", "counters",
+                                                       "port_xmit_data")))
+    check(len(want_ports) >= 2 and sorted(ports) == want_ports,
+          "every saved port with counters: %r vs %r" % (sorted(ports), want_ports))
+    moved = {"xmit_bytes": 4000, "rcv_bytes": 10000, "symbol_errors": 3, "link_downed": 1}
+    for key, p in ports.items():
+        check(p["complete"], "%r has before and after" % (key,))
+        for c in ("xmit_bytes", "rcv_bytes", "symbol_errors", "rcv_errors", "link_downed",
+                  "xmit_discards"):
+            want = moved.get(c, 0) if key == ("mlx5_0", 1) else 0
+            check(p[c] == want, "%r %s difference %r, expected %d" % (key, c, p[c], want))
+    text = run([COMMSCOPE, "analyze", rundir]).stdout
+    check("port mlx5_0/1 over the run: xmit_bytes=4000 rcv_bytes=10000 symbol_errors=3" in text,
+          "text report shows the differences")
+
+
+def case_node_snapshot_failures(a, tmp):
+    """A missing or hanging snapshot helper costs a warning and the node's snapshot, nothing else:
+    the job and its analysis still succeed, and the hanging helper (and what it started) is killed
+    after COMMSCOPE_NODE_TIMEOUT."""
+    slow = os.path.join(tmp, "slow.sh")
+    with open(slow, "w") as f:
+        f.write("#!/bin/sh\nsleep 120\n")
+    os.chmod(slow, 0o755)
+    for name, helper, words in (("missing", os.path.join(tmp, "nonexistent"), "No such file"),
+                                ("hanging", slow, "did not finish within 1 s")):
+        rundir = os.path.join(tmp, name)
+        p = commscope_run(rundir, MPIRUN + ["-np", "2", TRAIN, "--steps", "2"],
+                          env={"COMMSCOPE_NODE_HELPER": helper, "COMMSCOPE_NODE_TIMEOUT": "1"})
+        check(words in p.stderr, "%s helper: warning %r in %r" % (name, words, p.stderr[-800:]))
+        rep = load_report(rundir)
+        check_trace_complete(rep, 2)
+        h = rep["topology"]["hosts"]
+        check(len(h) == 1 and h[0]["snapshot"] is None and "no topology snapshot" in h[0]["note"],
+              "%s helper: host without snapshot: %r" % (name, h))
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 
 

@@ -1,0 +1,60 @@
+/* The hosts-and-topology part of the report model (nodes.c computes it, nodes_report.c renders
+ * it).  NaN: no value (null in JSON). */
+#ifndef COMMSCOPE_ANALYZER_NODES_H
+#define COMMSCOPE_ANALYZER_NODES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commscope/trace.h"
+
+#define CS_N_COUNTERS                                                                              \
+    6 /* xmit_bytes, rcv_bytes, symbol_errors, rcv_errors, link_downed, xmit_discards */
+
+/* One port's counters before and after the run (HOST.ports). */
+struct cs_report_port {
+    char nic[64];
+    int port;
+    int have_before, have_after;
+    uint64_t before[CS_N_COUNTERS], after[CS_N_COUNTERS];
+};
+
+struct cs_report_host {
+    char host[CS_HOST_MAX];
+    int nranks, first_rank;
+    int snapshot;    /* its topology snapshot was read */
+    char source[32]; /* "hwloc-xml", "nccl-xml" */
+    char note[160];  /* why there is no snapshot, "" otherwise */
+    int ngpus;
+    char nic[64];    /* the NIC a CPU rank of this host uses (capacity model), "" none */
+    double nic_gbps; /* its rate in Gb/s, NaN unknown */
+    char **warnings; /* the snapshot's warnings (owned) */
+    size_t nwarnings;
+    struct cs_report_port *ports;
+    size_t nports;
+};
+
+/* Parallel to cs_report.ops. */
+struct cs_report_optopo {
+    char scope[16];         /* "inter-host", "intra-host", "unknown" */
+    char path[16];          /* bottleneck path kind: "network", "shm", "self", "unknown" */
+    double capacity_gbps;   /* Gb/s of the bottleneck path, NaN unknown */
+    double pct_of_capacity; /* busbw (p2p: inter-host bandwidth) x 8 / capacity x 100 */
+    char bottleneck[320];   /* which pair and why */
+    double p2p_gbps[2];     /* point-to-point GB/s by peer: [0] same host, [1] other host */
+};
+
+/* Totals of one scope and kind. */
+struct cs_report_scope {
+    double bytes, ns, bus_bytes;
+};
+
+struct cs_report_nodes {
+    struct cs_report_host *hosts;
+    size_t nhosts;
+    struct cs_report_optopo *ops;
+    struct cs_report_scope scope[2][2]; /* [0 intra, 1 inter][0 collectives, 1 point-to-point] */
+    int hosts_with_gpus;
+};
+
+#endif
