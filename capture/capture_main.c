@@ -268,7 +268,7 @@ static char *build_filter(void)
 int main(int argc, char **argv)
 {
     const char *ifaces = NULL, *host = NULL;
-    int peers_stdin = 0;
+    int peers_stdin = 0, snaplen_given = 0;
     long parent = 0;
     o.bucket_ns = CS_WIRE_BUCKET_NS_DEFAULT;
     o.snaplen = CS_WIRE_SNAPLEN_DEFAULT;
@@ -301,7 +301,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--bucket-ms") == 0)
             o.bucket_ns = (uint64_t)(strtod(v, NULL) * 1e6);
         else if (strcmp(a, "--snaplen") == 0)
-            o.snaplen = atoi(v);
+            o.snaplen = atoi(v), snaplen_given = 1;
         else if (strcmp(a, "--raw") == 0)
             o.raw_prefix = v;
         else if (strcmp(a, "--raw-max") == 0)
@@ -322,6 +322,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* Raw files are asked for to see payloads: whole packets then, unless told otherwise. */
+    if (o.raw_prefix && !snaplen_given)
+        o.snaplen = 65535;
     /* Die with the rank that started us, and never compete with the job for the CPU. */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (parent > 0 && getppid() != (pid_t)parent)
@@ -367,7 +370,8 @@ int main(int argc, char **argv)
     o.filter = filter;
     char err[1024];
     int rc = cs_wire_live_run(&o, err, sizeof err);
-    if (rc != 0 && err[0])
+    /* With a ready fd the starter reports problems (once per job); else say them here. */
+    if (rc != 0 && err[0] && o.ready_fd < 0)
         fprintf(stderr, "cs_capture[%s]: %s\n", host, err);
     free(filter);
     return rc < 0 ? 1 : 0;

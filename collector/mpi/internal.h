@@ -134,4 +134,8 @@ static inline uint64_t cs__tsize(MPI_Datatype t)
     return cs__tsize_ask(t);
 }
 
+/* capture.c: the per-node wire capture helper (COMMSCOPE_CAPTURE); both collective over priv. */
+void cs__capture_start(MPI_Comm priv, int rank, int size);
+void cs__capture_stop(MPI_Comm priv);
+
 #endif
