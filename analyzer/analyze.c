@@ -58,6 +58,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);
         rk->t_last_end = rk->t_first;
     }
+    cs__wire_begin(run);
     struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
     if (!h.e) {
         cs__problem(run, "out of memory for the event merge");
@@ -95,6 +96,8 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
         size_t row = cs__metrics_event(run, r, ev, k, te);
         cs__match_event(run, r, ev, k, row, tb, te);
+        if (run->wire)
+            cs__wire_event(run, r, ev);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
             rk->next_key = h.e[0].key = cs__clock_map(&rk->clk, rk->next->t_begin);
@@ -107,6 +110,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     free(h.e);
     cs__match_finish(run);
     cs__report_build(run, rep);
+    cs__wire_end(run, rep);
     return 0;
 }
 

@@ -5,11 +5,17 @@
 
 #include "cmd.h"
 #include "internal.h"
+#include "wire.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--events FILE] [--quiet]\n"
-               "  RUN_DIR      directory holding rank-NNNNN.cst trace files\n"
+               "                         [--pcap FILE...]\n"
+               "       commscope analyze --pcap FILE... [--json FILE] [--quiet]\n"
+               "  RUN_DIR      directory holding rank-NNNNN.cst trace files (and wire-HOST.csw\n"
+               "               capture files, read into the wire section)\n"
+               "  --pcap FILE...  also read these pcap/pcapng files (from any tool) into the\n"
+               "               wire section; without RUN_DIR, report the wire section only\n"
                "  --json FILE  also write the JSON report to FILE ('-' for stdout)\n"
                "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
                "  --quiet      do not print the text summary\n"
@@ -21,9 +27,27 @@ int cs_cmd_analyze(int argc, char **argv)
 {
     const char *dir = NULL, *json = NULL, *events = NULL;
     int quiet = 0;
+    char **pcaps = NULL;
+    int npcaps = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
+        if (strcmp(a, "--pcap") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '-') {
+                fprintf(stderr, "commscope analyze: --pcap needs one or more files\n");
+                usage(stderr);
+                return 2;
+            }
+            /* The files up to the next option; a directory among them is the RUN_DIR.  The
+             * list reuses argv's slots (no allocation): the files move to its front. */
+            pcaps = argv + i + 1;
+            while (i + 1 < argc && argv[i + 1][0] != '-') {
+                char *x = argv[++i];
+                if (!dir && cs__is_dir(x))
+                    dir = x;
+                else
+                    pcaps[npcaps++] = x;
+            }
+        } else if (strcmp(a, "--json") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "commscope analyze: --json needs a file name\n");
                 usage(stderr);
@@ -57,6 +81,9 @@ int cs_cmd_analyze(int argc, char **argv)
             return 2;
         }
     }
+    cs__wire_set_pcaps(pcaps, npcaps);
+    if (!dir && npcaps)
+        return cs__analyze_wire_only(json, quiet);
     if (!dir) {
         fprintf(stderr, "commscope analyze: no run directory given\n");
         usage(stderr);

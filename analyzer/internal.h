@@ -221,6 +221,7 @@ struct cs__run {
     size_t nproblems, capproblems;
     int bad_files;           /* files skipped */
     FILE *events_out;        /* when set, every event is also written here on the aligned clock */
+    struct cs__wire *wire;   /* wire capture data while analysing (wire.c), NULL none */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -294,6 +295,7 @@ struct cs_report {
     uint64_t events, dropped_events, unrecorded_tests;
     char **problems; /* borrowed from the run */
     size_t nproblems;
+    struct cs_wire_report *wire; /* the wire section (wire.h), NULL without capture data; owned */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
@@ -313,6 +315,12 @@ int cs__analyze_dir(const char *dir, struct cs__run *run, struct cs_report *rep,
                     size_t errlen, FILE *events_out);
 void cs__report_build(struct cs__run *run, struct cs_report *rep);
 void cs__report_free(struct cs_report *rep);
+
+/* wire.c: wire capture files joined with the traced communication (wire.h). */
+void cs__wire_begin(struct cs__run *run);
+void cs__wire_event(struct cs__run *run, int rank, const struct cs_event *ev);
+void cs__wire_instance(struct cs__run *run, const struct cs__inst *in);
+void cs__wire_end(struct cs__run *run, struct cs_report *rep);
 
 /* Renderers. */
 void cs__report_text(const struct cs_report *rep, FILE *out);

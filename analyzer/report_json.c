@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "wire.h"
 
 /* A minimal streaming JSON writer: commas and indentation from a stack of "first" flags. */
 struct jw {
@@ -228,6 +229,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         jw_str(&w, NULL, rep->problems[i]);
     jw_close(&w, ']');
     jw_close(&w, '}');
+    cs__report_wire_json(rep->wire, out);
 
     jw_close(&w, '}');
     fputc('\n', out);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "wire.h"
 
 /* A number or "-" when it has no value. */
 static const char *num(char *buf, size_t n, const char *fmt, double v)
@@ -105,4 +106,5 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
         fprintf(out, "none\n");
     for (size_t i = 0; i < rep->nproblems; i++)
         fprintf(out, "problem: %s\n", rep->problems[i]);
+    cs__report_wire_text(rep->wire, out);
 }
