@@ -436,6 +436,11 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
             ri->expected = f->ifaces[i].expected;
             ri->speed_mbps = f->ifaces[i].speed_mbps;
             ri->share = host_total ? (double)ri->bytes / (double)host_total : NAN;
+            if (f->ifaces[i].recv > f->ifaces[i].seen + f->ifaces[i].recv / 100)
+                warn(w, "%s: %llu of %llu packets on %s were still in the kernel's buffer when the "
+                        "capture ended; wire numbers are a lower bound",
+                     ri->host, (unsigned long long)(f->ifaces[i].recv - f->ifaces[i].seen),
+                     (unsigned long long)f->ifaces[i].recv, ri->name);
             if (f->ifaces[i].drop)
                 warn(w, "%s: the kernel dropped %llu packets on %s before the capture saw them; "
                         "wire numbers are a lower bound",

@@ -14,10 +14,16 @@
 
 volatile int cs_wire_live_stop;
 
+/* libpcap hands packets over in blocks, at the latest after this timeout; at the end the capture
+ * keeps reading for a little longer than that so the last block is not lost. */
+#define BLOCK_TIMEOUT_MS 50
+#define DRAIN_MS (3 * BLOCK_TIMEOUT_MS)
+
 struct live_if {
     pcap_t *p;
     int idx; /* in the aggregation */
     int fd;
+    uint64_t seen; /* packets read */
     pcap_dumper_t *dump;
 };
 
@@ -43,7 +49,7 @@ static pcap_t *open_iface(const struct cs_wire_live_opts *o, const char *name, i
     }
     pcap_set_snaplen(p, o->snaplen);
     pcap_set_promisc(p, 0);
-    pcap_set_timeout(p, 100);
+    pcap_set_timeout(p, BLOCK_TIMEOUT_MS);
     pcap_set_buffer_size(p, 8 << 20);
     pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO);
     int rc = pcap_activate(p);
@@ -92,6 +98,7 @@ static void on_packet(u_char *user, const struct pcap_pkthdr *h, const u_char *d
     struct cb_ctx *c = (struct cb_ctx *)(void *)user;
     uint64_t ts = (uint64_t)h->ts.tv_sec * 1000000000ull + (uint64_t)h->ts.tv_usec;
     cs_wire_agg_packet(c->a, c->li->idx, ts, d, h->caplen, h->len);
+    c->li->seen++;
     if (c->li->dump && !c->raw_full) {
         if (*c->raw_bytes + 16 + h->caplen > c->raw_max) {
             c->raw_full = 1;
@@ -210,13 +217,18 @@ int cs_wire_live_run(const struct cs_wire_live_opts *o, char *err, size_t errlen
             }
         }
     }
-    /* Drain what the kernel still holds. */
-    for (int i = 0; i < nli; i++)
-        pcap_dispatch(li[i].p, -1, on_packet, (u_char *)&ctx[i]);
+    /* Drain what the kernel still holds, including the block still being filled. */
+    for (int waited = 0; waited < DRAIN_MS; waited += 10) {
+        poll(pf, (nfds_t)nli, 10);
+        for (int i = 0; i < nli; i++)
+            if (pf[i].fd >= 0)
+                pcap_dispatch(li[i].p, -1, on_packet, (u_char *)&ctx[i]);
+    }
     for (int i = 0; i < nli; i++) {
         struct pcap_stat st;
         if (pcap_stats(li[i].p, &st) == 0)
-            fprintf(out, "ifstats %d recv %u drop %u\n", li[i].idx, st.ps_recv, st.ps_drop);
+            fprintf(out, "ifstats %d recv %u drop %u seen %llu\n", li[i].idx, st.ps_recv,
+                    st.ps_drop, (unsigned long long)li[i].seen);
         if (li[i].dump)
             pcap_dump_close(li[i].dump);
         pcap_close(li[i].p);

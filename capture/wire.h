@@ -150,6 +150,7 @@ struct cs_wire_iface {
     int expected;    /* 1 expected data interface, 0 not, -1 unknown */
     uint64_t bytes, pkts;
     uint64_t recv, drop; /* libpcap's statistics at the end (drop: kernel buffer overflow) */
+    uint64_t seen;       /* packets the capture read (recv - seen: left unread at the end) */
 };
 struct cs_wire_peer {
     int iface;

@@ -161,6 +161,8 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
                 goto bad;
             f->ifaces[idx].recv = rv;
             f->ifaces[idx].drop = dr;
+            const char *sn = strstr(rest, " seen ");
+            f->ifaces[idx].seen = sn ? strtoull(sn + 6, NULL, 10) : rv;
         } else if (strcmp(key, "local") == 0) {
             char a[64];
             if (sscanf(rest, "%63s", a) != 1 || f->nlocals == 64 ||
