@@ -46,7 +46,9 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
         jstr(f, x->name);
         fprintf(f, ", \"bytes\": %llu, \"packets\": %llu, \"expected\": %s, \"speed_mbps\": ",
                 (unsigned long long)x->bytes, (unsigned long long)x->pkts,
-                x->expected < 0 ? "null" : x->expected ? "true" : "false");
+                x->expected < 0 ? "null"
+                : x->expected   ? "true"
+                                : "false");
         if (x->speed_mbps > 0)
             fprintf(f, "%ld", x->speed_mbps);
         else
@@ -82,7 +84,8 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
     jnum(f, w->ratio);
     fputs(",\n    \"collective_gbps\": ", f);
     jnum(f, w->collective_gbps);
-    fprintf(f, ",\n    \"retransmits\": %llu,\n    \"series\": [", (unsigned long long)w->retransmits);
+    fprintf(f, ",\n    \"retransmits\": %llu,\n    \"series\": [",
+            (unsigned long long)w->retransmits);
     for (size_t i = 0; i < w->nseries; i++) {
         const struct cs_wire_report_series *s = &w->series[i];
         fprintf(f, "%s\n      {\"host\": ", i ? "," : "");
@@ -124,8 +127,9 @@ void cs__report_wire_text(const struct cs_wire_report *w, FILE *out)
             "----------------------------------");
     for (size_t i = 0; i < w->nwarnings; i++)
         fprintf(out, "WARNING: %s\n", w->warnings[i]);
-    fprintf(out, "traced_bytes %llu  wire_bytes %llu  ratio %s  collective_gbps %s  "
-                 "retransmits %llu\n",
+    fprintf(out,
+            "traced_bytes %llu  wire_bytes %llu  ratio %s  collective_gbps %s  "
+            "retransmits %llu\n",
             (unsigned long long)w->traced_bytes, (unsigned long long)w->wire_bytes,
             num(a, sizeof a, "%.3f", w->ratio), num(b, sizeof b, "%.3f", w->collective_gbps),
             (unsigned long long)w->retransmits);
@@ -136,17 +140,19 @@ void cs__report_wire_text(const struct cs_wire_report *w, FILE *out)
         fprintf(out, "%-16s %-12s %14llu %10llu %6s %9s\n", x->host, x->name,
                 (unsigned long long)x->bytes, (unsigned long long)x->pkts,
                 num(a, sizeof a, "%.0f%%", 100 * x->share),
-                x->expected < 0 ? "?" : x->expected ? "yes" : "NO");
+                x->expected < 0 ? "?"
+                : x->expected   ? "yes"
+                                : "NO");
     }
     fprintf(out, "%-16s %-16s %14s %14s %8s %8s %9s %9s\n", "Host", "Peer", "Bytes_tx", "Bytes_rx",
             "Retrans", "Rate%", "Peak_Gbps", "Coll_Gbps");
     for (size_t i = 0; i < w->npeers; i++) {
         const struct cs_wire_report_peer *p = &w->peers[i];
-        fprintf(out, "%-16s %-16s %14llu %14llu %8llu %8s %9s %9s\n", p->host, p->peer,
-                (unsigned long long)p->bytes_tx, (unsigned long long)p->bytes_rx,
-                (unsigned long long)p->retransmits,
-                num(a, sizeof a, "%.3f", 100 * p->retransmit_rate),
-                num(b, sizeof b, "%.3f", p->peak_gbps), num(c, sizeof c, "%.3f", p->collective_gbps));
+        fprintf(
+            out, "%-16s %-16s %14llu %14llu %8llu %8s %9s %9s\n", p->host, p->peer,
+            (unsigned long long)p->bytes_tx, (unsigned long long)p->bytes_rx,
+            (unsigned long long)p->retransmits, num(a, sizeof a, "%.3f", 100 * p->retransmit_rate),
+            num(b, sizeof b, "%.3f", p->peak_gbps), num(c, sizeof c, "%.3f", p->collective_gbps));
     }
 }
 

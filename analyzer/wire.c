@@ -411,8 +411,9 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
             warn(w, "%s: no capture on this node; its traffic is seen only from its peers",
                  fh[0] ? fh : f->path);
         else if (!f->complete)
-            warn(w, "%s ends early (the capture was killed, or the disk filled); its numbers are "
-                    "a lower bound",
+            warn(w,
+                 "%s ends early (the capture was killed, or the disk filled); its numbers are "
+                 "a lower bound",
                  f->path);
         const struct cs__clock *clk = fh[0] ? clock_of(run, fh) : NULL;
         /* Interfaces. */
@@ -437,13 +438,15 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
             ri->speed_mbps = f->ifaces[i].speed_mbps;
             ri->share = host_total ? (double)ri->bytes / (double)host_total : NAN;
             if (f->ifaces[i].recv > f->ifaces[i].seen + f->ifaces[i].recv / 100)
-                warn(w, "%s: %llu of %llu packets on %s were still in the kernel's buffer when the "
-                        "capture ended; wire numbers are a lower bound",
+                warn(w,
+                     "%s: %llu of %llu packets on %s were still in the kernel's buffer when the "
+                     "capture ended; wire numbers are a lower bound",
                      ri->host, (unsigned long long)(f->ifaces[i].recv - f->ifaces[i].seen),
                      (unsigned long long)f->ifaces[i].recv, ri->name);
             if (f->ifaces[i].drop)
-                warn(w, "%s: the kernel dropped %llu packets on %s before the capture saw them; "
-                        "wire numbers are a lower bound",
+                warn(w,
+                     "%s: the kernel dropped %llu packets on %s before the capture saw them; "
+                     "wire numbers are a lower bound",
                      ri->host, (unsigned long long)f->ifaces[i].drop, ri->name);
         }
         /* Links, from this file's point of view. */
@@ -505,10 +508,10 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
         coll_buckets += l->coll_buckets;
         coll_width = width;
         rp->retransmits += p->retransmits;
-        if (p->pkts_tx >= 1 && p->retransmits >= RETRANS_MIN &&
-            p->retransmit_rate >= RETRANS_RATE)
-            warn(w, "%s -> %s: %.2f%% of the packets sent were TCP retransmissions (%llu of %llu); "
-                    "%llu duplicate ACKs came back: loss or congestion on this link",
+        if (p->pkts_tx >= 1 && p->retransmits >= RETRANS_MIN && p->retransmit_rate >= RETRANS_RATE)
+            warn(w,
+                 "%s -> %s: %.2f%% of the packets sent were TCP retransmissions (%llu of %llu); "
+                 "%llu duplicate ACKs came back: loss or congestion on this link",
                  p->host, p->peer, 100 * p->retransmit_rate, (unsigned long long)p->retransmits,
                  (unsigned long long)p->pkts_tx, (unsigned long long)p->dupacks_rx);
         /* The series: tx bytes per bucket from the first to the last with traffic, merged into
@@ -538,9 +541,9 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
         const struct cs__clock *clk = w->label[l->file][0] ? clock_of(run, l->host) : NULL;
         int64_t t0 = (int64_t)(l->bmin * f->bucket_ns);
         if (clk && f->monotonic_ns)
-            s->t0_s = (double)cs__clock_map(clk, (uint64_t)(t0 - (f->realtime_ns -
-                                                                  f->monotonic_ns))) *
-                      1e-9;
+            s->t0_s =
+                (double)cs__clock_map(clk, (uint64_t)(t0 - (f->realtime_ns - f->monotonic_ns))) *
+                1e-9;
         else
             s->t0_s = (double)t0 * 1e-9;
     }
@@ -595,19 +598,22 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
         for (size_t fi = 0; fi < w->nfiles && !found; fi++)
             found = strcmp(w->label[fi], w->hosts[h]) == 0;
         if (!found && w->hosts[h][0])
-            warn(w, "no wire capture file from host %s (wire-%s.csw); its traffic is seen only "
-                    "from its peers",
+            warn(w,
+                 "no wire capture file from host %s (wire-%s.csw); its traffic is seen only "
+                 "from its peers",
                  w->hosts[h], w->hosts[h]);
     }
     if (rp->traced_bytes && rp->ratio < 0.9)
-        warn(w, "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
-                "the capture missed traffic (a node or interface not captured, kernel drops, or "
-                "RDMA/shared-memory paths libpcap cannot see)",
+        warn(w,
+             "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
+             "the capture missed traffic (a node or interface not captured, kernel drops, or "
+             "RDMA/shared-memory paths libpcap cannot see)",
              rp->ratio, (unsigned long long)rp->wire_bytes, (unsigned long long)rp->traced_bytes);
     else if (rp->traced_bytes && rp->ratio > 1.5)
-        warn(w, "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
-                "collective algorithms that move more than a ring, retransmissions, or other "
-                "traffic between the job's hosts",
+        warn(w,
+             "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
+             "collective algorithms that move more than a ring, retransmissions, or other "
+             "traffic between the job's hosts",
              rp->ratio, (unsigned long long)rp->wire_bytes, (unsigned long long)rp->traced_bytes);
     free(links);
     for (size_t fi = 0; reclink && fi < w->nfiles; fi++)

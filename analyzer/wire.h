@@ -13,23 +13,23 @@
 struct cs_wire_report_iface {
     char host[64], name[64];
     uint64_t bytes, pkts;
-    int expected;     /* 1, 0, -1 unknown */
-    long speed_mbps;  /* -1 unknown */
-    double share;     /* of the host's captured bytes */
+    int expected;    /* 1, 0, -1 unknown */
+    long speed_mbps; /* -1 unknown */
+    double share;    /* of the host's captured bytes */
 };
 struct cs_wire_report_peer {
     char host[64], peer[64];
     uint64_t bytes_tx, bytes_rx, pkts_tx, pkts_rx;
     uint64_t retransmits, dupacks_rx, roce_bytes;
-    double retransmit_rate;   /* retransmits / pkts_tx, NaN without packets */
-    double peak_gbps;         /* fullest bucket, tx */
-    double collective_gbps;   /* tx rate in buckets inside collectives, NaN none */
+    double retransmit_rate; /* retransmits / pkts_tx, NaN without packets */
+    double peak_gbps;       /* fullest bucket, tx */
+    double collective_gbps; /* tx rate in buckets inside collectives, NaN none */
 };
 struct cs_wire_report_series {
     char host[64], peer[64];
-    double t0_s;       /* start, on rank 0's trace clock when known, else CLOCK_REALTIME s */
-    double step_s;     /* width of one point */
-    uint64_t *tx;      /* bytes per point */
+    double t0_s;   /* start, on rank 0's trace clock when known, else CLOCK_REALTIME s */
+    double step_s; /* width of one point */
+    uint64_t *tx;  /* bytes per point */
     size_t n;
 };
 struct cs_wire_report {
@@ -41,9 +41,9 @@ struct cs_wire_report {
     size_t npeers;
     struct cs_wire_report_series *series;
     size_t nseries;
-    uint64_t traced_bytes; /* bytes the traced communication implies between hosts */
-    uint64_t wire_bytes;   /* bytes on the wire between the job's hosts */
-    double ratio;          /* wire / traced, NaN without traced bytes */
+    uint64_t traced_bytes;  /* bytes the traced communication implies between hosts */
+    uint64_t wire_bytes;    /* bytes on the wire between the job's hosts */
+    double ratio;           /* wire / traced, NaN without traced bytes */
     double collective_gbps; /* all links, in buckets inside collectives */
     uint64_t retransmits;
     char **warnings;

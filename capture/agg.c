@@ -229,8 +229,7 @@ int cs_wire_agg_add_local(struct cs_wire_agg *a, const struct cs_wire_addr *addr
     return 0;
 }
 
-int cs_wire_agg_name_addr(struct cs_wire_agg *a, const struct cs_wire_addr *addr,
-                          const char *host)
+int cs_wire_agg_name_addr(struct cs_wire_agg *a, const struct cs_wire_addr *addr, const char *host)
 {
     int i = addr_index(&a->addrs, addr);
     if (i < 0)
@@ -314,14 +313,13 @@ static void write_rec(struct cs_wire_agg *a, const struct rec *r)
     write_addr(a, r->local);
     write_addr(a, r->peer);
     const struct cs_wire_counts *c = &r->c;
-    put(a,
-        "b %llu %d %d %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
-        (unsigned long long)r->bucket, r->iface, r->local, r->peer,
-        (unsigned long long)c->tx_bytes, (unsigned long long)c->tx_pkts,
-        (unsigned long long)c->rx_bytes, (unsigned long long)c->rx_pkts,
-        (unsigned long long)c->tx_retrans, (unsigned long long)c->rx_retrans,
-        (unsigned long long)c->tx_dupack, (unsigned long long)c->rx_dupack,
-        (unsigned long long)c->roce_bytes, (unsigned long long)c->roce_pkts);
+    put(a, "b %llu %d %d %d %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
+        (unsigned long long)r->bucket, r->iface, r->local, r->peer, (unsigned long long)c->tx_bytes,
+        (unsigned long long)c->tx_pkts, (unsigned long long)c->rx_bytes,
+        (unsigned long long)c->rx_pkts, (unsigned long long)c->tx_retrans,
+        (unsigned long long)c->rx_retrans, (unsigned long long)c->tx_dupack,
+        (unsigned long long)c->rx_dupack, (unsigned long long)c->roce_bytes,
+        (unsigned long long)c->roce_pkts);
 }
 
 /* Write and drop every record of a bucket older than limit (all when limit is UINT64_MAX). */
@@ -405,8 +403,8 @@ static struct rec *rec_get(struct cs_wire_agg *a, uint64_t bucket, int iface, in
     for (;; j = (j + 1) & (a->caprec - 1)) {
         struct rec *r = &a->recs[j];
         if (!r->used) {
-            *r = (struct rec){.bucket = bucket, .iface = iface, .local = local, .peer = peer,
-                              .used = 1};
+            *r = (struct rec){
+                .bucket = bucket, .iface = iface, .local = local, .peer = peer, .used = 1};
             a->nrec++;
             return r;
         }

@@ -29,13 +29,12 @@ static void on_stop(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: cs_capture --out FILE --ifaces LIST|auto [--host NAME] [--expect LIST]\n"
-            "                  [--bucket-ms N] [--snaplen N] [--raw PREFIX] [--raw-max BYTES]\n"
-            "                  [--peers-stdin] [--ready-fd N] [--parent PID]\n"
-            "Captures packet headers on the interfaces until SIGTERM and writes FILE\n"
-            "(commscope-wire/1).  --peers-stdin reads lines \"HOST ADDR...\" naming the job's\n"
-            "nodes; the BPF filter then keeps traffic to and from them only.\n");
+    fprintf(f, "usage: cs_capture --out FILE --ifaces LIST|auto [--host NAME] [--expect LIST]\n"
+               "                  [--bucket-ms N] [--snaplen N] [--raw PREFIX] [--raw-max BYTES]\n"
+               "                  [--peers-stdin] [--ready-fd N] [--parent PID]\n"
+               "Captures packet headers on the interfaces until SIGTERM and writes FILE\n"
+               "(commscope-wire/1).  --peers-stdin reads lines \"HOST ADDR...\" naming the job's\n"
+               "nodes; the BPF filter then keeps traffic to and from them only.\n");
 }
 
 static struct cs_wire_live_opts o;
@@ -111,8 +110,7 @@ static void add_cidr(struct ifaddrs *ifs, const char *cidr)
     uint32_t mask = bits ? htonl(~0u << (32 - bits)) : 0;
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
         if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-            ((((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr ^ n.s_addr) & mask) ==
-                0)
+            ((((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr ^ n.s_addr) & mask) == 0)
             add_iface(i->ifa_name);
 }
 

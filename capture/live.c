@@ -38,8 +38,8 @@ static void say_ready(int fd, const char *msg)
 
 /* Open one interface.  Returns the handle, or NULL with err filled; *perm set when the reason
  * is missing privileges. */
-static pcap_t *open_iface(const struct cs_wire_live_opts *o, const char *name, int *perm,
-                          char *err, size_t errlen)
+static pcap_t *open_iface(const struct cs_wire_live_opts *o, const char *name, int *perm, char *err,
+                          size_t errlen)
 {
     char perr[PCAP_ERRBUF_SIZE] = "";
     pcap_t *p = pcap_create(name, perr);
@@ -191,8 +191,8 @@ int cs_wire_live_run(const struct cs_wire_live_opts *o, char *err, size_t errlen
     struct cb_ctx ctx[CS_WIRE_MAX_IFACES];
     struct pollfd pf[CS_WIRE_MAX_IFACES];
     for (int i = 0; i < nli; i++) {
-        ctx[i] = (struct cb_ctx){.a = a, .li = &li[i], .raw_bytes = &raw_bytes,
-                                 .raw_max = o->raw_max_bytes};
+        ctx[i] = (struct cb_ctx){
+            .a = a, .li = &li[i], .raw_bytes = &raw_bytes, .raw_max = o->raw_max_bytes};
         pf[i] = (struct pollfd){.fd = li[i].fd, .events = POLLIN};
     }
     int raw_noted = 0;
@@ -209,8 +209,9 @@ int cs_wire_live_run(const struct cs_wire_live_opts *o, char *err, size_t errlen
             }
             if (ctx[i].raw_full && !raw_noted) {
                 raw_noted = 1;
-                fprintf(out, "note raw capture reached its cap of %llu bytes; later packets are "
-                             "only aggregated\n",
+                fprintf(out,
+                        "note raw capture reached its cap of %llu bytes; later packets are "
+                        "only aggregated\n",
                         (unsigned long long)o->raw_max_bytes);
                 for (int k = 0; k < nli; k++)
                     ctx[k].raw_full = 1;

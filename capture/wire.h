@@ -60,8 +60,7 @@ void cs_wire_agg_free(struct cs_wire_agg *a);
 int cs_wire_agg_add_local(struct cs_wire_agg *a, const struct cs_wire_addr *addr);
 
 /* Name a peer address (host name); the name goes into the file's addr line. */
-int cs_wire_agg_name_addr(struct cs_wire_agg *a, const struct cs_wire_addr *addr,
-                          const char *host);
+int cs_wire_agg_name_addr(struct cs_wire_agg *a, const struct cs_wire_addr *addr, const char *host);
 
 /* Register an interface by name and pcap link type (DLT_*).  Returns its index, or -1 (message
  * in err) for a link type commscope cannot parse or too many interfaces. */
@@ -110,15 +109,15 @@ int cs_wire_read_pcap(const char *path, FILE *out, uint64_t bucket_ns, char *err
 /* ---- live.c ---- */
 
 struct cs_wire_live_opts {
-    const char *out_path;      /* commscope-wire/1 file */
-    const char *host;          /* this node's name */
+    const char *out_path; /* commscope-wire/1 file */
+    const char *host;     /* this node's name */
     const char *ifaces[CS_WIRE_MAX_IFACES];
     int nifaces;
-    const char *filter;        /* BPF filter text, or NULL for all IP */
+    const char *filter; /* BPF filter text, or NULL for all IP */
     uint64_t bucket_ns;
     int snaplen;
-    const char *raw_prefix;    /* non-NULL: also dump raw packets to RAW_PREFIX-IFACE.pcap */
-    uint64_t raw_max_bytes;    /* cap over all raw files of this node */
+    const char *raw_prefix; /* non-NULL: also dump raw packets to RAW_PREFIX-IFACE.pcap */
+    uint64_t raw_max_bytes; /* cap over all raw files of this node */
     struct cs_wire_addr locals[64];
     int nlocals;
     struct cs_wire_addr peers[1024];
@@ -126,7 +125,7 @@ struct cs_wire_live_opts {
     int npeers;
     char expected[CS_WIRE_MAX_IFACES]; /* per ifaces[i]: 1 expected data interface */
     long speed_mbps[CS_WIRE_MAX_IFACES];
-    int ready_fd;              /* -1, or where "ok\n" / "error: ...\n" goes once capturing */
+    int ready_fd; /* -1, or where "ok\n" / "error: ...\n" goes once capturing */
 };
 
 /* Set by a signal handler: the capture loop ends and finishes the file. */
@@ -159,7 +158,7 @@ struct cs_wire_peer {
 };
 /* One bucket record as read. */
 struct cs_wire_rec {
-    uint64_t bucket; /* CLOCK_REALTIME ns / bucket_ns */
+    uint64_t bucket;        /* CLOCK_REALTIME ns / bucket_ns */
     int iface, local, peer; /* indices: iface into ifaces, local/peer into addrs */
     struct cs_wire_counts c;
 };
@@ -181,7 +180,7 @@ struct cs_wire_file {
     size_t nrecs;
     char **notes; /* "note" lines: capture problems the node reported */
     size_t nnotes;
-    int complete; /* the "end" line was present */
+    int complete;          /* the "end" line was present */
     int status_no_capture; /* "status no-capture": the node captured nothing (see notes) */
     uint64_t total_packets, total_bytes, non_ip, untracked;
 };

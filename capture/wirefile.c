@@ -92,17 +92,18 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
         if (strcmp(key, "b") == 0) {
             struct cs_wire_rec r;
             unsigned long long v[14];
-            if (sscanf(rest, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-                       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9],
-                       &v[10], &v[11], &v[12], &v[13]) != 14 ||
+            if (sscanf(rest,
+                       "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+                       &v[11], &v[12], &v[13]) != 14 ||
                 v[1] >= (unsigned)f->nifaces || v[2] >= f->naddrs || v[3] >= f->naddrs)
                 goto bad;
             r.bucket = v[0];
             r.iface = (int)v[1];
             r.local = (int)v[2];
             r.peer = (int)v[3];
-            r.c = (struct cs_wire_counts){v[4], v[5], v[6], v[7], v[8], v[9],
-                                          v[10], v[11], v[12], v[13]};
+            r.c = (struct cs_wire_counts){v[4], v[5],  v[6],  v[7],  v[8],
+                                          v[9], v[10], v[11], v[12], v[13]};
             if (f->nrecs == caprec) {
                 caprec = caprec ? 2 * caprec : 256;
                 void *p = realloc(f->recs, caprec * sizeof *f->recs);

@@ -23,7 +23,8 @@ const char *cs__capture_usage(void)
            "                    the data interfaces traffic should use (default: RDMA-capable\n"
            "                    ones, else the fastest captured); traffic elsewhere is flagged\n"
            "  --capture-bucket-ms N  time bucket of the aggregation (default 10)\n"
-           "  --capture-raw     also keep raw pcap files, payloads included (wire-HOST-IFACE.pcap)\n"
+           "  --capture-raw     also keep raw pcap files, payloads included "
+           "(wire-HOST-IFACE.pcap)\n"
            "  --capture-raw-max BYTES  cap on each node's raw files (default 104857600)\n";
 }
 
@@ -60,8 +61,8 @@ int cs__capture_arg(struct cs__capture_opts *o, int argc, char **argv, int i, co
         int used;
         if (strcmp(a, names[k]) == 0) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "commscope %s: %s needs a value; see 'commscope %s --help'\n",
-                        cmd, a, cmd);
+                fprintf(stderr, "commscope %s: %s needs a value; see 'commscope %s --help'\n", cmd,
+                        a, cmd);
                 return -1;
             }
             v = argv[i + 1];
@@ -114,9 +115,11 @@ int cs__capture_env(const struct cs__capture_opts *o, const char *cmd)
         char exe[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (n <= 0) {
-            fprintf(stderr, "commscope %s: cannot find my own executable; set "
-                            "COMMSCOPE_CAPTURE_BIN to cs_capture's path; running without "
-                            "capture\n", cmd);
+            fprintf(stderr,
+                    "commscope %s: cannot find my own executable; set "
+                    "COMMSCOPE_CAPTURE_BIN to cs_capture's path; running without "
+                    "capture\n",
+                    cmd);
             return 0;
         }
         exe[n] = '\0';

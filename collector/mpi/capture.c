@@ -170,8 +170,8 @@ static int spawn_helper(const char *all, int size, const char *mine, char *statu
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        long left = READY_TIMEOUT_MS - ((t1.tv_sec - t0.tv_sec) * 1000 +
-                                        (t1.tv_nsec - t0.tv_nsec) / 1000000);
+        long left = READY_TIMEOUT_MS -
+                    ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
         if (left <= 0) {
             snprintf(line, sizeof line, "error: the capture helper did not start within %d s",
                      READY_TIMEOUT_MS / 1000);
@@ -201,9 +201,9 @@ static int spawn_helper(const char *all, int size, const char *mine, char *statu
         return 0;
     }
     snprintf(status, STATUS, "%.60s: %.180s", host,
-             strncmp(line, "error: ", 7) == 0 ? line + 7
+             strncmp(line, "error: ", 7) == 0     ? line + 7
              : strncmp(line, "partial: ", 9) == 0 ? line + 9
-                                                   : line);
+                                                  : line);
     return strncmp(line, "partial: ", 9) == 0 ? 0 : -1;
 }
 

@@ -128,16 +128,16 @@ static void scenario(void)
 {
     npk = 0;
     const char *A = "10.0.0.1", *B = "10.0.0.2", *C = "10.0.0.3";
-    seg(T0 + 0 * MS, A, B, 40000, 1024, 0, 0, 0x02, 65535, 0);         /* SYN */
-    seg(T0 + 0 * MS, B, A, 1024, 40000, 0, 1, 0x12, 65535, 0);         /* SYN-ACK */
+    seg(T0 + 0 * MS, A, B, 40000, 1024, 0, 0, 0x02, 65535, 0); /* SYN */
+    seg(T0 + 0 * MS, B, A, 1024, 40000, 0, 1, 0x12, 65535, 0); /* SYN-ACK */
     for (uint32_t i = 0; i < 10; i++)
         seg(T0 + 1 * MS + i * 100000, A, B, 40000, 1024, 1 + 1000 * i, 1, 0x18, 500, 1000);
-    seg(T0 + 3 * MS, B, A, 1024, 40000, 1, 3001, 0x10, 700, 0);       /* ack of 3 segments */
+    seg(T0 + 3 * MS, B, A, 1024, 40000, 1, 3001, 0x10, 700, 0); /* ack of 3 segments */
     for (int k = 0; k < 3; k++)
         seg(T0 + 12 * MS + (uint64_t)k * MS, B, A, 1024, 40000, 1, 3001, 0x10, 700, 0); /* dup */
-    seg(T0 + 16 * MS, A, B, 40000, 1024, 3001, 1, 0x18, 500, 1000);   /* retransmission */
-    seg(T0 + 17 * MS, A, B, 40000, 1024, 4001, 1, 0x18, 500, 1000);   /* retransmission */
-    seg(T0 + 18 * MS, B, A, 1024, 40000, 1, 10001, 0x10, 800, 0);     /* new ack, new window */
+    seg(T0 + 16 * MS, A, B, 40000, 1024, 3001, 1, 0x18, 500, 1000); /* retransmission */
+    seg(T0 + 17 * MS, A, B, 40000, 1024, 4001, 1, 0x18, 500, 1000); /* retransmission */
+    seg(T0 + 18 * MS, B, A, 1024, 40000, 1, 10001, 0x10, 800, 0);   /* new ack, new window */
     /* Sequence numbers wrap past 2^32 on another flow: not a retransmission. */
     seg(T0 + 19 * MS, A, B, 40001, 1025, 0xfffffc00u, 1, 0x18, 500, 1024);
     seg(T0 + 19 * MS, A, B, 40001, 1025, 0x00000000u, 1, 0x18, 500, 1024);
