@@ -72,6 +72,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         cs__problem(run, "out of memory in the step analysis; steps are not reported");
         cs__steps_free(run);
     }
+    cs__wire_begin(run);
     struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
     if (!h.e) {
         cs__problem(run, "out of memory for the event merge");
@@ -117,6 +118,8 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         size_t row = cs__metrics_event(run, r, ev, k, te);
         cs__steps_event(run, r, ev, k, tb, te);
         cs__match_event(run, r, ev, k, row, tb, te);
+        if (run->wire)
+            cs__wire_event(run, r, ev);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
             rk->next_key = h.e[0].key = cs__clock_map(&rk->clk, rk->next->t_begin);
@@ -136,6 +139,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     cs__report_build(run, rep);
     cs__views_build(run, rep);
     cs__steps_report(run, rep);
+    cs__wire_end(run, rep);
     return 0;
 }
 

@@ -10,17 +10,22 @@
 
 #include "cmd.h"
 #include "internal.h"
+#include "wire.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE]\n"
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
-               "                          [--perfetto-ranks LIST]] [--quiet]\n"
+               "                          [--perfetto-ranks LIST]] [--pcap FILE...] [--quiet]\n"
+               "       commscope analyze --pcap FILE... [--json FILE] [--quiet]\n"
                "\n"
                "Analyse the traces of a run: a text summary on stdout, and the reports asked for.\n"
                "\n"
                "options:\n"
-               "  RUN_DIR        directory holding rank-NNNNN.cst trace files\n"
+               "  RUN_DIR        directory holding rank-NNNNN.cst trace files (and wire-HOST.csw\n"
+               "                 capture files, read into the wire section)\n"
+               "  --pcap FILE... also read these pcap/pcapng files (from any tool) into the wire\n"
+               "                 section; without RUN_DIR, report the wire section only\n"
                "  --json FILE    also write the JSON report to FILE ('-' for stdout)\n"
                "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
                "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
@@ -96,8 +101,25 @@ int cs_cmd_analyze(int argc, char **argv)
     const char *dir = NULL, *json = NULL, *events = NULL, *html = NULL;
     struct cs__perfetto_opts po = {0};
     int quiet = 0;
+    char **pcaps = NULL;
+    int npcaps = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--pcap") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '-')
+                return usage_error("%s", "--pcap needs one or more files");
+            /* The files up to the next option; a directory among them is the RUN_DIR.  The
+             * list reuses argv's slots (no allocation): the files move to its front. */
+            pcaps = argv + i + 1;
+            while (i + 1 < argc && argv[i + 1][0] != '-') {
+                char *x = argv[++i];
+                if (!dir && cs__is_dir(x))
+                    dir = x;
+                else
+                    pcaps[npcaps++] = x;
+            }
+            continue;
+        }
         const char **slot = NULL;
         if (strcmp(a, "--json") == 0)
             slot = &json;
@@ -143,6 +165,9 @@ int cs_cmd_analyze(int argc, char **argv)
             return 2;
         }
     }
+    cs__wire_set_pcaps(pcaps, npcaps);
+    if (!dir && npcaps)
+        return cs__analyze_wire_only(json, quiet);
     if (!dir)
         return usage_error("%s", "no run directory given");
     if ((po.window || po.ranks) && !po.path)

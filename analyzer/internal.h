@@ -234,6 +234,7 @@ struct cs__run {
     FILE *progress_out;      /* when set, progress lines go here (a terminal) */
     struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
     int32_t *host_of;        /* [world] host index of each rank (nodes.c), -1 unknown; or NULL */
+    struct cs__wire *wire;   /* wire capture data while analysing (wire.c), NULL none */
 };
 
 /* 0: peer runs on rank's host, 1: on another host, -1: unknown (nodes.c fills host_of). */
@@ -333,6 +334,7 @@ struct cs_report {
     struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
     struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
     struct cs_report_nodes *nodes; /* hosts, topology, capacity, scopes (nodes.c); NULL none */
+    struct cs_wire_report *wire; /* the wire section (wire.h), NULL without capture data; owned */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
@@ -363,6 +365,11 @@ void cs__nodes_free(struct cs_report *rep);
 /* The value of the report's "topology" key (its key already written), at JSON depth depth. */
 void cs__nodes_json(const struct cs_report *rep, FILE *out, int depth);
 void cs__nodes_text(const struct cs_report *rep, FILE *out);
+/* wire.c: wire capture files joined with the traced communication (wire.h). */
+void cs__wire_begin(struct cs__run *run);
+void cs__wire_event(struct cs__run *run, int rank, const struct cs_event *ev);
+void cs__wire_instance(struct cs__run *run, const struct cs__inst *in);
+void cs__wire_end(struct cs__run *run, struct cs_report *rep);
 
 /* Renderers. */
 void cs__report_text(const struct cs_report *rep, FILE *out);

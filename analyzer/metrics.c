@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "steps.h"
+#include "wire.h"
 
 static size_t row_lookup(struct cs__run *run, uint16_t op, uint64_t comm)
 {
@@ -109,6 +110,8 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         return;
     }
     run->matched++;
+    if (run->wire)
+        cs__wire_instance(run, in);
     int32_t n = in->n;
     enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     int64_t *a = in->arr;
@@ -369,6 +372,8 @@ void cs__report_free(struct cs_report *rep)
     free(rep->ops);
     cs__report_views_free(rep->views);
     rep->views = NULL;
+    cs__wire_report_free(rep->wire);
+    rep->wire = NULL;
     rep->ranks = NULL;
     rep->stragglers = NULL;
     rep->missing = rep->partial = NULL;

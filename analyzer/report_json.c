@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "steps.h"
+#include "wire.h"
 
 /* A minimal streaming JSON writer: commas and indentation from a stack of "first" flags. */
 struct jw {
@@ -232,6 +233,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         jw_str(&w, NULL, rep->problems[i]);
     jw_close(&w, ']');
     jw_close(&w, '}');
+    cs__report_wire_json(rep->wire, out);
 
     /* The report views (views.h): time segments per rank and the verdict. */
     if (rep->views) {

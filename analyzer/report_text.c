@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "steps.h"
+#include "wire.h"
 
 /* A number or "-" when it has no value. */
 static const char *num(char *buf, size_t n, const char *fmt, double v)
@@ -114,4 +115,5 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
         fprintf(out, "none\n");
     for (size_t i = 0; i < rep->nproblems; i++)
         fprintf(out, "problem: %s\n", rep->problems[i]);
+    cs__report_wire_text(rep->wire, out);
 }

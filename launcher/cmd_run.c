@@ -41,6 +41,7 @@ struct run_opts {
     int quiet;
     int prog_argc;
     char **prog_argv; /* PROGRAM ARGS..., a suffix of the caller's argv */
+    struct cs__capture_opts cap; /* --capture* (capture_opts.c) */
 };
 
 static void usage(FILE *f)
@@ -59,6 +60,7 @@ static void usage(FILE *f)
             "                    missing, refused if it exists and is not empty\n"
             "  --no-analyze      do not run `commscope analyze` after the program\n"
             "  -q, --quiet       no progress messages; passes --quiet to the analysis\n"
+            "%s"
             "  -h, --help        this text\n"
             "\n"
             "The run directory receives the traces (rank-NNNNN.cst), " RUN_FILE "\n"
@@ -74,7 +76,9 @@ static void usage(FILE *f)
             "examples:\n"
             "  commscope run -- mpirun -np 64 ./train --steps 100\n"
             "  commscope run -o runs/baseline --quiet -- srun -N 8 ./train\n"
-            "  commscope run --no-analyze -- mpirun -np 4 ./app && commscope analyze RUN_DIR\n");
+            "  commscope run --capture auto -- mpirun -np 8 --hostfile hosts ./train\n"
+            "  commscope run --no-analyze -- mpirun -np 4 ./app && commscope analyze RUN_DIR\n",
+            cs__capture_usage());
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -110,6 +114,11 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             o->no_analyze = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             o->quiet = 1;
+        } else if (strncmp(a, "--capture", 9) == 0) {
+            int used = cs__capture_arg(&o->cap, argc, argv, i, "run");
+            if (used < 0)
+                return -1;
+            i += used - 1;
         } else {
             usage_error("unknown option", a);
             return -1;
@@ -610,7 +619,8 @@ int cs__cmd_run(int argc, char **argv)
     if (rc)
         return rc;
 
-    if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir) != 0) {
+    if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir) != 0 ||
+        cs__capture_env(&o.cap, "run") != 0) {
         fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
         return EXIT_SETUP;
     }

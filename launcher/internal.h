@@ -26,4 +26,18 @@ int cs__cmd_topo(int argc, char **argv);
 int cs__cmd_fabric(int argc, char **argv);
 int cs__cmd_node_snapshot(int argc, char **argv);
 
+/* capture_opts.c: --capture, --capture-expect, --capture-bucket-ms, --capture-raw(-max). */
+struct cs__capture_opts {
+    const char *ifaces, *expect, *bucket_ms, *raw_max;
+    int raw;
+};
+/* Parse argv[i] (a --capture* option).  Returns the arguments used (1 or 2), or -1 after a usage
+ * message naming cmd. */
+int cs__capture_arg(struct cs__capture_opts *o, int argc, char **argv, int i, const char *cmd);
+/* The options' help lines. */
+const char *cs__capture_usage(void);
+/* Set COMMSCOPE_CAPTURE* for the collector when capture was asked for.  A missing helper is said
+ * on stderr and the run goes on without capture.  Returns 0, -1 when setenv failed. */
+int cs__capture_env(const struct cs__capture_opts *o, const char *cmd);
+
 #endif

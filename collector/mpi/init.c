@@ -145,6 +145,7 @@ static void start(uint64_t t_pre, uint16_t op, int provided)
     opened = cs_trace_open(&p) == 0;
     cs__comm_init(my_rank, my_size, opened);
     cs__node_start(priv, my_rank, my_size, opened);
+    cs__capture_start(priv, my_rank, my_size);
     if (!opened)
         return;
     cs_trace_set_clock(0, &s);
@@ -358,6 +359,7 @@ CS_EXPORT int MPI_Finalize(void)
         return PMPI_Finalize();
     /* The rank's wall time ends here: the program is done. */
     uint64_t t_fin = cs_now();
+    cs__capture_stop(priv);
     struct cs_clock_sample s;
     clock_measure(&s);
 

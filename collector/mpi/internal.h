@@ -139,5 +139,8 @@ static inline uint64_t cs__tsize(MPI_Datatype t)
  * trace gather. */
 void cs__node_start(MPI_Comm priv, int rank, int size, int opened);
 void cs__node_finish(MPI_Comm priv, int rank, int size);
+/* capture.c: the per-node wire capture helper (COMMSCOPE_CAPTURE); both collective over priv. */
+void cs__capture_start(MPI_Comm priv, int rank, int size);
+void cs__capture_stop(MPI_Comm priv);
 
 #endif

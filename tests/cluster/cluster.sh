@@ -12,16 +12,20 @@
 # usage: cluster.sh [-n N] [--slots S] [--rate RATE] [--slow HOST=RATE]... -- COMMAND [ARGS...]
 #   --rate RATE       limit every host's link to RATE (tc syntax: 400mbit); default unlimited
 #   --slow hK=RATE    limit host K's link to RATE instead
+#   --second RATE     give every host a second interface eth1 on 10.78.0.0/24 (own bridge),
+#                     limited to RATE ("" or 0: unlimited); MPI is still told to use eth1's subnet
+#                     only if the command asks for it
 # Everything it creates is removed on exit, also on failure or interruption.
 # Exit: COMMAND's status; 77 when namespaces cannot be created here (not root, no support).
 set -u
-N=4 SLOTS=1 RATE="" SLOW=()
+N=4 SLOTS=1 RATE="" SLOW=() SECOND=""
 while [ $# -gt 0 ]; do
     case "$1" in
     -n) N=$2; shift 2 ;;
     --slots) SLOTS=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --slow) SLOW+=("$2"); shift 2 ;;
+    --second) SECOND=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "cluster.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
@@ -86,6 +90,15 @@ for i in $(seq 1 "$N"); do
     limit "$ns" eth0 "$r"       # host -> bridge
     limit "$P-br" "v$i" "$r"    # bridge -> host
     echo "10.77.0.$i slots=$SLOTS" >> "$WORK/hostfile"
+    if [ -n "$SECOND" ]; then
+        [ "$i" -eq 1 ] && { ip -n "$P-br" link add br1 type bridge && ip -n "$P-br" link set br1 up; }
+        ip -n "$P-br" link add "w$i" type veth peer name eth1 netns "$ns" ||
+            { echo "cluster.sh: SKIP: cannot create veth pairs" >&2; exit 77; }
+        ip -n "$P-br" link set "w$i" master br1 up
+        ip -n "$ns" addr add "10.78.0.$i/24" dev eth1
+        ip -n "$ns" link set eth1 up
+        [ "$SECOND" = 0 ] || { limit "$ns" eth1 "$SECOND"; limit "$P-br" "w$i" "$SECOND"; }
+    fi
 done
 
 # mpirun's remote shell: "agent HOST COMMAND..." runs COMMAND in HOST's namespace under its name.

@@ -1,0 +1,69 @@
+/*
+ * The wire section of the report (analyzer/wire.c builds it, analyzer/report_wire.c renders it):
+ * what the capture saw on each node's interfaces, joined with the traced communication.  Numbers
+ * only; definitions in docs/metrics.md ("Wire").
+ */
+#ifndef COMMSCOPE_ANALYZER_WIRE_H
+#define COMMSCOPE_ANALYZER_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct cs_wire_report_iface {
+    char host[64], name[64];
+    uint64_t bytes, pkts;
+    int expected;    /* 1, 0, -1 unknown */
+    long speed_mbps; /* -1 unknown */
+    double share;    /* of the host's captured bytes */
+};
+struct cs_wire_report_peer {
+    char host[64], peer[64];
+    uint64_t bytes_tx, bytes_rx, pkts_tx, pkts_rx;
+    uint64_t retransmits, dupacks_rx, roce_bytes;
+    double retransmit_rate; /* retransmits / pkts_tx, NaN without packets */
+    double peak_gbps;       /* fullest bucket, tx */
+    double collective_gbps; /* tx rate in buckets inside collectives, NaN none */
+};
+struct cs_wire_report_series {
+    char host[64], peer[64];
+    double t0_s;   /* start, on rank 0's trace clock when known, else CLOCK_REALTIME s */
+    double step_s; /* width of one point */
+    uint64_t *tx;  /* bytes per point */
+    size_t n;
+};
+struct cs_wire_report {
+    char **sources; /* files read */
+    size_t nsources;
+    struct cs_wire_report_iface *ifaces;
+    size_t nifaces;
+    struct cs_wire_report_peer *peers;
+    size_t npeers;
+    struct cs_wire_report_series *series;
+    size_t nseries;
+    uint64_t traced_bytes;  /* bytes the traced communication implies between hosts */
+    uint64_t wire_bytes;    /* bytes on the wire between the job's hosts */
+    double ratio;           /* wire / traced, NaN without traced bytes */
+    double collective_gbps; /* all links, in buckets inside collectives */
+    uint64_t retransmits;
+    char **warnings;
+    size_t nwarnings;
+};
+
+void cs__wire_report_free(struct cs_wire_report *w);
+void cs__report_wire_text(const struct cs_wire_report *w, FILE *out);
+/* The "wire" member (key and value) at JSON depth 1, preceded by a comma. */
+void cs__report_wire_json(const struct cs_wire_report *w, FILE *out);
+
+/* pcap/pcapng files given with `commscope analyze --pcap` (read with the run's wire files). */
+void cs__wire_set_pcaps(char **paths, int n);
+/* The wire report from the pcap files alone (no run directory).  NULL when out of memory. */
+struct cs_wire_report *cs__wire_only(void);
+
+/* `commscope analyze --pcap FILE...` without a run directory: print/write the wire section of the
+ * files set with cs__wire_set_pcaps.  Returns the command's exit status. */
+int cs__analyze_wire_only(const char *json, int quiet);
+/* 1 when path is a directory. */
+int cs__is_dir(const char *path);
+
+#endif
