@@ -172,7 +172,64 @@ def case_no_steps(a, tmp):
           % rep["groups"])
 
 
-CASES = {"marker": case_marker, "pattern": case_pattern, "overlap": case_overlap,
+def whatif(rep):
+    w = rep["whatif"]
+    for k in ("measured_step_s", "replayed_step_s", "no_straggler_step_s",
+              "full_overlap_step_s", "best_bandwidth_step_s"):
+        check(isinstance(w[k], float) and w[k] > 0, "whatif %s is a time: %r" % (k, w))
+    return w
+
+
+def case_replay(a, tmp):
+    """The replay reproduces the measured step time (within 5 %) on real cs_train and cs_train2d
+    runs, blocking and overlapped; removing communication time never lengthens a step."""
+    for name, prog, np_, extra in (("train", t.TRAIN, a.np, []),
+                                   ("train-overlap", t.TRAIN, a.np, ["--overlap"]),
+                                   ("train2d", TRAIN2D, 4, []),
+                                   ("train2d-overlap", TRAIN2D, 4, ["--overlap"])):
+        rundir = os.path.join(tmp, name)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", str(np_), prog, "--steps", "8"] + extra)
+        rep = t.load_report(rundir)
+        w = whatif(rep)
+        if not w:
+            continue
+        check(w["measured_step_s"] == rep["steps"]["mean_s"],
+              "%s: measured = the step statistics' mean: %r" % (name, w))
+        err = abs(w["replayed_step_s"] - w["measured_step_s"]) / w["measured_step_s"]
+        check(err <= 0.05, "%s: replay within 5%% of the measured step (%.4f): %r"
+              % (name, err, w))
+        check(abs(w["replay_error"] - (w["replayed_step_s"] / w["measured_step_s"] - 1)) < 1e-6,
+              "%s: replay_error: %r" % (name, w))
+        check(w["full_overlap_step_s"] < w["replayed_step_s"],
+              "%s: hiding all communication shortens the step: %r" % (name, w))
+        check(w["best_bandwidth_step_s"] <= w["replayed_step_s"] * 1.01,
+              "%s: faster collectives do not lengthen the step: %r" % (name, w))
+
+
+def case_straggler(a, tmp):
+    """What-if (a): with one rank slowed, bringing every rank's compute to the median shrinks
+    the step time most of the way to the unslowed run's; without a straggler it changes little."""
+    res = {}
+    for mode, extra in (("even", []), ("slow", ["--slow-rank", "1", "--slow-factor", "4"])):
+        rundir = os.path.join(tmp, mode)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", str(a.np), t.TRAIN, "--steps", "8"] + extra)
+        res[mode] = whatif(t.load_report(rundir))
+    ev, sl = res["even"], res["slow"]
+    if not ev or not sl:
+        return
+    T_ev, T_sl, N_ev, N_sl = (ev["measured_step_s"], sl["measured_step_s"],
+                              ev["no_straggler_step_s"], sl["no_straggler_step_s"])
+    check(T_sl > T_ev, "the slowed run is slower: %r %r" % (T_sl, T_ev))
+    check(N_sl <= T_sl - 0.5 * (T_sl - T_ev),
+          "no-straggler step %.6f is at least half-way from the slowed %.6f to the unslowed %.6f"
+          % (N_sl, T_sl, T_ev))
+    check(abs(N_ev - T_ev) <= 0.25 * T_ev,
+          "without a straggler the estimate stays near the measurement: %.6f vs %.6f"
+          % (N_ev, T_ev))
+    check(T_sl - N_sl > T_ev - N_ev, "the straggler's run gains more: %r %r" % (sl, ev))
+
+
+CASES = {"marker": case_marker, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
          "groups_2d": case_groups_2d, "no_steps": case_no_steps}
 
 
