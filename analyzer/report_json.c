@@ -4,115 +4,18 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "json.h"
 #include "steps.h"
 
-/* A minimal streaming JSON writer: commas and indentation from a stack of "first" flags. */
-struct jw {
-    FILE *f;
-    int depth;
-    int first[16];
-};
-
-static void jw_str_raw(struct jw *w, const char *s)
-{
-    fputc('"', w->f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", w->f);
-            break;
-        case '\\':
-            fputs("\\\\", w->f);
-            break;
-        case '\n':
-            fputs("\\n", w->f);
-            break;
-        case '\r':
-            fputs("\\r", w->f);
-            break;
-        case '\t':
-            fputs("\\t", w->f);
-            break;
-        default:
-            /* Control bytes and bytes >= 0x80 are escaped so the output is always valid
-             * ASCII JSON, whatever encoding the host or program name had. */
-            if (*p < 0x20 || *p >= 0x7f)
-                fprintf(w->f, "\\u%04x", *p);
-            else
-                fputc(*p, w->f);
-        }
-    }
-    fputc('"', w->f);
-}
-
-static void jw_key(struct jw *w, const char *key)
-{
-    if (w->depth > 0) {
-        if (!w->first[w->depth])
-            fputc(',', w->f);
-        w->first[w->depth] = 0;
-        fputc('\n', w->f);
-        for (int i = 0; i < w->depth; i++)
-            fputs("  ", w->f);
-    }
-    if (key) {
-        jw_str_raw(w, key);
-        fputs(": ", w->f);
-    }
-}
-
-static void jw_open(struct jw *w, const char *key, char c)
-{
-    jw_key(w, key);
-    fputc(c, w->f);
-    w->depth++;
-    w->first[w->depth] = 1;
-}
-
-static void jw_close(struct jw *w, char c)
-{
-    int empty = w->first[w->depth];
-    w->depth--;
-    if (!empty) {
-        fputc('\n', w->f);
-        for (int i = 0; i < w->depth; i++)
-            fputs("  ", w->f);
-    }
-    fputc(c, w->f);
-}
-
-static void jw_str(struct jw *w, const char *key, const char *s)
-{
-    jw_key(w, key);
-    jw_str_raw(w, s);
-}
-
-static void jw_num(struct jw *w, const char *key, double v)
-{
-    jw_key(w, key);
-    if (isfinite(v))
-        fprintf(w->f, "%.9g", v);
-    else
-        fputs("null", w->f);
-}
-
-static void jw_u64(struct jw *w, const char *key, uint64_t v)
-{
-    jw_key(w, key);
-    fprintf(w->f, "%" PRIu64, v);
-}
-
-static void jw_int(struct jw *w, const char *key, long long v)
-{
-    jw_key(w, key);
-    fprintf(w->f, "%lld", v);
-}
-
-static void jw_bool(struct jw *w, const char *key, int v)
-{
-    jw_key(w, key);
-    fputs(v ? "true" : "false", w->f);
-}
+/* The shared writer (json.h), under this file's short names. */
+#define jw cs__jw
+#define jw_open cs__jw_open
+#define jw_close cs__jw_close
+#define jw_str cs__jw_str
+#define jw_num cs__jw_num
+#define jw_u64 cs__jw_u64
+#define jw_int cs__jw_int
+#define jw_bool cs__jw_bool
 
 int cs__report_json(const struct cs_report *rep, FILE *out)
 {

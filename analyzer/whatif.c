@@ -89,13 +89,13 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 /* ---- the replay ---- */
 
 struct item {
-    double a, e;   /* measured, ns after the run's origin */
-    double gap;    /* a minus the previous item's e */
-    double x;      /* measured time after its dependencies were met */
-    double scale;  /* best-bandwidth factor of x */
-    int32_t inst;  /* collective instance in the window, -1 none */
-    int32_t idx;   /* comm rank in it */
-    int32_t pr, pi; /* point-to-point partner item (rank, index) waited for, -1 none */
+    double a, e;        /* measured, ns after the run's origin */
+    double gap;         /* a minus the previous item's e */
+    double x;           /* measured time after its dependencies were met */
+    double scale;       /* best-bandwidth factor of x */
+    int32_t inst;       /* collective instance in the window, -1 none */
+    int32_t idx;        /* comm rank in it */
+    int32_t pr, pi;     /* point-to-point partner item (rank, index) waited for, -1 none */
     int32_t doff, dn;   /* completion call: the non-blocking collectives it completed */
     unsigned char comm; /* a communication call */
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
@@ -146,7 +146,7 @@ struct replay {
     size_t npool, cappool;
     struct wdep {
         int32_t inst, idx;
-    } *dep;
+    } * dep;
     size_t ndep, capdep;
     struct cs__map imap, scnt, rcnt, pair, req;
     int first, end; /* timed steps [first, end) */
@@ -292,8 +292,15 @@ static int read_window(struct replay *P, int r, int first_window)
         if (grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
             return -1;
         struct item *it = &w->it[w->n++];
-        *it = (struct item){.a = a, .e = e, .gap = a - w->prev_e, .x = e - a, .scale = 1,
-                            .inst = -1, .pr = -1, .pi = -1, .op = ev->op,
+        *it = (struct item){.a = a,
+                            .e = e,
+                            .gap = a - w->prev_e,
+                            .x = e - a,
+                            .scale = 1,
+                            .inst = -1,
+                            .pr = -1,
+                            .pi = -1,
+                            .op = ev->op,
                             .bnd = (signed char)b};
         w->prev_e = e;
         if (ev->op == CS_OP_FINALIZE && !w->fin_seen) {
@@ -507,8 +514,8 @@ static double try_item(struct replay *P, struct item *it, int sc)
     } else if (it->inst >= 0) {
         struct winst *in = &P->in[it->inst];
         int ok;
-        int64_t s = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n,
-                                    P->pA + in->off, P->ph + in->off, it->idx, &ok);
+        int64_t s = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n, P->pA + in->off,
+                                    P->ph + in->off, it->idx, &ok);
         if (!ok)
             return NAN;
         S = (double)s;
