@@ -24,5 +24,6 @@ int cs__cmd_run(int argc, char **argv);
 int cs__cmd_version(int argc, char **argv);
 int cs__cmd_topo(int argc, char **argv);
 int cs__cmd_fabric(int argc, char **argv);
+int cs__cmd_compare(int argc, char **argv);
 
 #endif
