@@ -6,118 +6,26 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "json.h"
 #include "steps.h"
 
-/* The same streaming JSON layout as report_json.c (one key per line, two-space indent). */
-struct jw {
-    FILE *f;
-    int depth;
-    int first[16];
-};
-
-static void str_raw(struct jw *w, const char *s)
+static void budget(struct cs__jw *w, const char *k, const struct cs_report_budget *b)
 {
-    fputc('"', w->f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(w->f, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            fprintf(w->f, "\\u%04x", *p);
-        else
-            fputc(*p, w->f);
-    }
-    fputc('"', w->f);
-}
-
-static void key(struct jw *w, const char *k)
-{
-    if (!w->first[w->depth])
-        fputc(',', w->f);
-    w->first[w->depth] = 0;
-    fputc('\n', w->f);
-    for (int i = 0; i < w->depth; i++)
-        fputs("  ", w->f);
-    if (k) {
-        str_raw(w, k);
-        fputs(": ", w->f);
-    }
-}
-
-static void open_(struct jw *w, const char *k, char c)
-{
-    key(w, k);
-    fputc(c, w->f);
-    w->depth++;
-    w->first[w->depth] = 1;
-}
-
-static void close_(struct jw *w, char c)
-{
-    int empty = w->first[w->depth];
-    w->depth--;
-    if (!empty) {
-        fputc('\n', w->f);
-        for (int i = 0; i < w->depth; i++)
-            fputs("  ", w->f);
-    }
-    fputc(c, w->f);
-}
-
-static void num(struct jw *w, const char *k, double v)
-{
-    key(w, k);
-    if (isfinite(v))
-        fprintf(w->f, "%.9g", v);
-    else
-        fputs("null", w->f);
-}
-
-static void str(struct jw *w, const char *k, const char *s)
-{
-    key(w, k);
-    str_raw(w, s);
-}
-
-/* A string, or null when empty. */
-static void note(struct jw *w, const char *k, const char *s)
-{
-    if (s[0]) {
-        str(w, k, s);
-    } else {
-        key(w, k);
-        fputs("null", w->f);
-    }
-}
-
-static void integer(struct jw *w, const char *k, long long v)
-{
-    key(w, k);
-    fprintf(w->f, "%lld", v);
-}
-
-static void boolean(struct jw *w, const char *k, int v)
-{
-    key(w, k);
-    fputs(v ? "true" : "false", w->f);
-}
-
-static void budget(struct jw *w, const char *k, const struct cs_report_budget *b)
-{
-    open_(w, k, '{');
+    cs__jw_open(w, k, '{');
     if (b->rank >= 0)
-        integer(w, "rank", b->rank);
-    num(w, "steps", b->steps);
-    num(w, "step_s", b->step_s);
-    num(w, "compute_s", b->compute_s);
-    num(w, "gradient_sync_s", b->grad_sync_s);
-    open_(w, "comm_s", '{');
+        cs__jw_int(w, "rank", b->rank);
+    cs__jw_num(w, "steps", b->steps);
+    cs__jw_num(w, "step_s", b->step_s);
+    cs__jw_num(w, "compute_s", b->compute_s);
+    cs__jw_num(w, "gradient_sync_s", b->grad_sync_s);
+    cs__jw_open(w, "comm_s", '{');
     for (int d = 0; d < CS_DIM_N; d++)
-        num(w, cs__dim_names[d], b->comm_s[d]);
-    close_(w, '}');
-    num(w, "wait_s", b->wait_s);
-    num(w, "other_mpi_s", b->other_mpi_s);
-    num(w, "idle_s", b->idle_s);
-    close_(w, '}');
+        cs__jw_num(w, cs__dim_names[d], b->comm_s[d]);
+    cs__jw_close(w, '}');
+    cs__jw_num(w, "wait_s", b->wait_s);
+    cs__jw_num(w, "other_mpi_s", b->other_mpi_s);
+    cs__jw_num(w, "idle_s", b->idle_s);
+    cs__jw_close(w, '}');
 }
 
 void cs__report_steps_json(const struct cs_report *rep, FILE *out)
@@ -125,101 +33,101 @@ void cs__report_steps_json(const struct cs_report *rep, FILE *out)
     const struct cs_report_steps *s = rep->steps;
     if (!s)
         return;
-    struct jw w = {.f = out, .depth = 1};
-    open_(&w, "steps", '{');
-    integer(&w, "count", s->count);
-    num(&w, "mean_s", s->mean_s);
-    num(&w, "median_s", s->median_s);
-    num(&w, "p95_s", s->p95_s);
-    integer(&w, "warmup_excluded", s->warmup_excluded);
-    integer(&w, "tail_excluded", s->tail_excluded);
-    integer(&w, "timed", s->timed);
-    str(&w, "source", s->source);
-    note(&w, "detail", s->detail);
-    note(&w, "note", s->note);
-    open_(&w, "per_step", '[');
+    struct cs__jw w = {.f = out, .depth = 1};
+    cs__jw_open(&w, "steps", '{');
+    cs__jw_int(&w, "count", s->count);
+    cs__jw_num(&w, "mean_s", s->mean_s);
+    cs__jw_num(&w, "median_s", s->median_s);
+    cs__jw_num(&w, "p95_s", s->p95_s);
+    cs__jw_int(&w, "warmup_excluded", s->warmup_excluded);
+    cs__jw_int(&w, "tail_excluded", s->tail_excluded);
+    cs__jw_int(&w, "timed", s->timed);
+    cs__jw_str(&w, "source", s->source);
+    cs__jw_str_or_null(&w, "detail", s->detail);
+    cs__jw_str_or_null(&w, "note", s->note);
+    cs__jw_open(&w, "per_step", '[');
     for (size_t i = 0; i < s->nlist; i++) {
         const struct cs_report_step *p = &s->list[i];
-        open_(&w, NULL, '{');
-        integer(&w, "index", p->index);
-        boolean(&w, "timed", p->timed);
-        num(&w, "time_s", p->time_s);
-        num(&w, "overlap_ratio", p->overlap_ratio);
-        num(&w, "grad_sync_share", p->grad_sync_share);
-        close_(&w, '}');
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_int(&w, "index", p->index);
+        cs__jw_bool(&w, "timed", p->timed);
+        cs__jw_num(&w, "time_s", p->time_s);
+        cs__jw_num(&w, "overlap_ratio", p->overlap_ratio);
+        cs__jw_num(&w, "grad_sync_share", p->grad_sync_share);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
-    close_(&w, '}');
+    cs__jw_close(&w, ']');
+    cs__jw_close(&w, '}');
 
-    open_(&w, "budget", '{');
+    cs__jw_open(&w, "budget", '{');
     budget(&w, "total", &s->total);
-    open_(&w, "ranks", '[');
+    cs__jw_open(&w, "ranks", '[');
     for (size_t i = 0; i < s->nranks; i++)
         budget(&w, NULL, &s->ranks[i]);
-    close_(&w, ']');
-    close_(&w, '}');
+    cs__jw_close(&w, ']');
+    cs__jw_close(&w, '}');
 
-    open_(&w, "gradient_sync", '{');
-    num(&w, "share", s->grad_share);
-    num(&w, "total_s", s->grad_total_s);
-    num(&w, "exposed_s", s->grad_exposed_s);
-    num(&w, "wait_s", s->grad_wait_s);
-    num(&w, "overlapped_s", s->grad_overlapped_s);
-    note(&w, "note", s->grad_note);
-    close_(&w, '}');
+    cs__jw_open(&w, "gradient_sync", '{');
+    cs__jw_num(&w, "share", s->grad_share);
+    cs__jw_num(&w, "total_s", s->grad_total_s);
+    cs__jw_num(&w, "exposed_s", s->grad_exposed_s);
+    cs__jw_num(&w, "wait_s", s->grad_wait_s);
+    cs__jw_num(&w, "overlapped_s", s->grad_overlapped_s);
+    cs__jw_str_or_null(&w, "note", s->grad_note);
+    cs__jw_close(&w, '}');
 
-    open_(&w, "overlap", '[');
+    cs__jw_open(&w, "overlap", '[');
     for (size_t i = 0; i < s->noverlap; i++) {
         const struct cs_report_overlap *o = &s->overlap[i];
-        open_(&w, NULL, '{');
-        str(&w, "comm", o->comm);
-        num(&w, "ratio", o->ratio);
-        num(&w, "overlapped_s", o->overlapped_s);
-        num(&w, "in_flight_s", o->in_flight_s);
-        close_(&w, '}');
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_str(&w, "comm", o->comm);
+        cs__jw_num(&w, "ratio", o->ratio);
+        cs__jw_num(&w, "overlapped_s", o->overlapped_s);
+        cs__jw_num(&w, "in_flight_s", o->in_flight_s);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
-    num(&w, "overlap_ratio", s->overlap_ratio);
+    cs__jw_close(&w, ']');
+    cs__jw_num(&w, "overlap_ratio", s->overlap_ratio);
 
-    open_(&w, "groups", '[');
+    cs__jw_open(&w, "groups", '[');
     for (size_t i = 0; i < s->ngroups; i++) {
         const struct cs_report_group *g = &s->groups[i];
-        open_(&w, NULL, '{');
-        str(&w, "comm", g->comm);
-        str(&w, "role", cs__dim_names[g->role]);
-        open_(&w, "ranks", '[');
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_str(&w, "comm", g->comm);
+        cs__jw_str(&w, "role", cs__dim_names[g->role]);
+        cs__jw_open(&w, "ranks", '[');
         for (int32_t j = 0; j < g->size; j++)
-            integer(&w, NULL, g->ranks[j]);
-        close_(&w, ']');
-        num(&w, "confidence", g->confidence);
-        str(&w, "why", g->why);
-        close_(&w, '}');
+            cs__jw_int(&w, NULL, g->ranks[j]);
+        cs__jw_close(&w, ']');
+        cs__jw_num(&w, "confidence", g->confidence);
+        cs__jw_str(&w, "why", g->why);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
+    cs__jw_close(&w, ']');
 
-    open_(&w, "dimensions", '[');
+    cs__jw_open(&w, "dimensions", '[');
     for (int d = 0; d < CS_DIM_N; d++) {
         const struct cs_report_dim *m = &s->dims[d];
-        open_(&w, NULL, '{');
-        str(&w, "role", cs__dim_names[d]);
-        integer(&w, "comms", m->comms);
-        num(&w, "time_s", m->time_s);
-        num(&w, "bytes", m->bytes);
-        num(&w, "exposed_share", m->exposed_share);
-        num(&w, "overlap_ratio", m->overlap_ratio);
-        close_(&w, '}');
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_str(&w, "role", cs__dim_names[d]);
+        cs__jw_int(&w, "comms", m->comms);
+        cs__jw_num(&w, "time_s", m->time_s);
+        cs__jw_num(&w, "bytes", m->bytes);
+        cs__jw_num(&w, "exposed_share", m->exposed_share);
+        cs__jw_num(&w, "overlap_ratio", m->overlap_ratio);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
+    cs__jw_close(&w, ']');
 
-    open_(&w, "whatif", '{');
-    num(&w, "measured_step_s", s->whatif.measured_step_s);
-    num(&w, "replayed_step_s", s->whatif.replayed_step_s);
-    num(&w, "replay_error", s->whatif.replay_error);
-    num(&w, "no_straggler_step_s", s->whatif.no_straggler_step_s);
-    num(&w, "full_overlap_step_s", s->whatif.full_overlap_step_s);
-    num(&w, "best_bandwidth_step_s", s->whatif.best_bandwidth_step_s);
-    note(&w, "note", s->whatif.note);
-    close_(&w, '}');
+    cs__jw_open(&w, "whatif", '{');
+    cs__jw_num(&w, "measured_step_s", s->whatif.measured_step_s);
+    cs__jw_num(&w, "replayed_step_s", s->whatif.replayed_step_s);
+    cs__jw_num(&w, "replay_error", s->whatif.replay_error);
+    cs__jw_num(&w, "no_straggler_step_s", s->whatif.no_straggler_step_s);
+    cs__jw_num(&w, "full_overlap_step_s", s->whatif.full_overlap_step_s);
+    cs__jw_num(&w, "best_bandwidth_step_s", s->whatif.best_bandwidth_step_s);
+    cs__jw_str_or_null(&w, "note", s->whatif.note);
+    cs__jw_close(&w, '}');
 }
 
 static const char *fmt(char *buf, size_t n, const char *f, double v)

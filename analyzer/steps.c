@@ -197,6 +197,12 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
     return 0;
 }
 
+int cs__steps_boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
+                       enum cs_op_kind k, uint64_t *occ)
+{
+    return boundary(run, S, ev, k, occ);
+}
+
 /* One pre-pass over rank r: class traffic (classes first seen in this pass, id `pass`), markers,
  * anchors, and the signature counts (d_count) or the candidates' evaluation (d_eval) when given.
  * Returns the steps found on the rank. */
@@ -608,6 +614,7 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (ci >= 0)
             S->classes[S->comms[ci].cls].wait += (double)w;
     }
+    cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
 }
 
 void cs__steps_finish(struct cs__run *run)
@@ -651,6 +658,7 @@ void cs__steps_free(struct cs__run *run)
         free(q);
     }
     cs__groups_free(S);
+    cs__map_free(&S->best);
     free(S->g);
     free(S->r);
     free(S);

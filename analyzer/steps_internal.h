@@ -59,6 +59,25 @@ struct cs__steps {
     size_t ncomms, capcomms;
     struct cs__cclass *classes;
     size_t nclasses, capclasses;
+    /* whatif.c: (op | (class + 1) << 16, bytes) -> shortest transfer time in ns + 1 */
+    struct cs__map best;
 };
+
+/* steps.c: 1 when ev starts a step, -1 when it ends one, 0 neither; *occ counts the pattern's
+ * anchors seen on the rank so far. */
+int cs__steps_boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
+                       enum cs_op_kind k, uint64_t *occ);
+
+/* whatif.c */
+/* s_i of member i of a collective with arrivals arr: the latest of its own arrival and those its
+ * pattern waits for; *ok = 0 when one of those is not known yet (have[j] == 0; have NULL: all). */
+int64_t cs__whatif_sync(enum cs_op_pattern pat, int32_t root, int32_t n, const int64_t *arr,
+                        const unsigned char *have, int32_t i, int *ok);
+/* A complete blocking collective of class cls (-1 unknown): its transfer time into S->best. */
+void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls);
+/* The replay over the timed steps [first, end) (a second pass over the traces, one step window
+ * at a time); fills o.  measured_s: the measured mean step time. */
+void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
+                       double measured_s, struct cs_report_whatif *o);
 
 #endif

@@ -220,7 +220,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
         o->dims[d].overlap_ratio = dspan[d] > 0 ? dovl[d] / dspan[d] : NAN;
     }
     o->overlap_ratio = span > 0 ? ovl / span : NAN;
-    snprintf(o->whatif.note, sizeof o->whatif.note, "the what-if replay is not implemented yet");
+    cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
     cs__steps_free(run);
 }
 

@@ -39,5 +39,6 @@ const char *cs__capture_usage(void);
 /* Set COMMSCOPE_CAPTURE* for the collector when capture was asked for.  A missing helper is said
  * on stderr and the run goes on without capture.  Returns 0, -1 when setenv failed. */
 int cs__capture_env(const struct cs__capture_opts *o, const char *cmd);
+int cs__cmd_compare(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const struct cs__cmd commands[] = {
     {"version", cs__cmd_version, "print the version of commscope and of its trace format"},
     {"topo", cs__cmd_topo, "print a node's topology: GPUs, NICs, GPU-NIC pairing, rates, warnings"},
     {"fabric", cs__cmd_fabric, "benchmark the fabric over MPI: verdict per node and link, suspects"},
+    {"compare", cs__cmd_compare, "compare runs at different scales: POP scaling efficiencies"},
     {"node-snapshot", cs__cmd_node_snapshot,
      "(internal) the collector's per-node topology and port-counter helper"},
 };

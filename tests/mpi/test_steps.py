@@ -172,7 +172,131 @@ def case_no_steps(a, tmp):
           % rep["groups"])
 
 
-CASES = {"marker": case_marker, "pattern": case_pattern, "overlap": case_overlap,
+def whatif(rep):
+    w = rep["whatif"]
+    for k in ("measured_step_s", "replayed_step_s", "no_straggler_step_s",
+              "full_overlap_step_s", "best_bandwidth_step_s"):
+        check(isinstance(w[k], float) and w[k] > 0, "whatif %s is a time: %r" % (k, w))
+    return w
+
+
+def case_replay(a, tmp):
+    """The replay reproduces the measured step time (within 5 %) on real cs_train and cs_train2d
+    runs, blocking and overlapped; removing communication time never lengthens a step."""
+    for name, prog, np_, extra in (("train", t.TRAIN, a.np, []),
+                                   ("train-overlap", t.TRAIN, a.np, ["--overlap"]),
+                                   ("train2d", TRAIN2D, 4, []),
+                                   ("train2d-overlap", TRAIN2D, 4, ["--overlap"])):
+        rundir = os.path.join(tmp, name)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", str(np_), prog, "--steps", "8"] + extra)
+        rep = t.load_report(rundir)
+        w = whatif(rep)
+        if not w:
+            continue
+        check(w["measured_step_s"] == rep["steps"]["mean_s"],
+              "%s: measured = the step statistics' mean: %r" % (name, w))
+        err = abs(w["replayed_step_s"] - w["measured_step_s"]) / w["measured_step_s"]
+        check(err <= 0.05, "%s: replay within 5%% of the measured step (%.4f): %r"
+              % (name, err, w))
+        check(abs(w["replay_error"] - (w["replayed_step_s"] / w["measured_step_s"] - 1)) < 1e-6,
+              "%s: replay_error: %r" % (name, w))
+        check(w["full_overlap_step_s"] < w["replayed_step_s"],
+              "%s: hiding all communication shortens the step: %r" % (name, w))
+        check(w["best_bandwidth_step_s"] <= w["replayed_step_s"] * 1.01,
+              "%s: faster collectives do not lengthen the step: %r" % (name, w))
+
+
+def case_straggler(a, tmp):
+    """What-if (a): with one rank slowed, bringing every rank's compute to the median shrinks
+    the step time most of the way to the unslowed run's; without a straggler it changes little."""
+    res = {}
+    for mode, extra in (("even", []), ("slow", ["--slow-rank", "1", "--slow-factor", "4"])):
+        rundir = os.path.join(tmp, mode)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", str(a.np), t.TRAIN, "--steps", "8"] + extra)
+        res[mode] = whatif(t.load_report(rundir))
+    ev, sl = res["even"], res["slow"]
+    if not ev or not sl:
+        return
+    T_ev, T_sl, N_ev, N_sl = (ev["measured_step_s"], sl["measured_step_s"],
+                              ev["no_straggler_step_s"], sl["no_straggler_step_s"])
+    check(T_sl > T_ev, "the slowed run is slower: %r %r" % (T_sl, T_ev))
+    check(N_sl <= T_sl - 0.5 * (T_sl - T_ev),
+          "no-straggler step %.6f is at least half-way from the slowed %.6f to the unslowed %.6f"
+          % (N_sl, T_sl, T_ev))
+    check(abs(N_ev - T_ev) <= 0.25 * T_ev,
+          "without a straggler the estimate stays near the measurement: %.6f vs %.6f"
+          % (N_ev, T_ev))
+    check(T_sl - N_sl > T_ev - N_ev, "the straggler's run gains more: %r %r" % (sl, ev))
+
+
+def case_compare(a, tmp):
+    """commscope compare on cs_train at 1, 2 and 4 ranks with the same global batch (strong
+    scaling): every number recomputed from the three runs' own report.json."""
+    import json
+    import subprocess
+    dirs, reps = [], []
+    for np_ in (4, 1, 2):  # not in rank order: compare sorts by ranks
+        rundir = os.path.join(tmp, "np%d" % np_)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", str(np_), t.TRAIN, "--steps", "6",
+                                            "--batch", str(256 // np_)])
+        dirs.append(rundir)
+    out = os.path.join(tmp, "compare.json")
+    p = subprocess.run([t.COMMSCOPE, "compare", "--strong", "--json", out] + dirs,
+                       capture_output=True, text=True)
+    check(p.returncode == 0, "compare exit %d: %s" % (p.returncode, p.stderr))
+    check("degrades most" in p.stdout, "text summary names the term: %r" % p.stdout)
+    with open(out) as f:
+        c = json.load(f)
+    check(c["mode"] == "strong" and c["mode_source"] == "option", "mode: %r" % c["mode"])
+    runs = c["runs"]
+    check([r["ranks"] for r in runs] == [1, 2, 4], "runs by ranks: %r" % runs)
+    check(c["reference"] == dirs[1], "reference = the 1-rank run: %r" % c["reference"])
+    reps = {r["ranks"]: t.load_report(r["dir"]) for r in runs}
+
+    def near(x, y, what):
+        check(x is not None and y is not None and abs(x - y) <= 1e-7 * max(1.0, abs(y)),
+              "%s: compare %r, recomputed %r" % (what, x, y))
+
+    base = {}
+    for r in runs:
+        rep = reps[r["ranks"]]
+        T = max(x["wall_s"] for x in rep["ranks"])
+        C = sum(x["compute_s"] for x in rep["ranks"])
+        near(r["runtime_s"], T, "runtime at %d" % r["ranks"])
+        near(r["compute_s"], C, "total compute at %d" % r["ranks"])
+        for k in ("load_balance", "communication_efficiency", "parallel_efficiency",
+                  "serialization_efficiency", "transfer_efficiency"):
+            near(r[k], rep["pop"][k], "%s at %d" % (k, r["ranks"]))
+        near(r["step_s"], rep["steps"]["mean_s"], "step at %d" % r["ranks"])
+        if r["ranks"] == 1:
+            base = {"T": T, "C": C, "lb": r["load_balance"],
+                    "ce": r["communication_efficiency"]}
+        P = r["ranks"]
+        scal = base["C"] / C
+        near(r["computation_scalability"], scal, "computation scalability at %d" % P)
+        near(r["global_efficiency"], r["parallel_efficiency"] * scal, "global eff at %d" % P)
+        near(r["scaling_efficiency"], base["T"] / (P * T), "scaling eff at %d" % P)
+        rel = {"load_balance": r["load_balance"] / base["lb"],
+               "communication_efficiency": r["communication_efficiency"] / base["ce"],
+               "computation_scalability": scal}
+        for k, v in rel.items():
+            near(r["relative"][k], v, "relative %s at %d" % (k, P))
+        if P == 1:
+            check(r["degrades_most"] is None, "the reference degrades nothing: %r" % r)
+        else:
+            check(r["degrades_most"] == min(rel, key=rel.get),
+                  "degrades most at %d: %r of %r" % (P, r["degrades_most"], rel))
+    check(c["degrades_most"] == runs[-1]["degrades_most"], "overall = the largest run's")
+    p = subprocess.run([t.COMMSCOPE, "compare", dirs[0]], capture_output=True, text=True)
+    check(p.returncode == 2 and "two run directories" in p.stderr,
+          "one run is a usage error: %d %r" % (p.returncode, p.stderr))
+    p = subprocess.run([t.COMMSCOPE, "compare", dirs[0], os.path.join(tmp, "nope")],
+                       capture_output=True, text=True)
+    check(p.returncode == 3 and "nope" in p.stderr, "a missing run: %d %r"
+          % (p.returncode, p.stderr))
+
+
+CASES = {"marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
          "groups_2d": case_groups_2d, "no_steps": case_no_steps}
 
 

@@ -10,6 +10,7 @@
 #include "cmd.h"
 #include "cs_test.h"
 #include "internal.h"
+#include "steps.h"
 #include "tw.h"
 
 static char root[256];
@@ -150,6 +151,20 @@ static void test_four_ranks(void)
     CHECK_NEAR(rep.load_balance, 75200.0 / 83900.0, 1e-12);
     CHECK_NEAR(rep.communication_efficiency, 83900.0 / 99000.0, 1e-12);
     CHECK_NEAR(rep.parallel_efficiency, 75200.0 / 99000.0, 1e-12);
+    /* POP split: waiting w_r = min(wait_s, comm_s) = 28000 14000 9000 8000, compute + w =
+     * 94000 85900 88000 91900, so T_ideal = min(99000, 94000) = 94000. */
+    CHECK(rep.steps != NULL);
+    if (rep.steps) {
+        CHECK_NEAR(rep.steps->serialization_efficiency, 83900.0 / 94000.0, 1e-12);
+        CHECK_NEAR(rep.steps->transfer_efficiency, 94000.0 / 99000.0, 1e-12);
+        CHECK_NEAR(rep.steps->serialization_efficiency * rep.steps->transfer_efficiency,
+                   rep.communication_efficiency, 1e-12);
+        /* No call repeats: no steps, so no what-if either, and the report says why. */
+        CHECK_INT(rep.steps->count, ==, 0);
+        CHECK(isnan(rep.steps->whatif.replayed_step_s));
+        CHECK(isnan(rep.steps->whatif.no_straggler_step_s));
+        CHECK(rep.steps->whatif.note[0] != 0);
+    }
     /* Rank 3 last at allreduce (others waited 27000), reduce (8000), iallreduce (1000);
      * rank 2 last at the barrier (14000).  The bcast's late rank 2 does not count (1toN). */
     CHECK_INT(rep.nstragglers, ==, 2);

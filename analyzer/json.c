@@ -1,0 +1,116 @@
+/* The streaming JSON writer (json.h). */
+#include <inttypes.h>
+#include <math.h>
+
+#include "json.h"
+
+void cs__jw_str_raw(struct cs__jw *w, const char *s)
+{
+    fputc('"', w->f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", w->f);
+            break;
+        case '\\':
+            fputs("\\\\", w->f);
+            break;
+        case '\n':
+            fputs("\\n", w->f);
+            break;
+        case '\r':
+            fputs("\\r", w->f);
+            break;
+        case '\t':
+            fputs("\\t", w->f);
+            break;
+        default:
+            /* Control bytes and bytes >= 0x80 are escaped so the output is always valid
+             * ASCII JSON, whatever encoding the host or program name had. */
+            if (*p < 0x20 || *p >= 0x7f)
+                fprintf(w->f, "\\u%04x", *p);
+            else
+                fputc(*p, w->f);
+        }
+    }
+    fputc('"', w->f);
+}
+
+void cs__jw_key(struct cs__jw *w, const char *key)
+{
+    if (w->depth > 0) {
+        if (!w->first[w->depth])
+            fputc(',', w->f);
+        w->first[w->depth] = 0;
+        fputc('\n', w->f);
+        for (int i = 0; i < w->depth; i++)
+            fputs("  ", w->f);
+    }
+    if (key) {
+        cs__jw_str_raw(w, key);
+        fputs(": ", w->f);
+    }
+}
+
+void cs__jw_open(struct cs__jw *w, const char *key, char c)
+{
+    cs__jw_key(w, key);
+    fputc(c, w->f);
+    w->depth++;
+    w->first[w->depth] = 1;
+}
+
+void cs__jw_close(struct cs__jw *w, char c)
+{
+    int empty = w->first[w->depth];
+    w->depth--;
+    if (!empty) {
+        fputc('\n', w->f);
+        for (int i = 0; i < w->depth; i++)
+            fputs("  ", w->f);
+    }
+    fputc(c, w->f);
+}
+
+void cs__jw_str(struct cs__jw *w, const char *key, const char *s)
+{
+    cs__jw_key(w, key);
+    cs__jw_str_raw(w, s);
+}
+
+void cs__jw_num(struct cs__jw *w, const char *key, double v)
+{
+    cs__jw_key(w, key);
+    if (isfinite(v))
+        fprintf(w->f, "%.9g", v);
+    else
+        fputs("null", w->f);
+}
+
+void cs__jw_u64(struct cs__jw *w, const char *key, uint64_t v)
+{
+    cs__jw_key(w, key);
+    fprintf(w->f, "%" PRIu64, v);
+}
+
+void cs__jw_int(struct cs__jw *w, const char *key, long long v)
+{
+    cs__jw_key(w, key);
+    fprintf(w->f, "%lld", v);
+}
+
+void cs__jw_str_or_null(struct cs__jw *w, const char *key, const char *s)
+{
+    if (s[0]) {
+        cs__jw_str(w, key, s);
+    } else {
+        cs__jw_key(w, key);
+        fputs("null", w->f);
+    }
+}
+
+void cs__jw_bool(struct cs__jw *w, const char *key, int v)
+{
+    cs__jw_key(w, key);
+    fputs(v ? "true" : "false", w->f);
+}

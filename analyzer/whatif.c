@@ -1,0 +1,743 @@
+/*
+ * What-if: replay the per-step dependency structure of the run and estimate the step time under
+ * changed conditions (docs/metrics.md, "What-if").
+ *
+ * After the main pass, every rank's trace is read again one step window at a time (all ranks'
+ * events of step k, then of step k + 1, ...), so memory stays bounded by the events of one step.
+ * Inside a window each rank's events become items in program order: the gap before an item is the
+ * rank's local time (compute), and an item waits for the arrivals it depended on in the measured
+ * run:
+ *
+ *   blocking collective   the members its pattern waits for (all for NxN, the root for 1-to-N,
+ *                         all for the root of N-to-1, ranks 0..i for prefix), matched by
+ *                         (communicator, sequence number)
+ *   MPI_Recv              the matching send's arrival (same communicator, source, destination and
+ *                         tag, in order)
+ *   blocking send         the receive's arrival, when the send ended after it (rendezvous)
+ *   anything else         nothing (local; non-blocking operations keep their measured times)
+ *
+ * With measured arrival a_i and end e_i, s_i = max(a_i, arrivals it waits for) and x_i = e_i - s_i
+ * (the time after the last dependency).  The replay sets A_i = E_prev + gap, S_i from the replayed
+ * arrivals and E_i = max(A_i, S_i + x_i'), where x_i' is x_i changed by the scenario:
+ *
+ *   replayed        nothing changed (checks the model: it must give the measured step time)
+ *   no straggler    each gap of rank r in step k scaled by median_r(compute_rk) / compute_rk
+ *   full overlap    x_i' = 0 for every communication call (synchronisation kept)
+ *   best bandwidth  blocking collectives: x_i' = x_i * min(1, best / t) where t is the
+ *                   instance's transfer time (max_i x_i) and best the shortest transfer time of
+ *                   any instance of the same op, communicator class and size in the run
+ *
+ * A dependency whose partner is not in the same window (a receive of the next step's message) is
+ * cut: the item keeps its measured time.  Step k's time is the mean over ranks of the replayed
+ * time from the rank's step-k boundary to its next one, as in the step statistics.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "steps_internal.h"
+
+enum { SC_REPLAY, SC_NOSTRAG, SC_OVERLAP, SC_BESTBW, SC_N };
+
+int64_t cs__whatif_sync(enum cs_op_pattern pat, int32_t root, int32_t n, const int64_t *arr,
+                        const unsigned char *have, int32_t i, int *ok)
+{
+    int64_t s = arr[i];
+    int32_t lo = 0, hi = -1; /* members [lo, hi] are waited for */
+    if (pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == root))
+        hi = n - 1;
+    else if (pat == CS_PAT_PREFIX)
+        hi = i;
+    else if (pat == CS_PAT_1TON && root >= 0 && i != root)
+        lo = hi = root;
+    *ok = 1;
+    for (int32_t j = lo; j <= hi; j++) {
+        if (have && !have[j]) {
+            *ok = 0;
+            continue;
+        }
+        if (arr[j] > s)
+            s = arr[j];
+    }
+    return s;
+}
+
+static uint64_t best_key(uint16_t op, int cls)
+{
+    return (uint64_t)op | (uint64_t)(uint32_t)(cls + 1) << 16;
+}
+
+void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls)
+{
+    enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
+    int64_t t = 0;
+    uint64_t bytes = 0;
+    int ok;
+    for (int32_t i = 0; i < in->n; i++) {
+        int64_t x = in->end[i] - cs__whatif_sync(pat, in->root, in->n, in->arr, NULL, i, &ok);
+        if (x > t)
+            t = x;
+        if (in->size[i] > bytes)
+            bytes = in->size[i];
+    }
+    int fresh;
+    uint64_t *v = cs__map_put(&S->best, best_key(in->op, cls), bytes, &fresh);
+    if (v && (fresh || (uint64_t)t + 1 < *v))
+        *v = (uint64_t)t + 1;
+}
+
+/* ---- the replay ---- */
+
+struct item {
+    double a, e;        /* measured, ns after the run's origin */
+    double gap;         /* a minus the previous item's e */
+    double x;           /* measured time after its dependencies were met */
+    double scale;       /* best-bandwidth factor of x */
+    int32_t inst;       /* collective instance in the window, -1 none */
+    int32_t idx;        /* comm rank in it */
+    int32_t pr, pi;     /* point-to-point partner item (rank, index) waited for, -1 none */
+    int32_t doff, dn;   /* completion call: the non-blocking collectives it completed */
+    unsigned char comm; /* a communication call */
+    unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
+    signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
+    uint16_t op;
+    /* replay state of the current scenario */
+    unsigned char arrived, forced;
+    double A;
+};
+
+struct wrank {
+    struct item *it;
+    size_t n, cap;
+    const struct cs_event *peek; /* the next window's first event */
+    int done;                    /* stream exhausted */
+    int started;                 /* first event seen (prev_e valid) */
+    double prev_e;
+    uint64_t occ;
+    double comp, next_gap, f_cur, f_prev;
+    int fin_seen;
+    /* per scenario, carried across windows */
+    double R[SC_N], open_at[SC_N];
+    int open_step[SC_N];
+    size_t cur; /* cursor of the scenario being replayed */
+};
+
+struct winst {
+    uint64_t comm, bytes; /* bytes: max over members of max(bytes, bytes_recv) */
+    uint16_t op;
+    int32_t n, root, seen;
+    int broken;
+    size_t off; /* into the pools */
+};
+
+struct replay {
+    struct cs__run *run;
+    struct cs__steps *S;
+    int world;
+    double origin;
+    struct wrank *w;
+    struct winst *in;
+    size_t nin, capin;
+    int64_t *pa;       /* measured arrivals (ns after origin), per instance member */
+    int64_t *pA;       /* replayed arrivals (rounded) */
+    int32_t *pref;     /* the member's rank (-1 not seen) */
+    int32_t *pitem;    /* the member's item index */
+    unsigned char *ph; /* replayed arrival known */
+    size_t npool, cappool;
+    struct wdep {
+        int32_t inst, idx;
+    } * dep;
+    size_t ndep, capdep;
+    struct cs__map imap, scnt, rcnt, pair, req;
+    int first, end; /* timed steps [first, end) */
+    double *sum[SC_N];
+    int *cnt;
+    uint64_t cut, forced;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int pool_grow(struct replay *P, size_t need)
+{
+    if (need <= P->cappool)
+        return 0;
+    size_t c = P->cappool ? P->cappool : 256;
+    while (c < need)
+        c *= 2;
+    void *a = realloc(P->pa, c * sizeof *P->pa), *b = a ? realloc(P->pA, c * sizeof *P->pA) : NULL;
+    if (a)
+        P->pa = a;
+    if (b)
+        P->pA = b;
+    void *r = b ? realloc(P->pref, c * sizeof *P->pref) : NULL;
+    if (r)
+        P->pref = r;
+    void *i = r ? realloc(P->pitem, c * sizeof *P->pitem) : NULL;
+    if (i)
+        P->pitem = i;
+    void *h = i ? realloc(P->ph, c) : NULL;
+    if (!h)
+        return -1;
+    P->ph = h;
+    P->cappool = c;
+    return 0;
+}
+
+static void map_clear(struct cs__map *m)
+{
+    if (m->cap)
+        memset(m->slot, 0, m->cap * sizeof *m->slot);
+    m->n = 0;
+}
+
+static int is_send(unsigned op)
+{
+    return op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND || op == CS_OP_RSEND;
+}
+
+/* The instance of (comm, seq) in the window, created when new; -1 out of memory or unusable. */
+static int32_t inst_of(struct replay *P, const struct cs_event *ev)
+{
+    int fresh;
+    uint64_t *v = cs__map_put(&P->imap, ev->comm, ev->seq, &fresh);
+    if (!v)
+        return -1;
+    if (!fresh)
+        return (int32_t)*v - 1;
+    const struct cs__comm *c = cs__comm_get(P->run, ev->comm);
+    int32_t n = c ? c->size : 0;
+    if (n < 2 || grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in) ||
+        pool_grow(P, P->npool + (size_t)n)) {
+        *v = 0; /* remembered as unusable */
+        return -1;
+    }
+    struct winst *w = &P->in[P->nin];
+    *w = (struct winst){.comm = ev->comm, .op = ev->op, .n = n, .root = -1, .off = P->npool};
+    for (int32_t i = 0; i < n; i++)
+        P->pref[P->npool + (size_t)i] = -1;
+    P->npool += (size_t)n;
+    *v = ++P->nin;
+    return (int32_t)P->nin - 1;
+}
+
+/* Read rank r's events of the next window into P->w[r].it.  first_window: the events before the
+ * first step boundary. */
+static int read_window(struct replay *P, int r, int first_window)
+{
+    struct wrank *w = &P->w[r];
+    struct cs__rank *rk = &P->run->ranks[r];
+    w->n = 0;
+    w->next_gap = 0;
+    if (w->done)
+        return 0;
+    for (;;) {
+        const struct cs_event *ev = w->peek ? w->peek : cs_reader_next(rk->rd);
+        int was_peek = w->peek != NULL;
+        w->peek = NULL;
+        if (!ev) {
+            w->done = 1;
+            return 0;
+        }
+        enum cs_op_kind k = cs_op_info(ev->op)->kind;
+        if (k == CS_KIND_GPU)
+            continue;
+        if (k == CS_KIND_DONE) {
+            /* The completion call just before it completed this request: a dependency. */
+            uint64_t *q = cs__map_get(&P->req, (uint64_t)r, ev->request);
+            if (!q)
+                continue;
+            uint64_t v = *q - 1;
+            cs__map_del(&P->req, (uint64_t)r, ev->request);
+            struct item *last = w->n ? &w->it[w->n - 1] : NULL;
+            double te = (double)cs__clock_map(&rk->clk, ev->t_end) - P->origin;
+            if (!last || cs_op_info(last->op)->kind != CS_KIND_WAIT || te != last->e ||
+                (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
+                grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+                continue;
+            if (!last->dn)
+                last->doff = (int32_t)P->ndep;
+            last->dn++;
+            P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
+            continue;
+        }
+        double a = (double)cs__clock_map(&rk->clk, ev->t_begin) - P->origin;
+        double e = (double)cs__clock_map(&rk->clk, ev->t_end) - P->origin;
+        if (e < a)
+            e = a;
+        if (!w->started) { /* the rank's replayed clock starts at its first event */
+            w->started = 1;
+            w->prev_e = a;
+            for (int sc = 0; sc < SC_N; sc++)
+                w->R[sc] = a;
+        }
+        int b = was_peek ? 1 : cs__steps_boundary(P->run, P->S, ev, k, &w->occ);
+        if (b == 1 && (first_window || w->n > 0) && !was_peek) {
+            w->peek = ev;
+            w->next_gap = a - w->prev_e;
+            return 0;
+        }
+        if (grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
+            return -1;
+        struct item *it = &w->it[w->n++];
+        *it = (struct item){.a = a,
+                            .e = e,
+                            .gap = a - w->prev_e,
+                            .x = e - a,
+                            .scale = 1,
+                            .inst = -1,
+                            .pr = -1,
+                            .pi = -1,
+                            .op = ev->op,
+                            .bnd = (signed char)b};
+        w->prev_e = e;
+        if (ev->op == CS_OP_FINALIZE && !w->fin_seen) {
+            w->fin_seen = 1;
+            if (!it->bnd)
+                it->bnd = 2;
+        }
+        it->comm = k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P ||
+                   k == CS_KIND_IP2P || k == CS_KIND_WAIT || k == CS_KIND_NCOLL ||
+                   k == CS_KIND_NP2P || k == CS_KIND_GROUP;
+        if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) &&
+            cs_op_info(ev->op)->pattern != CS_PAT_NONE) {
+            int32_t x = inst_of(P, ev);
+            uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
+            if (x < 0 || !cr)
+                continue;
+            struct winst *in = &P->in[x];
+            int32_t idx = (int32_t)*cr - 1;
+            size_t o = in->off + (size_t)idx;
+            if (idx < 0 || idx >= in->n || P->pref[o] >= 0 || in->op != ev->op) {
+                in->broken = 1;
+                continue;
+            }
+            if (ev->flags & CS_EV_ROOT)
+                in->root = idx;
+            P->pref[o] = r;
+            P->pitem[o] = (int32_t)(w->n - 1);
+            P->pa[o] = (int64_t)llround(a);
+            uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+            if (by > in->bytes)
+                in->bytes = by;
+            in->seen++;
+            it->inst = x;
+            it->idx = idx;
+            if (k == CS_KIND_ICOLL) {
+                int fresh;
+                uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, &fresh);
+                if (!q)
+                    return -1;
+                *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
+                it->init = 1;
+            }
+        } else if (k == CS_KIND_P2P && ev->peer >= 0 && ev->peer < P->world &&
+                   !(ev->flags & CS_EV_PROC_NULL) && (is_send(ev->op) || ev->op == CS_OP_RECV)) {
+            /* The j-th send from s to d with a tag matches the j-th receive at d from s. */
+            int send = is_send(ev->op);
+            int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
+            uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)ev->aux);
+            uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
+            int fresh;
+            uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
+            if (!c)
+                return -1;
+            uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
+            if (!pv)
+                return -1;
+            uint64_t me = (uint64_t)r << 32 | (uint32_t)(w->n - 1);
+            if (fresh) {
+                *pv = (me << 1 | (uint64_t)send) + 1;
+            } else if (((*pv - 1) & 1) != (uint64_t)send) {
+                uint64_t other = (*pv - 1) >> 1;
+                it->pr = (int32_t)(other >> 32);
+                it->pi = (int32_t)(uint32_t)other;
+                *pv = 0; /* linked */
+            }
+        }
+    }
+}
+
+/* Point-to-point links (both directions), and each collective member's x. */
+static void resolve(struct replay *P)
+{
+    for (int r = 0; r < P->world; r++) {
+        struct wrank *w = &P->w[r];
+        for (size_t i = 0; i < w->n; i++) {
+            struct item *it = &w->it[i];
+            if (it->pr < 0 || it->pr >= P->world || (size_t)it->pi >= P->w[it->pr].n)
+                continue;
+            struct item *o = &P->w[it->pr].it[it->pi];
+            if (o->pr >= 0)
+                continue;
+            o->pr = r;
+            o->pi = (int32_t)i;
+        }
+    }
+    /* Keep only the dependencies the measured run can have had: the receive waits for the send,
+     * the send for the receive only when it ended after the receive began. */
+    for (int r = 0; r < P->world; r++) {
+        struct wrank *w = &P->w[r];
+        for (size_t i = 0; i < w->n; i++) {
+            struct item *it = &w->it[i];
+            if (it->pr < 0)
+                continue;
+            const struct item *o = &P->w[it->pr].it[it->pi];
+            if (o->a > it->e) {
+                it->pr = it->pi = -1;
+                continue;
+            }
+            double s = o->a > it->a ? o->a : it->a;
+            it->x = it->e - s;
+        }
+    }
+    for (size_t x = 0; x < P->nin; x++) {
+        struct winst *in = &P->in[x];
+        if (in->broken || in->seen != in->n) {
+            /* A member outside this window (or a broken sequence): the members present keep
+             * their measured times. */
+            for (int32_t i = 0; i < in->n; i++) {
+                size_t o = in->off + (size_t)i;
+                if (P->pref[o] >= 0) {
+                    P->w[P->pref[o]].it[P->pitem[o]].inst = -1;
+                    P->cut++;
+                }
+            }
+            continue;
+        }
+        enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
+        double t = 0;
+        int ok;
+        for (int32_t i = 0; i < in->n; i++) {
+            size_t o = in->off + (size_t)i;
+            struct item *it = &P->w[P->pref[o]].it[P->pitem[o]];
+            if (it->init)
+                continue;
+            int64_t s = cs__whatif_sync(pat, in->root, in->n, P->pa + in->off, NULL, i, &ok);
+            it->x = it->e - (double)s;
+            if (it->x < 0)
+                it->x = 0;
+            if (it->x > t)
+                t = it->x;
+        }
+        int ci = cs__groups_comm(P->run, P->S, in->comm);
+        int cls = ci < 0 ? -1 : cs__groups_scomm(P->S, ci)->cls;
+        uint64_t *b = cs__map_get(&P->S->best, best_key(in->op, cls), in->bytes);
+        double best = b && *b ? (double)(*b - 1) : t;
+        double f = t > 0 && best < t ? best / t : 1;
+        for (int32_t i = 0; i < in->n; i++) {
+            size_t o = in->off + (size_t)i;
+            P->w[P->pref[o]].it[P->pitem[o]].scale = f;
+        }
+    }
+    /* Completion calls wait for the members their collectives' patterns wait for. */
+    for (int r = 0; r < P->world; r++) {
+        struct wrank *w = &P->w[r];
+        for (size_t i = 0; i < w->n; i++) {
+            struct item *it = &w->it[i];
+            double s = it->a;
+            for (int32_t d = 0; d < it->dn; d++) {
+                struct wdep *dp = &P->dep[it->doff + d];
+                struct winst *in = &P->in[dp->inst];
+                if (in->broken || in->seen != in->n) {
+                    dp->inst = -1;
+                    continue;
+                }
+                int ok;
+                int64_t t = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n,
+                                            P->pa + in->off, NULL, dp->idx, &ok);
+                if ((double)t > s)
+                    s = (double)t;
+            }
+            if (it->dn)
+                it->x = it->e > s ? it->e - s : 0;
+        }
+    }
+}
+
+/* Step k of a rank ran from `from` to `to` in scenario sc. */
+static void step_done(struct replay *P, int sc, int k, double from, double to)
+{
+    if (k < P->first || k >= P->end)
+        return;
+    P->sum[sc][k] += to - from;
+    if (sc == 0)
+        P->cnt[k]++;
+}
+
+static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct item *it, double A)
+{
+    if (it->bnd == 0)
+        return;
+    if (w->open_step[sc] >= 0) {
+        step_done(P, sc, w->open_step[sc], w->open_at[sc], A);
+        w->open_step[sc] = -1;
+    }
+    if (it->bnd == 1) {
+        w->open_step[sc] = k;
+        w->open_at[sc] = A;
+    }
+}
+
+/* The item can finish in scenario sc: its end, or NAN while it waits for an arrival. */
+static double try_item(struct replay *P, struct item *it, int sc)
+{
+    double S = it->A;
+    if (it->forced || it->init) {
+        /* waits for nothing */
+    } else if (it->dn) {
+        for (int32_t d = 0; d < it->dn; d++) {
+            const struct wdep *dp = &P->dep[it->doff + d];
+            if (dp->inst < 0)
+                continue;
+            const struct winst *in = &P->in[dp->inst];
+            int ok;
+            int64_t s = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n,
+                                        P->pA + in->off, P->ph + in->off, dp->idx, &ok);
+            if (!ok)
+                return NAN;
+            if ((double)s > S)
+                S = (double)s;
+        }
+    } else if (it->inst >= 0) {
+        struct winst *in = &P->in[it->inst];
+        int ok;
+        int64_t s = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n, P->pA + in->off,
+                                    P->ph + in->off, it->idx, &ok);
+        if (!ok)
+            return NAN;
+        S = (double)s;
+    } else if (it->pr >= 0) {
+        const struct item *o = &P->w[it->pr].it[it->pi];
+        if (!o->arrived)
+            return NAN;
+        if (o->A > S)
+            S = o->A;
+    }
+    double x = it->x;
+    if (it->forced)
+        x = it->e - it->a;
+    if (sc == SC_OVERLAP && it->comm)
+        x = 0;
+    else if (sc == SC_BESTBW && it->inst >= 0 && !it->init && !it->forced)
+        x *= it->scale;
+    double E = S + x;
+    return E > it->A ? E : it->A;
+}
+
+/* Replay window k (-1: before the first step) in scenario sc. */
+static void replay_window(struct replay *P, int k, int sc)
+{
+    for (int r = 0; r < P->world; r++) {
+        struct wrank *w = &P->w[r];
+        w->cur = 0;
+        for (size_t i = 0; i < w->n; i++)
+            w->it[i].arrived = w->it[i].forced = 0;
+    }
+    memset(P->ph, 0, P->npool);
+    for (;;) {
+        int progress = 0, left = 0;
+        for (int r = 0; r < P->world; r++) {
+            struct wrank *w = &P->w[r];
+            while (w->cur < w->n) {
+                struct item *it = &w->it[w->cur];
+                if (!it->arrived) {
+                    double f = sc != SC_NOSTRAG ? 1 : w->cur == 0 ? w->f_prev : w->f_cur;
+                    it->A = w->R[sc] + it->gap * f;
+                    it->arrived = 1;
+                    mark(P, w, sc, k, it, it->A);
+                    if (it->inst >= 0) {
+                        size_t o = P->in[it->inst].off + (size_t)it->idx;
+                        P->pA[o] = (int64_t)llround(it->A);
+                        P->ph[o] = 1;
+                    }
+                    progress = 1;
+                }
+                double E = try_item(P, it, sc);
+                if (isnan(E))
+                    break;
+                w->R[sc] = E;
+                w->cur++;
+                progress = 1;
+            }
+            left |= w->cur < w->n;
+        }
+        if (!left)
+            break;
+        if (!progress) {
+            /* A cycle of dependencies (clock error): cut the earliest waiting item's. */
+            struct item *cut = NULL;
+            for (int r = 0; r < P->world; r++) {
+                struct wrank *w = &P->w[r];
+                if (w->cur < w->n && (!cut || w->it[w->cur].a < cut->a))
+                    cut = &w->it[w->cur];
+            }
+            cut->forced = 1;
+            if (sc == 0)
+                P->forced++;
+        }
+    }
+}
+
+/* The no-straggler factors of the window: median compute over ranks / the rank's compute. */
+static int straggler_factors(struct replay *P, int k)
+{
+    double *c = malloc(((size_t)P->world + 1) * sizeof *c);
+    size_t m = 0;
+    if (!c)
+        return -1;
+    for (int r = 0; r < P->world; r++) {
+        struct wrank *w = &P->w[r];
+        w->f_prev = w->f_cur;
+        w->f_cur = 1;
+        w->comp = 0;
+        if (!w->n || k < 0)
+            continue;
+        for (size_t i = 1; i < w->n; i++)
+            w->comp += w->it[i].gap;
+        w->comp += w->next_gap;
+        c[m++] = w->comp;
+    }
+    for (size_t i = 1; i < m; i++) /* insertion sort: a few thousand ranks at most */
+        for (size_t j = i; j > 0 && c[j - 1] > c[j]; j--) {
+            double t = c[j];
+            c[j] = c[j - 1];
+            c[j - 1] = t;
+        }
+    double med = !m ? 0 : m % 2 ? c[m / 2] : (c[m / 2 - 1] + c[m / 2]) / 2;
+    free(c);
+    for (int r = 0; r < P->world; r++) {
+        struct wrank *w = &P->w[r];
+        if (w->n && k >= 0 && w->comp > 0)
+            w->f_cur = med / w->comp;
+    }
+    return 0;
+}
+
+static void replay_free(struct replay *P)
+{
+    if (P->w)
+        for (int r = 0; r < P->world; r++)
+            free(P->w[r].it);
+    free(P->w);
+    free(P->in);
+    free(P->pa);
+    free(P->pA);
+    free(P->pref);
+    free(P->pitem);
+    free(P->ph);
+    cs__map_free(&P->imap);
+    cs__map_free(&P->scnt);
+    cs__map_free(&P->rcnt);
+    cs__map_free(&P->pair);
+    cs__map_free(&P->req);
+    free(P->dep);
+    for (int sc = 0; sc < SC_N; sc++)
+        free(P->sum[sc]);
+    free(P->cnt);
+}
+
+void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
+                       double measured_s, struct cs_report_whatif *o)
+{
+    o->measured_step_s = measured_s;
+    if (!S->mode || end <= first || !(measured_s > 0)) {
+        snprintf(o->note, sizeof o->note, "no complete steps to replay");
+        return;
+    }
+    struct replay P = {.run = run, .S = S, .world = run->world, .first = first, .end = end};
+    int rc = 0;
+    P.w = calloc((size_t)run->world + 1, sizeof *P.w);
+    P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
+    for (int sc = 0; sc < SC_N; sc++) {
+        P.sum[sc] = calloc((size_t)end + 1, sizeof *P.sum[sc]);
+        rc |= !P.sum[sc];
+    }
+    if (!P.w || !P.cnt || rc || pool_grow(&P, 256)) {
+        replay_free(&P);
+        snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
+        return;
+    }
+    int have_origin = 0;
+    for (int r = 0; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        P.w[r].done = !rk->present;
+        P.w[r].f_cur = P.w[r].f_prev = 1;
+        for (int sc = 0; sc < SC_N; sc++)
+            P.w[r].open_step[sc] = -1;
+        if (!rk->present)
+            continue;
+        cs_reader_rewind(rk->rd);
+        if (!have_origin || (double)rk->t_first < P.origin)
+            P.origin = (double)rk->t_first;
+        have_origin = 1;
+    }
+    for (int k = -1; rc == 0; k++) {
+        map_clear(&P.imap);
+        map_clear(&P.scnt);
+        map_clear(&P.rcnt);
+        map_clear(&P.pair);
+        map_clear(&P.req);
+        P.nin = P.npool = P.ndep = 0;
+        int any = 0;
+        for (int r = 0; r < run->world && rc == 0; r++) {
+            rc = read_window(&P, r, k < 0);
+            any |= P.w[r].n > 0;
+        }
+        if (rc || (!any && k >= 0))
+            break;
+        resolve(&P);
+        if (straggler_factors(&P, k)) {
+            rc = -1;
+            break;
+        }
+        for (int sc = 0; sc < SC_N; sc++)
+            replay_window(&P, k, sc);
+    }
+    /* Steps still open end at the rank's last replayed end (MPI_Finalize closes them above). */
+    for (int r = 0; r < run->world; r++)
+        for (int sc = 0; sc < SC_N; sc++)
+            if (P.w[r].open_step[sc] >= 0)
+                step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc], P.w[r].R[sc]);
+    if (rc) {
+        snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
+    } else {
+        double v[SC_N] = {0};
+        int m = 0;
+        for (int k = first; k < end; k++) {
+            if (!P.cnt[k])
+                continue;
+            m++;
+            for (int sc = 0; sc < SC_N; sc++)
+                v[sc] += P.sum[sc][k] / P.cnt[k] / 1e9;
+        }
+        if (m) {
+            o->replayed_step_s = v[SC_REPLAY] / m;
+            o->no_straggler_step_s = v[SC_NOSTRAG] / m;
+            o->full_overlap_step_s = v[SC_OVERLAP] / m;
+            o->best_bandwidth_step_s = v[SC_BESTBW] / m;
+            o->replay_error = (o->replayed_step_s - measured_s) / measured_s;
+        }
+        if (P.cut || P.forced)
+            snprintf(o->note, sizeof o->note,
+                     "%llu collective calls had members outside their step window and %llu"
+                     " dependency cycles were cut; those calls keep their measured times",
+                     (unsigned long long)P.cut, (unsigned long long)P.forced);
+    }
+    for (int r = 0; r < run->world; r++)
+        if (run->ranks[r].present)
+            cs_reader_rewind(run->ranks[r].rd);
+    replay_free(&P);
+}
