@@ -231,6 +231,7 @@ struct cs__run {
     struct cs__perfetto *perfetto;                 /* the export sink while streaming */
     FILE *progress_out;      /* when set, progress lines go here (a terminal) */
     struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
+    struct cs__vsteps *vsteps; /* the step views' accumulators (views_steps.c), NULL when off */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -358,6 +359,25 @@ void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, i
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns);
 void cs__views_build(struct cs__run *run, struct cs_report *rep);
 void cs__report_views_free(struct cs_report_views *v);
+
+/* views_steps.c: the report views that need steps (wait heat map by step, the representative
+ * step's timeline, the verdict in step time).  init after cs__steps_begin; build after
+ * cs__steps_report, while the run's step state is still there. */
+struct cs__vsteps;
+int cs__vsteps_init(struct cs__run *run);
+void cs__vsteps_free(struct cs__run *run);
+/* Rank `rank` waited wait_ns at a collective it arrived at (aligned time t). */
+void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns);
+/* Member li of instance in arrived last (beyond the clock uncertainty); the others waited
+ * others_ns for it. */
+void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
+                     int64_t others_ns);
+/* Replace the time-binned heat map of o by steps (rows as row[]/counts[] of cs__views_build). */
+void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o,
+                     const size_t *row, const int *counts);
+void cs__vsteps_build(struct cs__run *run, struct cs_report *rep);
+/* The step index rank is in now (during the merge), -1 outside steps or without steps. */
+int cs__vsteps_current(const struct cs__run *run, int rank);
 
 /* report_verdict.c: one finding as a plain sentence (ASCII, no markup); returns buf. */
 const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, size_t n);

@@ -319,6 +319,7 @@ int cs__steps_begin(struct cs__run *run)
         }
     }
     free(d);
+    S->ref_steps = (int)steps;
     for (size_t c = 0; c < S->nclasses; c++)
         if (S->classes[c].observed == 1)
             S->classes[c].steps = steps;
@@ -634,6 +635,12 @@ void cs__steps_finish(struct cs__run *run)
         if (n > S->count_max)
             S->count_max = n;
     }
+}
+
+int cs__steps_boundary(struct cs__run *run, const struct cs_event *ev, enum cs_op_kind k,
+                       uint64_t *occ)
+{
+    return run->steps ? boundary(run, run->steps, ev, k, occ) : 0;
 }
 
 void cs__steps_free(struct cs__run *run)
