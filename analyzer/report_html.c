@@ -467,15 +467,18 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
 
 /* Colours of the timeline: calls by kind, collectives by the communicator's parallelism role. */
 static const char *const dim_color[CS_DIM_N] = {
-    [CS_DIM_DP] = "#f28e2b", [CS_DIM_TP] = "#e15759", [CS_DIM_PP] = "#76b7b2",
+    [CS_DIM_DP] = "#f28e2b", [CS_DIM_TP] = "#e15759",    [CS_DIM_PP] = "#76b7b2",
     [CS_DIM_EP] = "#edc948", [CS_DIM_OTHER] = "#9c755f",
 };
 static const char *const tl_name[CS_TL_N] = {
-    [CS_TL_COLL] = "collective", [CS_TL_P2P] = "point-to-point", [CS_TL_DONE] = "wait/test",
-    [CS_TL_OTHER] = "other call", [CS_TL_INFLIGHT] = "request in flight",
+    [CS_TL_COLL] = "collective",
+    [CS_TL_P2P] = "point-to-point",
+    [CS_TL_DONE] = "wait/test",
+    [CS_TL_OTHER] = "other call",
+    [CS_TL_INFLIGHT] = "request in flight",
 };
 static const char *const tl_color[CS_TL_N] = {
-    [CS_TL_COLL] = "#f28e2b", [CS_TL_P2P] = "#59a14f", [CS_TL_DONE] = "#b07aa1",
+    [CS_TL_COLL] = "#f28e2b",  [CS_TL_P2P] = "#59a14f",   [CS_TL_DONE] = "#b07aa1",
     [CS_TL_OTHER] = "#bab0ac", [CS_TL_INFLIGHT] = "#222",
 };
 
@@ -514,8 +517,9 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
     for (size_t i = 0; i < tl->nrows; i++) {
         const struct cs_report_tl_row *r = &tl->rows[i];
         double y = (double)i * rh, bh = rh - 5;
-        fprintf(f, "<g class=\"tlrow\" data-rank=\"%d\"><text x=\"%d\" y=\"%.1f\" "
-                   "text-anchor=\"end\" class=\"small\">rank %d (",
+        fprintf(f,
+                "<g class=\"tlrow\" data-rank=\"%d\"><text x=\"%d\" y=\"%.1f\" "
+                "text-anchor=\"end\" class=\"small\">rank %d (",
                 r->rank, lw - 6, y + bh - 1, r->rank);
         esc(f, r->host);
         double dur = r->end_s - r->begin_s;
@@ -534,8 +538,9 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
                 fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"2\" fill=\"%s\">",
                         x, y + bh + 1, w, tl_color[CS_TL_INFLIGHT]);
             else
-                fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
-                           "fill=\"%s\">",
+                fprintf(f,
+                        "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+                        "fill=\"%s\">",
                         x, y, w, bh, seg_fill(s));
             fprintf(f, "<title>%s%s%s%s %.6f-%.6f s</title></rect>",
                     tl_name[s->kind < CS_TL_N ? s->kind : CS_TL_OTHER],
@@ -625,8 +630,9 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
         fputs(", ", f);
         esc(f, s->detail);
     }
-    fprintf(f, "); %d timed, %d warm-up and %d unfinished last step%s left out of the "
-               "statistics. Step time: mean ",
+    fprintf(f,
+            "); %d timed, %d warm-up and %d unfinished last step%s left out of the "
+            "statistics. Step time: mean ",
             s->timed, s->warmup_excluded, s->tail_excluded, s->tail_excluded == 1 ? "" : "s");
     num(f, "%.6f", s->mean_s);
     fputs(" s, median ", f);
@@ -987,7 +993,8 @@ static const char css[] =
     "padding:2px 6px;text-align:right}th{background:#f4f4f4}table.facts th,table.facts td{"
     "text-align:left}.na{color:#8a5a00;background:#fff7e6;padding:6px 8px;border-left:3px solid "
     "#e0a030}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
-    "h3{font-size:14px;margin:14px 0 4px}svg text.small{font-size:9px}svg text.axis{fill:#666}.legend span{margin-right:12px;"
+    "h3{font-size:14px;margin:14px 0 4px}svg text.small{font-size:9px}svg "
+    "text.axis{fill:#666}.legend span{margin-right:12px;"
     "font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}";
 
 /* Reorders the breakdown's bars; nothing else runs. */

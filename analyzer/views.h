@@ -88,10 +88,10 @@ struct cs_report_tl_row {
 };
 #define CS_VIEW_TL_SEGS 2000
 struct cs_report_timeline {
-    int step;           /* step index (the median timed step) */
-    double step_s;      /* its time (mean over ranks, as in the steps table) */
-    double window_s;    /* from the earliest begin to the latest end over the shown rows */
-    int ranks_total;    /* ranks in the report; rows show at most CS_VIEW_RANK_BARS of them */
+    int step;        /* step index (the median timed step) */
+    double step_s;   /* its time (mean over ranks, as in the steps table) */
+    double window_s; /* from the earliest begin to the latest end over the shown rows */
+    int ranks_total; /* ranks in the report; rows show at most CS_VIEW_RANK_BARS of them */
     size_t nrows;
     struct cs_report_tl_row *rows;
 };
