@@ -378,6 +378,10 @@ void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs
 void cs__vsteps_build(struct cs__run *run, struct cs_report *rep);
 /* The step index rank is in now (during the merge), -1 outside steps or without steps. */
 int cs__vsteps_current(const struct cs__run *run, int rank);
+/* Steps the reference rank has (known after cs__steps_begin), -1 when the run has no steps. */
+int cs__vsteps_expected(const struct cs__run *run);
+/* The parallelism role of communicator comm ("dp", "tp" ...), NULL unknown. */
+const char *cs__vsteps_role(struct cs__run *run, uint64_t comm);
 
 /* report_verdict.c: one finding as a plain sentence (ASCII, no markup); returns buf. */
 const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, size_t n);
@@ -395,6 +399,8 @@ struct cs__perfetto_opts {
     double from_s, to_s;  /* to_s < 0: to the end */
     double span_hint_s;   /* unused when 0: the run's length, to scale the size estimate */
     const char *ranks;    /* "0-3,8" or NULL for all */
+    int steps;            /* limit to steps step_from..step_to (step_to < 0: to the last) */
+    int step_from, step_to;
 };
 struct cs__perfetto;
 /* "0-3,8,10-11" into sel[world] (sel may be NULL when world is 0: a syntax check).  Returns 0,

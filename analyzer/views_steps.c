@@ -82,6 +82,30 @@ int cs__vsteps_current(const struct cs__run *run, int rank)
     return S->r[rank].in_step ? S->r[rank].step : -1;
 }
 
+static int dim_of_comm(struct cs__run *run, uint64_t comm)
+{
+    struct cs__steps *S = run->steps;
+    int ci = cs__groups_comm(run, S, comm);
+    if (ci < 0)
+        return -1;
+    enum cs__dim d = S->classes[S->comms[ci].cls].role;
+    return d < CS_DIM_N ? (int)d : CS_DIM_OTHER;
+}
+
+int cs__vsteps_expected(const struct cs__run *run)
+{
+    const struct cs__steps *S = run->steps;
+    return S && S->mode ? S->ref_steps : -1;
+}
+
+const char *cs__vsteps_role(struct cs__run *run, uint64_t comm)
+{
+    if (!run->steps)
+        return NULL;
+    int d = dim_of_comm(run, comm);
+    return d >= 0 ? cs__dim_names[d] : NULL;
+}
+
 void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns)
 {
     struct cs__vsteps *v = run->vsteps;
@@ -286,16 +310,6 @@ static void seg_add(struct tl_build *b, struct cs_report_tl_row *r, double t0, d
         b->cap = cap;
     }
     r->seg[r->nseg++] = (struct cs_report_tl_seg){t0, t1, (unsigned char)kind, (signed char)dim};
-}
-
-static int dim_of_comm(struct cs__run *run, uint64_t comm)
-{
-    struct cs__steps *S = run->steps;
-    int ci = cs__groups_comm(run, S, comm);
-    if (ci < 0)
-        return -1;
-    enum cs__dim d = S->classes[S->comms[ci].cls].role;
-    return d < CS_DIM_N ? (int)d : CS_DIM_OTHER;
 }
 
 /*

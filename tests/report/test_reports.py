@@ -120,9 +120,53 @@ def case_perfetto_synthetic(tmp):
     late = [e for e in xs if e["ts"] + e["dur"] < start + 500]
     check(not late, "slices ending before the window: %s" % late[:2])
 
+    # Collectives on one track per communicator, named after it; other calls on thread tracks.
+    must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out])
+    full = json.load(open(out))["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in full if e.get("name") == "thread_name"}
+    for e in full:
+        if e["ph"] == "X" and e.get("cat") == "collective":
+            check(names.get((e["pid"], e["tid"]), "").startswith("collectives on %s" %
+                                                                   e["args"]["comm"]),
+                  "collective on its communicator's track: %s" % e)
+        elif e["ph"] == "X" and e.get("cat") in ("p2p", "completion"):
+            check(names.get((e["pid"], e["tid"]), "").startswith("thread "),
+                  "point-to-point on a thread track: %s" % e)
+    # One step slice per rank and step of the report.
+    steps = [e for e in full if e["ph"] == "X" and e.get("cat") == "step"]
+    check(len(steps) == rep["steps"]["count"] * len(rep["ranks"]),
+          "%d step slices for %d steps x %d ranks" % (len(steps), rep["steps"]["count"],
+                                                     len(rep["ranks"])))
+
+    # Steps 2..3: exactly the calls that lie in those steps' slices of the whole export.
+    must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out, "--perfetto-steps", "2:3"])
+    errs, st = perfetto_check.validate(out)
+    check(not errs, "step-limited trace valid: %s" % errs[:3])
+    part = json.load(open(out))["traceEvents"]
+    span = {}
+    for e in steps:
+        if e["args"]["step"] in (2, 3):
+            lo, hi = span.get(e["pid"], (e["ts"], e["ts"] + e["dur"]))
+            span[e["pid"]] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
+
+    def calls(evs, keep):
+        return sorted((e["pid"], e["name"], e["ts"]) for e in evs if e["ph"] == "X" and
+                      e.get("cat") != "step" and keep(e))
+    want = calls(full, lambda e: e["pid"] in span and span[e["pid"]][0] <= e["ts"] <
+                 span[e["pid"]][1])
+    got = calls(part, lambda e: True)
+    check(want and got == want, "steps 2:3 keep the calls inside them: %d vs %d" % (len(got),
+                                                                                  len(want)))
+    check(sorted(e["name"] for e in part if e.get("cat") == "step") ==
+          ["step 2"] * len(rep["ranks"]) + ["step 3"] * len(rep["ranks"]), "step slices 2 and 3")
+    p = run([COMMSCOPE, "analyze", d, "-q", "--perfetto", out, "--perfetto-steps", "1000:"])
+    check(p.returncode == 1 and "has steps 0 to" in p.stderr,
+          "a step range past the end says so: %d %r" % (p.returncode, p.stderr))
+
     # Usage errors.
     for bad in (["--perfetto-window", "5:1"], ["--perfetto-ranks", "x"],
-                ["--perfetto-window", "1:2"], ["--perfetto-steps", "1:3"]):
+                ["--perfetto-window", "1:2"], ["--perfetto-steps", "3:1"],
+                ["--perfetto-steps", "x:2"], ["--perfetto-steps", "-1:2"]):
         args = [COMMSCOPE, "analyze", d, "-q"] + (["--perfetto", out] if bad[0] != "--perfetto-window"
                                                   or bad[1] != "1:2" else []) + bad
         p = run(args)
