@@ -164,6 +164,7 @@ int cs__analyze_dir_opts(const char *dir, struct cs__run *run, struct cs_report 
     run->events_out = events_out;
     run->perfetto_opts = o->perfetto;
     run->progress_out = o->progress_out;
+    run->want_timeline = o->timeline;
     if (rc)
         return rc;
     return cs__analyze(run, rep);

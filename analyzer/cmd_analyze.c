@@ -195,7 +195,8 @@ int cs_cmd_analyze(int argc, char **argv)
     }
     struct cs__analyze_opts ao = {.events_out = ev,
                                   .perfetto = po.path ? &po : NULL,
-                                  .progress_out = !quiet && isatty(2) ? stderr : NULL};
+                                  .progress_out = !quiet && isatty(2) ? stderr : NULL,
+                                  .timeline = html != NULL};
     int rc = cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
     if (ev && fclose(ev) != 0) {
         fprintf(stderr, "commscope analyze: error writing %s\n", events);

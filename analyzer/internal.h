@@ -232,6 +232,7 @@ struct cs__run {
     FILE *progress_out;      /* when set, progress lines go here (a terminal) */
     struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
     struct cs__vsteps *vsteps; /* the step views' accumulators (views_steps.c), NULL when off */
+    int want_timeline;         /* build the representative step's timeline (the HTML report) */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -423,6 +424,7 @@ struct cs__analyze_opts {
     FILE *events_out;
     const struct cs__perfetto_opts *perfetto;
     FILE *progress_out;
+    int timeline; /* the HTML report will be written: build the step timeline it draws */
 };
 /* cs__analyze_dir with options; err also gets the Perfetto export's usage errors
  * (CS_EUSAGE). */

@@ -332,8 +332,11 @@ static int read_step(struct cs__run *run, int r, int K, struct tl_build *b,
     cs_reader_rewind(rd);
     while ((ev = cs_reader_next(rd))) {
         enum cs_op_kind k = cs_op_info(ev->op)->kind;
-        int64_t tb = cs__clock_map(&rk->clk, ev->t_begin), te = cs__clock_map(&rk->clk, ev->t_end);
         int bd = cs__steps_boundary(run, ev, k, &occ);
+        /* Before step K only boundaries and MPI_Finalize matter: map no clock for the rest. */
+        if (!bd && !(in && step == K) && ev->op != CS_OP_FINALIZE)
+            continue;
+        int64_t tb = cs__clock_map(&rk->clk, ev->t_begin), te = cs__clock_map(&rk->clk, ev->t_end);
         if (bd) {
             if (in && step == K) {
                 *end = tb;
@@ -528,5 +531,11 @@ void cs__vsteps_build(struct cs__run *run, struct cs_report *rep)
     rep->views->has_groups = rep->steps != NULL;
     rep->views->has_whatif = rep->steps != NULL;
     step_findings(run, rep);
-    build_timeline(run, rep);
+    /* The timeline costs a second read of the shown ranks up to the chosen step: only for the
+     * HTML report, which is the only renderer that draws it. */
+    if (run->want_timeline)
+        build_timeline(run, rep);
+    else
+        snprintf(rep->views->timeline_note, sizeof rep->views->timeline_note,
+                 "the step timeline is built only when the HTML report is asked for");
 }
