@@ -7,6 +7,7 @@ Usage: test_reports.py CASE; CS_BIN names the build's bin/ folder.  Cases:
   html_synthetic       synthetic runs, clean and broken, in Chromium
   perfetto_example     cs_train under `commscope run` (blocking and --overlap), 4 ranks
   html_example         cs_train's report.html from `commscope run` in Chromium, plus a screenshot
+  html_train2d         cs_train2d (TP x DP): steps, gradient sync, groups, the step timeline
 Exit 0 pass, 1 fail, 77 skip (no Chromium / no mpirun).
 """
 import html as htmlmod
@@ -332,6 +333,76 @@ def case_html_example(tmp):
     h = os.path.join(d, "report.html")
     check(os.path.exists(h), "commscope run wrote report.html")
     check_html(exe, h, rep, shot=os.path.join(tmp, "shot.png"))
+    return 0
+
+
+def case_html_train2d(tmp):
+    """cs_train2d (TP x DP, slow rank 3) under `commscope run`: the step sections of report.html
+    against report.json and against what the program printed about its own groups."""
+    exe = chromium()
+    if not exe:
+        print("SKIP: chromium not installed (Debian package chromium)")
+        return 77
+    if not shutil.which("mpirun"):
+        print("SKIP: no mpirun")
+        return 77
+    d = os.path.join(tmp, "train2d")
+    n = 8
+    p = must([COMMSCOPE, "run", "-o", d, "--quiet", "--"] + MPIRUN +
+             ["-np", "4", os.path.join(BIN, "cs_train2d"), "--steps", str(n), "--steps-marker",
+              "--slow-rank", "3", "--slow-factor", "20"])
+    rep = json.load(open(os.path.join(d, "report.json")))
+    h = os.path.join(d, "report.html")
+    text = check_html(exe, h, rep)
+    dom = open(h).read()
+    s = rep["steps"]
+    check(s["count"] == n, "steps found: %r of %d" % (s["count"], n))
+    m = re.search(r'<b id="stepcount">(\d+) steps</b>', dom)
+    check(m and int(m.group(1)) == s["count"], "step count in the page: %s" % (m and m.group(0)))
+    rows = re.findall(r"<tr><td>(\d+)</td><td>(yes|no)</td><td>([\d.]+)</td>",
+                      dom[dom.find('id="steplist"'):])
+    check([(int(k), t == "yes") for k, t, _ in rows] ==
+          [(x["index"], x["timed"]) for x in s["per_step"]], "one row per step: %r" % rows)
+    for (k, _, ts), x in zip(rows, s["per_step"]):
+        check(abs(float(ts) - x["time_s"]) <= 5e-7 + 1e-12, "step %s time %s vs %r" % (k, ts,
+                                                                                     x["time_s"]))
+    # Gradient-sync share: the number, and the verdict sentence in step terms.
+    g = rep["gradient_sync"]["share"]
+    m = re.search(r'<b id="gradshare">([\d.]+)</b>', dom)
+    check(g is not None and m and abs(float(m.group(1)) - g) <= 5e-5 + 1e-12,
+          "gradient-sync share shown %s, report.json %r" % (m and m.group(1), g))
+    if g is not None:
+        want = "communication calls for %.1f %% of each step" % (100 * g)
+        check(want in text, "verdict states the gradient-sync share: %r" % want)
+    # Group roles: the page's table agrees with report.json, and with the program's own groups.
+    shown = dict(re.findall(r'<tr><td>([\w-]+)</td><td class="role">(\w+)</td>', dom))
+    check(shown == {x["comm"]: x["role"] for x in rep["groups"]},
+          "group roles in the page %r vs report.json" % shown)
+    truth = {}
+    for m in re.finditer(r"^cs_train2d: group (\w+) ranks=(\S+)", p.stdout, re.M):
+        truth[tuple(int(x) for x in m.group(2).split(","))] = m.group(1)
+    check(len(truth) == 4, "the program printed its four groups: %r" % truth)
+    for x in rep["groups"]:
+        if tuple(x["ranks"]) in truth:
+            check(x["role"] == truth[tuple(x["ranks"])], "group %r role %r, program %r" %
+                  (x["ranks"], x["role"], truth[tuple(x["ranks"])]))
+    # The representative step: the median timed one, every rank a row, and the mean of the
+    # rows' step durations is that step's time in report.json.
+    timed = sorted((x["time_s"], x["index"]) for x in s["per_step"] if x["timed"])
+    k = timed[(len(timed) - 1) // 2][1]
+    check(("Step %d, the median of the timed steps" % k) in text, "timeline of step %d" % k)
+    durs = [float(x) for x in re.findall(r"<title>rank \d+: step ([\d.]+) s, in calls", dom)]
+    check(len(durs) == len(rep["ranks"]), "one timeline row per rank: %d" % len(durs))
+    if durs:
+        mean = sum(durs) / len(durs)
+        check(abs(mean - s["per_step"][k]["time_s"]) <= 2e-6,
+              "timeline step %.6f vs report.json %.6f" % (mean, s["per_step"][k]["time_s"]))
+    # The wait map is by step, and the straggler sentence is in step time.
+    check("%d steps, one row per rank" % n in text, "wait heat map by step")
+    st = rep["stragglers"]
+    check(st and st[0]["rank"] == 3, "rank 3 is the straggler: %r" % st[:1])
+    check(re.search(r"Rank 3 on \S+ arrives last at .* the other ranks wait [\d.]+ % of each "
+                    r"step for it", text), "verdict in step time names rank 3")
     return 0
 
 
