@@ -513,7 +513,7 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
     fprintf(f,
             "<svg id=\"timeline\" class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
             "role=\"img\">\n",
-            lw + pw + 20, h, lw + pw + 20, h);
+            lw + pw + 60, h, lw + pw + 60, h);
     for (size_t i = 0; i < tl->nrows; i++) {
         const struct cs_report_tl_row *r = &tl->rows[i];
         double y = (double)i * rh, bh = rh - 5;
