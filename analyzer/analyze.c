@@ -65,14 +65,17 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     /* Charts and the Perfetto export are extras: without memory for them the analysis goes on. */
     if (cs__views_init(run))
         cs__problem(run, "out of memory for the report's charts; the HTML report leaves them out");
-    if (run->perfetto_opts)
-        cs__perfetto_begin(run);
     /* Step boundaries and group roles need a look at one rank's whole stream first. */
     if (cs__steps_begin(run)) {
         cs__problem(run, "out of memory in the step analysis; steps are not reported");
         cs__steps_free(run);
     }
     cs__wire_begin(run);
+    if (cs__vsteps_init(run))
+        cs__problem(run, "out of memory for the step views; the HTML report shows time bins");
+    /* After the steps' pre-pass: --perfetto-steps needs the step boundaries. */
+    if (run->perfetto_opts)
+        cs__perfetto_begin(run);
     struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
     if (!h.e) {
         cs__problem(run, "out of memory for the event merge");
@@ -111,12 +114,13 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
         if (run->views)
             cs__views_event(run, r, ev, k);
-        if (run->perfetto)
-            cs__perfetto_event(run, r, ev, k, tb, te);
         if (run->progress_out && !(++nev & 0xfffff))
             cs__progress(run, nev, 0);
         size_t row = cs__metrics_event(run, r, ev, k, te);
         cs__steps_event(run, r, ev, k, tb, te);
+        /* After the step hook, so a step's first event already counts as in the step. */
+        if (run->perfetto)
+            cs__perfetto_event(run, r, ev, k, tb, te);
         cs__match_event(run, r, ev, k, row, tb, te);
         if (run->wire)
             cs__wire_event(run, r, ev);
@@ -140,6 +144,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     cs__views_build(run, rep);
     cs__steps_report(run, rep);
     cs__wire_end(run, rep);
+    cs__vsteps_build(run, rep);
+    cs__vsteps_free(run);
+    cs__steps_free(run);
     return 0;
 }
 
@@ -162,6 +169,7 @@ int cs__analyze_dir_opts(const char *dir, struct cs__run *run, struct cs_report 
     run->events_out = events_out;
     run->perfetto_opts = o->perfetto;
     run->progress_out = o->progress_out;
+    run->want_timeline = o->timeline;
     if (rc)
         return rc;
     return cs__analyze(run, rep);

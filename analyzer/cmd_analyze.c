@@ -16,7 +16,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE]\n"
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
-               "                          [--perfetto-ranks LIST]] [--pcap FILE...] [--quiet]\n"
+               "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
+               "                         [--pcap FILE...] [--quiet]\n"
                "       commscope analyze --pcap FILE... [--json FILE] [--quiet]\n"
                "\n"
                "Analyse the traces of a run: a text summary on stdout, and the reports asked for.\n"
@@ -33,7 +34,8 @@ static void usage(FILE *f)
                "  --perfetto-window FROM:TO  only calls within FROM..TO seconds after the run's\n"
                "                 start (TO may be empty: to the end)\n"
                "  --perfetto-ranks LIST  only these ranks, e.g. 0-3,8\n"
-               "  --perfetto-steps A:B   (not available yet: this analyzer has no steps)\n"
+               "  --perfetto-steps A:B   only calls inside steps A..B of each rank\n"
+               "                 (numbered from 0 as in the report; B may be empty: to the last)\n"
                "  -q, --quiet    no text summary and no progress line\n"
                "  -h, --help     this text\n"
                "\n"
@@ -46,6 +48,7 @@ static void usage(FILE *f)
                "  commscope analyze RUN --quiet --json report.json --html report.html\n"
                "  commscope analyze RUN --perfetto trace.json --perfetto-window 10:12 "
                "--perfetto-ranks 0-7\n"
+               "  commscope analyze RUN --perfetto steps.json --perfetto-steps 5:6\n"
                "\n"
                "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
                "input, a report file not written), 2 usage error, 3 nothing could be analysed\n");
@@ -75,6 +78,25 @@ static int parse_window(const char *s, double *from, double *to)
     *to = strtod(s, &e);
     if (e == s || *e || errno || !(*to > *from))
         return -1;
+    return 0;
+}
+
+/* "A:B" step indexes, B optional (to the last).  Returns 0 or -1. */
+static int parse_steps(const char *s, int *from, int *to)
+{
+    char *e;
+    errno = 0;
+    long a = strtol(s, &e, 10), b = -1;
+    if (e == s || *e != ':' || errno || a < 0 || a > 1000000000 || s[0] == '-' || s[0] == '+')
+        return -1;
+    s = e + 1;
+    if (*s) {
+        b = strtol(s, &e, 10);
+        if (e == s || *e || errno || b < a || b > 1000000000 || s[0] == '+')
+            return -1;
+    }
+    *from = (int)a;
+    *to = (int)b;
     return 0;
 }
 
@@ -144,9 +166,13 @@ int cs_cmd_analyze(int argc, char **argv)
                                    "run's start, FROM >= 0, TO > FROM or empty",
                                    argv[i]);
         } else if (strcmp(a, "--perfetto-steps") == 0) {
-            return usage_error("%s: this analyzer does not cut runs into steps yet; use "
-                               "--perfetto-window",
-                               a);
+            if (i + 1 >= argc)
+                return usage_error("%s needs A:B (step numbers)", a);
+            po.steps = 1;
+            if (parse_steps(argv[++i], &po.step_from, &po.step_to))
+                return usage_error("--perfetto-steps '%s': expected A:B step numbers from 0, "
+                                   "B >= A or empty",
+                                   argv[i]);
         } else if (strncmp(a, "--json=", 7) == 0 && a[7]) {
             json = a + 7;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
@@ -170,8 +196,9 @@ int cs_cmd_analyze(int argc, char **argv)
         return cs__analyze_wire_only(json, quiet);
     if (!dir)
         return usage_error("%s", "no run directory given");
-    if ((po.window || po.ranks) && !po.path)
-        return usage_error("%s", "--perfetto-window and --perfetto-ranks need --perfetto FILE");
+    if ((po.window || po.ranks || po.steps) && !po.path)
+        return usage_error("%s", "--perfetto-window, --perfetto-steps and --perfetto-ranks need "
+                                 "--perfetto FILE");
     char err[1024] = "";
     if (po.ranks && cs__perfetto_parse_ranks(po.ranks, NULL, 0, err, sizeof err))
         return usage_error("%s", err);
@@ -193,7 +220,8 @@ int cs_cmd_analyze(int argc, char **argv)
     }
     struct cs__analyze_opts ao = {.events_out = ev,
                                   .perfetto = po.path ? &po : NULL,
-                                  .progress_out = !quiet && isatty(2) ? stderr : NULL};
+                                  .progress_out = !quiet && isatty(2) ? stderr : NULL,
+                                  .timeline = html != NULL};
     int rc = cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
     if (ev && fclose(ev) != 0) {
         fprintf(stderr, "commscope analyze: error writing %s\n", events);

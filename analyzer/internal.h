@@ -235,6 +235,8 @@ struct cs__run {
     struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
     int32_t *host_of;        /* [world] host index of each rank (nodes.c), -1 unknown; or NULL */
     struct cs__wire *wire;   /* wire capture data while analysing (wire.c), NULL none */
+    struct cs__vsteps *vsteps; /* the step views' accumulators (views_steps.c), NULL when off */
+    int want_timeline;         /* build the representative step's timeline (the HTML report) */
 };
 
 /* 0: peer runs on rank's host, 1: on another host, -1: unknown (nodes.c fills host_of). */
@@ -390,6 +392,29 @@ void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double 
 void cs__views_build(struct cs__run *run, struct cs_report *rep);
 void cs__report_views_free(struct cs_report_views *v);
 
+/* views_steps.c: the report views that need steps (wait heat map by step, the representative
+ * step's timeline, the verdict in step time).  init after cs__steps_begin; build after
+ * cs__steps_report, while the run's step state is still there. */
+struct cs__vsteps;
+int cs__vsteps_init(struct cs__run *run);
+void cs__vsteps_free(struct cs__run *run);
+/* Rank `rank` waited wait_ns at a collective it arrived at (aligned time t). */
+void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns);
+/* Member li of instance in arrived last (beyond the clock uncertainty); the others waited
+ * others_ns for it. */
+void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
+                     int64_t others_ns);
+/* Replace the time-binned heat map of o by steps (rows as row[]/counts[] of cs__views_build). */
+void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o,
+                     const size_t *row, const int *counts);
+void cs__vsteps_build(struct cs__run *run, struct cs_report *rep);
+/* The step index rank is in now (during the merge), -1 outside steps or without steps. */
+int cs__vsteps_current(const struct cs__run *run, int rank);
+/* Steps the reference rank has (known after cs__steps_begin), -1 when the run has no steps. */
+int cs__vsteps_expected(const struct cs__run *run);
+/* The parallelism role of communicator comm ("dp", "tp" ...), NULL unknown. */
+const char *cs__vsteps_role(struct cs__run *run, uint64_t comm);
+
 /* report_verdict.c: one finding as a plain sentence (ASCII, no markup); returns buf. */
 const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, size_t n);
 /* The verdict section of the text report. */
@@ -406,6 +431,8 @@ struct cs__perfetto_opts {
     double from_s, to_s;  /* to_s < 0: to the end */
     double span_hint_s;   /* unused when 0: the run's length, to scale the size estimate */
     const char *ranks;    /* "0-3,8" or NULL for all */
+    int steps;            /* limit to steps step_from..step_to (step_to < 0: to the last) */
+    int step_from, step_to;
 };
 struct cs__perfetto;
 /* "0-3,8,10-11" into sel[world] (sel may be NULL when world is 0: a syntax check).  Returns 0,
@@ -428,6 +455,7 @@ struct cs__analyze_opts {
     FILE *events_out;
     const struct cs__perfetto_opts *perfetto;
     FILE *progress_out;
+    int timeline; /* the HTML report will be written: build the step timeline it draws */
 };
 /* cs__analyze_dir with options; err also gets the Perfetto export's usage errors
  * (CS_EUSAGE). */

@@ -194,6 +194,7 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         struct cs__rank *s = &run->ranks[in->members[li]];
         s->late_arrivals++;
         s->others_waited_ns += others;
+        cs__vsteps_late(run, in, li, others);
     }
 
     if (run->views)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "steps.h"
 
 static const char *const seg_name[CS_SEG_N] = {
     [CS_SEG_COMPUTE] = "compute",         [CS_SEG_COLL] = "collectives",
@@ -89,7 +90,7 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
         [CS_FIND_STRAGGLER] = "stragglers", [CS_FIND_NO_STRAGGLER] = "stragglers",
         [CS_FIND_COMM_SHARE] = "breakdown", [CS_FIND_IMBALANCE] = "ranks",
         [CS_FIND_BALANCED] = "efficiency",  [CS_FIND_INCOMPLETE] = "facts",
-        [CS_FIND_NO_COMM] = "ops",
+        [CS_FIND_NO_COMM] = "ops",          [CS_FIND_GRAD_SYNC] = "steps",
     };
     fputs("<ul class=\"verdict\">\n", f);
     for (size_t i = 0; i < v->nfindings; i++) {
@@ -192,24 +193,38 @@ static void sec_heat(const struct cs_report *rep, FILE *f)
     for (size_t i = 0; i < v->heat_rows * v->heat_bins; i++)
         if (v->heat_wait_s[i] > max)
             max = v->heat_wait_s[i];
-    if (!v->has_steps)
-        fputs("<p>Steps are not available in this report, so the columns are equal slices of "
-              "the run's time instead of steps.</p>\n",
+    if (!v->heat_by_step)
+        fputs("<p>This run has no steps, so the columns are equal slices of the run's time "
+              "instead of steps.</p>\n",
               f);
     if (max <= 0) {
         fputs("<p>No rank waited at any collective instance.</p>\n", f);
         return;
     }
-    fprintf(f,
-            "<p>Each cell: seconds spent waiting for later members of the collectives "
-            "arrived at in that slice of the run (%.6f s per column); one row per %s%s. "
-            "Darkest: %.6f s.</p>\n",
-            v->heat_bin_s, v->heat_by,
-            strcmp(v->heat_by, "rank") == 0 ? "" : " (mean per rank of the row)", max);
+    if (v->heat_by_step) {
+        fprintf(f,
+                "<p>Each cell: seconds a rank spent waiting for later members of the collectives "
+                "it arrived at in that step");
+        if (v->heat_steps_per_col > 1)
+            fprintf(f, " (mean per step of the column's %d steps)", v->heat_steps_per_col);
+        fprintf(f,
+                "; %d steps, one row per %s%s. Darkest: %.6f s. Waiting outside every step "
+                "(before the first, after the last): %.6f s per rank, not drawn.</p>\n",
+                v->heat_nsteps, v->heat_by,
+                strcmp(v->heat_by, "rank") == 0 ? "" : " (mean per rank of the row)", max,
+                v->heat_outside_s);
+    } else {
+        fprintf(f,
+                "<p>Each cell: seconds spent waiting for later members of the collectives "
+                "arrived at in that slice of the run (%.6f s per column); one row per %s%s. "
+                "Darkest: %.6f s.</p>\n",
+                v->heat_bin_s, v->heat_by,
+                strcmp(v->heat_by, "rank") == 0 ? "" : " (mean per rank of the row)", max);
+    }
     int lw = 230, pw = 600;
     double cw = (double)pw / (double)v->heat_bins;
     int ch = v->heat_rows <= 32 ? 16 : v->heat_rows <= 64 ? 8 : 4;
-    int h = (int)v->heat_rows * ch + 24;
+    int h = (int)v->heat_rows * ch + 28;
     fprintf(f,
             "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
             "role=\"img\">\n<rect x=\"%d\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
@@ -234,14 +249,35 @@ static void sec_heat(const struct cs_report *rep, FILE *f)
                     "<title>",
                     lw + cw * (double)b, r * (size_t)ch, cw, ch, c);
             esc(f, v->heat_label[r]);
-            fprintf(f, ", %.6f-%.6f s: waited %.6f s</title></rect>\n", v->heat_bin_s * (double)b,
-                    v->heat_bin_s * (double)(b + 1), w);
+            if (v->heat_by_step && v->heat_steps_per_col > 1)
+                fprintf(f, ", steps %zu-%zu: waited %.6f s per step</title></rect>\n",
+                        b * (size_t)v->heat_steps_per_col,
+                        (b + 1) * (size_t)v->heat_steps_per_col - 1, w);
+            else if (v->heat_by_step)
+                fprintf(f, ", step %zu: waited %.6f s</title></rect>\n", b, w);
+            else
+                fprintf(f, ", %.6f-%.6f s: waited %.6f s</title></rect>\n",
+                        v->heat_bin_s * (double)b, v->heat_bin_s * (double)(b + 1), w);
         }
     }
     int y = (int)v->heat_rows * ch;
-    for (int t = 0; t <= 4; t++)
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">%.3g s</text>\n",
-                lw + pw * t / 4, y + 16, v->heat_bin_s * (double)v->heat_bins * t / 4);
+    if (v->heat_by_step) {
+        /* Step numbers under the columns, at most about 16 of them. */
+        size_t step_every = (v->heat_bins + 15) / 16;
+        for (size_t b = 0; b < v->heat_bins; b += step_every)
+            fprintf(f,
+                    "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\" class=\"small\">%zu"
+                    "</text>\n",
+                    lw + cw * ((double)b + 0.5), y + 12, b * (size_t)v->heat_steps_per_col);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">step</text>\n",
+                lw + pw / 2, y + 23);
+    } else {
+        for (int t = 0; t <= 4; t++)
+            fprintf(f,
+                    "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">%.3g s"
+                    "</text>\n",
+                    lw + pw * t / 4, y + 16, v->heat_bin_s * (double)v->heat_bins * t / 4);
+    }
     fputs("</svg>\n", f);
 }
 
@@ -307,12 +343,26 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
         na(f, "no transfer with a payload was measured");
         return;
     }
-    fputs("<p>Bus bandwidth (nccl-tests definition) of each message-size bucket, per operation and "
-          "communicator; hover a point for algorithm bandwidth and sample count. The topology's "
-          "capacity line is not shown: this run directory has no topology snapshot.</p>\n",
-          f);
-    int kmin = CS_VIEW_BW_BUCKETS, kmax = 0;
+    int ncap = 0;
     double ymax = 0;
+    for (size_t c = 0; c < v->nbw; c++)
+        if (isfinite(v->bw[c].capacity_gbps) && v->bw[c].capacity_gbps > 0) {
+            ncap++;
+            if (v->bw[c].capacity_gbps > ymax)
+                ymax = v->bw[c].capacity_gbps;
+        }
+    fputs("<p>Bus bandwidth (nccl-tests definition) of each message-size bucket, per operation and "
+          "communicator; hover a point for algorithm bandwidth and sample count. ",
+          f);
+    if (ncap)
+        fputs("Dashed lines: the bus bandwidth the topology allows for the curve of the same "
+              "colour (hover for its source).</p>\n",
+              f);
+    else
+        fputs("The topology's capacity line is not shown: this report has no capacity for these "
+              "communicators (no topology snapshot was joined to it).</p>\n",
+              f);
+    int kmin = CS_VIEW_BW_BUCKETS, kmax = 0;
     for (size_t c = 0; c < v->nbw; c++)
         for (size_t i = 0; i < v->bw[c].npoints; i++) {
             const struct cs_report_bw_point *p = &v->bw[c].pt[i];
@@ -389,6 +439,19 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
                     p->mean_bytes, p->samples, p->busbw_gbps, p->algbw_gbps);
         }
         fputs("</g>\n", f);
+        if (isfinite(cv->capacity_gbps) && cv->capacity_gbps > 0) {
+            double y = top + ph - (double)ph * cv->capacity_gbps / ymax;
+            fprintf(f,
+                    "<line class=\"capacity\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                    "stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"><title>",
+                    lw, y, lw + pw, y, col);
+            esc(f, cv->op);
+            fputs(" on ", f);
+            esc(f, cv->comm);
+            fprintf(f, ": capacity %.3f GB/s (", cv->capacity_gbps);
+            esc(f, cv->capacity_source);
+            fputs(")</title></line>\n", f);
+        }
     }
     fputs("</svg>\n<p class=\"legend\">", f);
     for (size_t c = 0; c < v->nbw; c++) {
@@ -402,35 +465,329 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
     fputs("</p>\n", f);
 }
 
+/* Colours of the timeline: calls by kind, collectives by the communicator's parallelism role. */
+static const char *const dim_color[CS_DIM_N] = {
+    [CS_DIM_DP] = "#f28e2b", [CS_DIM_TP] = "#e15759",    [CS_DIM_PP] = "#76b7b2",
+    [CS_DIM_EP] = "#edc948", [CS_DIM_OTHER] = "#9c755f",
+};
+static const char *const tl_name[CS_TL_N] = {
+    [CS_TL_COLL] = "collective",
+    [CS_TL_P2P] = "point-to-point",
+    [CS_TL_DONE] = "wait/test",
+    [CS_TL_OTHER] = "other call",
+    [CS_TL_INFLIGHT] = "request in flight",
+};
+static const char *const tl_color[CS_TL_N] = {
+    [CS_TL_COLL] = "#f28e2b",  [CS_TL_P2P] = "#59a14f",   [CS_TL_DONE] = "#b07aa1",
+    [CS_TL_OTHER] = "#bab0ac", [CS_TL_INFLIGHT] = "#222",
+};
+
+static const char *seg_fill(const struct cs_report_tl_seg *s)
+{
+    if (s->kind == CS_TL_COLL && s->dim >= 0 && s->dim < CS_DIM_N)
+        return dim_color[s->dim];
+    return tl_color[s->kind < CS_TL_N ? s->kind : CS_TL_OTHER];
+}
+
+static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
+{
+    fprintf(f,
+            "<p>Step %d, the median of the timed steps (%.6f s). One row per rank%s: the step "
+            "from the rank's own begin to its end in compute blue, its communication calls on "
+            "top, and a thin line below for non-blocking requests in flight (compute while a "
+            "request is in flight is overlap). Hover a bar for its times.</p>\n",
+            tl->step, tl->step_s,
+            (size_t)tl->ranks_total > tl->nrows ? " (a sample of the ranks, the straggler included)"
+                                                : "");
+    fprintf(f, "<p class=\"legend\"><span><i style=\"background:%s\"></i>compute</span> ",
+            seg_color[CS_SEG_COMPUTE]);
+    for (int d = 0; d < CS_DIM_N; d++)
+        fprintf(f, "<span><i style=\"background:%s\"></i>collective (%s)</span> ", dim_color[d],
+                cs__dim_names[d]);
+    for (int k = CS_TL_P2P; k < CS_TL_N; k++)
+        fprintf(f, "<span><i style=\"background:%s\"></i>%s</span> ", tl_color[k], tl_name[k]);
+    fputs("</p>\n", f);
+    int lw = 200, pw = 640, rh = tl->nrows <= 16 ? 22 : tl->nrows <= 32 ? 14 : 9;
+    int h = (int)tl->nrows * rh + 30;
+    double W = tl->window_s > 0 ? tl->window_s : 1;
+    fprintf(f,
+            "<svg id=\"timeline\" class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "role=\"img\">\n",
+            lw + pw + 60, h, lw + pw + 60, h);
+    for (size_t i = 0; i < tl->nrows; i++) {
+        const struct cs_report_tl_row *r = &tl->rows[i];
+        double y = (double)i * rh, bh = rh - 5;
+        fprintf(f,
+                "<g class=\"tlrow\" data-rank=\"%d\"><text x=\"%d\" y=\"%.1f\" "
+                "text-anchor=\"end\" class=\"small\">rank %d (",
+                r->rank, lw - 6, y + bh - 1, r->rank);
+        esc(f, r->host);
+        double dur = r->end_s - r->begin_s;
+        fprintf(f,
+                ")</text><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
+                "<title>rank %d: step %.6f s, in calls %.6f s, compute %.6f s, requests in "
+                "flight %.6f s</title></rect>",
+                lw + pw * r->begin_s / W, y, pw * dur / W, bh, seg_color[CS_SEG_COMPUTE], r->rank,
+                dur, r->calls_s, dur - r->calls_s, r->inflight_s);
+        for (size_t j = 0; j < r->nseg; j++) {
+            const struct cs_report_tl_seg *s = &r->seg[j];
+            double x = lw + pw * s->t0_s / W, w = pw * (s->t1_s - s->t0_s) / W;
+            if (w < 0.3)
+                w = 0.3;
+            if (s->kind == CS_TL_INFLIGHT)
+                fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"2\" fill=\"%s\">",
+                        x, y + bh + 1, w, tl_color[CS_TL_INFLIGHT]);
+            else
+                fprintf(f,
+                        "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+                        "fill=\"%s\">",
+                        x, y, w, bh, seg_fill(s));
+            fprintf(f, "<title>%s%s%s%s %.6f-%.6f s</title></rect>",
+                    tl_name[s->kind < CS_TL_N ? s->kind : CS_TL_OTHER],
+                    s->dim >= 0 && s->dim < CS_DIM_N ? " (" : "",
+                    s->dim >= 0 && s->dim < CS_DIM_N ? cs__dim_names[s->dim] : "",
+                    s->dim >= 0 && s->dim < CS_DIM_N ? ")" : "", s->t0_s, s->t1_s);
+        }
+        fprintf(f, "%s</g>\n",
+                r->truncated ? "<text x=\"842\" y=\"0\" class=\"small\">(truncated)</text>" : "");
+    }
+    int y = (int)tl->nrows * rh + 2;
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", lw, y, lw + pw,
+            y);
+    for (int t = 0; t <= 4; t++)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">%.6f s</text>\n",
+                lw + pw * t / 4, y + 16, tl->window_s * t / 4);
+    fputs("</svg>\n", f);
+}
+
 static void sec_overlap(const struct cs_report *rep, FILE *f)
 {
-    (void)rep;
-    na(f, "overlap is shown for one representative step, and this analysis has no steps "
-          "(step detection is not part of this analyzer yet).");
+    const struct cs_report_views *v = rep->views;
+    const struct cs_report_steps *s = rep->steps;
+    if (v && v->timeline)
+        timeline_svg(v->timeline, f);
+    else if (v)
+        na(f, v->timeline_note[0] ? v->timeline_note : "no step timeline was built");
+    if (!s)
+        return;
+    fputs("<p>Overlap ratio over the whole run (time requests were in flight while the rank "
+          "computed, over the time communication was in flight): ",
+          f);
+    num(f, "%.4f", s->overlap_ratio);
+    fputs(".</p>\n", f);
+    if (!s->noverlap)
+        return;
+    fputs("<table><tr><th>communicator</th><th>overlap ratio</th><th>overlapped (s)</th>"
+          "<th>in flight (s)</th></tr>\n",
+          f);
+    for (size_t i = 0; i < s->noverlap; i++) {
+        const struct cs_report_overlap *o = &s->overlap[i];
+        fputs("<tr><td>", f);
+        esc(f, o->comm);
+        fputs("</td><td>", f);
+        num(f, "%.4f", o->ratio);
+        fprintf(f, "</td><td>%.6f</td><td>%.6f</td></tr>\n", o->overlapped_s, o->in_flight_s);
+    }
+    fputs("</table>\n", f);
+}
+
+static void budget_row(FILE *f, const char *who, const struct cs_report_budget *b)
+{
+    double comm = 0;
+    for (int d = 0; d < CS_DIM_N; d++)
+        comm += isfinite(b->comm_s[d]) ? b->comm_s[d] : 0;
+    fprintf(f, "<tr><td>%s</td><td>", who);
+    num(f, "%.6f", b->step_s);
+    fputs("</td><td>", f);
+    num(f, "%.6f", b->compute_s);
+    fputs("</td><td>", f);
+    num(f, "%.6f", b->grad_sync_s);
+    fputs("</td><td>", f);
+    num(f, "%.6f", b->comm_s[CS_DIM_TP]);
+    fputs("</td><td>", f);
+    num(f, "%.6f", isfinite(b->step_s) ? comm - clamp0(b->comm_s[CS_DIM_TP]) : NAN);
+    fputs("</td><td>", f);
+    num(f, "%.6f", b->wait_s);
+    fputs("</td><td>", f);
+    num(f, "%.6f", b->other_mpi_s);
+    fputs("</td></tr>\n", f);
 }
 
 static void sec_steps(const struct cs_report *rep, FILE *f)
 {
-    (void)rep;
-    na(f, "this analysis does not cut the run into steps yet.");
+    const struct cs_report_steps *s = rep->steps;
+    if (!s) {
+        na(f, "the step analysis did not run");
+        return;
+    }
+    if (!s->count) {
+        na(f, s->note[0] ? s->note : "no steps were found");
+        return;
+    }
+    fprintf(f, "<p><b id=\"stepcount\">%d steps</b> (source: ", s->count);
+    esc(f, s->source);
+    if (s->detail[0]) {
+        fputs(", ", f);
+        esc(f, s->detail);
+    }
+    fprintf(f,
+            "); %d timed, %d warm-up and %d unfinished last step%s left out of the "
+            "statistics. Step time: mean ",
+            s->timed, s->warmup_excluded, s->tail_excluded, s->tail_excluded == 1 ? "" : "s");
+    num(f, "%.6f", s->mean_s);
+    fputs(" s, median ", f);
+    num(f, "%.6f", s->median_s);
+    fputs(" s, p95 ", f);
+    num(f, "%.6f", s->p95_s);
+    fputs(" s.</p>\n", f);
+    if (s->note[0]) {
+        fputs("<p class=\"na\">", f);
+        esc(f, s->note);
+        fputs("</p>\n", f);
+    }
+    fputs("<h3>Gradient synchronisation</h3>\n<p>Share of each step blocked in gradient "
+          "all-reduces (data-parallel group): <b id=\"gradshare\">",
+          f);
+    num(f, "%.4f", s->grad_share);
+    fputs("</b>; per step and rank: exposed ", f);
+    num(f, "%.6f", s->grad_exposed_s);
+    fputs(" s (of which waiting ", f);
+    num(f, "%.6f", s->grad_wait_s);
+    fputs(" s), overlapped with compute ", f);
+    num(f, "%.6f", s->grad_overlapped_s);
+    fputs(" s, total ", f);
+    num(f, "%.6f", s->grad_total_s);
+    fputs(" s.</p>\n", f);
+    if (s->grad_note[0]) {
+        fputs("<p class=\"na\">", f);
+        esc(f, s->grad_note);
+        fputs("</p>\n", f);
+    }
+    fputs("<h3>Time per step (seconds, mean over timed steps)</h3>\n<table><tr><th>rank</th>"
+          "<th>step</th><th>compute</th><th>gradient sync</th><th>TP comm</th>"
+          "<th>other comm</th><th>wait</th><th>other MPI</th></tr>\n",
+          f);
+    budget_row(f, "all", &s->total);
+    int fold = s->nranks > CS_VIEW_RANK_BARS;
+    if (fold)
+        fputs("</table><details><summary>per rank</summary><table>\n", f);
+    for (size_t i = 0; i < s->nranks; i++) {
+        char who[16];
+        snprintf(who, sizeof who, "%d", s->ranks[i].rank);
+        budget_row(f, who, &s->ranks[i]);
+    }
+    fputs(fold ? "</table></details>\n" : "</table>\n", f);
+    fputs("<p class=\"legend\">Gradient sync and the communication columns leave out waiting "
+          "for other ranks, which is in wait; idle time cannot be told from compute without a "
+          "GPU timeline.</p>\n",
+          f);
+    fputs("<h3>Steps</h3>\n", f);
+    int fold_steps = s->nlist > 64;
+    if (fold_steps)
+        fprintf(f, "<details><summary>%zu steps</summary>\n", s->nlist);
+    fputs("<table id=\"steplist\"><tr><th>step</th><th>timed</th><th>time (s)</th>"
+          "<th>overlap ratio</th><th>gradient sync share</th></tr>\n",
+          f);
+    for (size_t i = 0; i < s->nlist; i++) {
+        const struct cs_report_step *p = &s->list[i];
+        fprintf(f, "<tr><td>%d</td><td>%s</td><td>", p->index, p->timed ? "yes" : "no");
+        num(f, "%.6f", p->time_s);
+        fputs("</td><td>", f);
+        num(f, "%.4f", p->overlap_ratio);
+        fputs("</td><td>", f);
+        num(f, "%.4f", p->grad_sync_share);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+    if (fold_steps)
+        fputs("</details>\n", f);
 }
 
 static void sec_groups(const struct cs_report *rep, FILE *f)
 {
-    (void)rep;
-    na(f, "parallelism groups (data, tensor, pipeline) are not inferred by this analysis yet.");
+    const struct cs_report_steps *s = rep->steps;
+    if (!s) {
+        na(f, "the step analysis (which infers the groups) did not run");
+        return;
+    }
+    if (!s->ngroups) {
+        fputs("<p>No communicator with more than one member was used.</p>\n", f);
+        return;
+    }
+    fputs("<table id=\"grouplist\"><tr><th>communicator</th><th>role</th><th>size</th>"
+          "<th>ranks</th><th>confidence</th><th>why</th></tr>\n",
+          f);
+    size_t shown = s->ngroups < 256 ? s->ngroups : 256;
+    for (size_t i = 0; i < shown; i++) {
+        const struct cs_report_group *g = &s->groups[i];
+        fputs("<tr><td>", f);
+        esc(f, g->comm);
+        fprintf(f, "</td><td class=\"role\">%s</td><td>%d</td><td style=\"text-align:left\">",
+                cs__dim_names[g->role < CS_DIM_N ? g->role : CS_DIM_OTHER], g->size);
+        for (int32_t j = 0; j < g->size && j < 32; j++)
+            fprintf(f, "%s%d", j ? "," : "", g->ranks[j]);
+        fprintf(f, "%s</td><td>%.2f</td><td style=\"text-align:left\">", g->size > 32 ? ",..." : "",
+                g->confidence);
+        esc(f, g->why);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+    if (shown < s->ngroups)
+        fprintf(f, "<p>%zu more communicators are in report.json.</p>\n", s->ngroups - shown);
+    fputs("<h3>By parallelism dimension</h3>\n<table><tr><th>role</th><th>communicators</th>"
+          "<th>time in calls (s)</th><th>bytes</th><th>exposed share</th><th>overlap ratio</th>"
+          "</tr>\n",
+          f);
+    for (int d = 0; d < CS_DIM_N; d++) {
+        const struct cs_report_dim *m = &s->dims[d];
+        if (!m->comms)
+            continue;
+        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%.6f</td><td>%.0f</td><td>", cs__dim_names[d],
+                m->comms, m->time_s, m->bytes);
+        num(f, "%.4f", m->exposed_share);
+        fputs("</td><td>", f);
+        num(f, "%.4f", m->overlap_ratio);
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static void whatif_row(FILE *f, const char *what, double v)
+{
+    fprintf(f, "<tr><th>%s</th><td>", what);
+    num(f, "%.6f", v);
+    fputs("</td></tr>\n", f);
 }
 
 static void sec_whatif(const struct cs_report *rep, FILE *f)
 {
-    (void)rep;
-    na(f, "what-if estimates (no straggler, perfect overlap, link speed) are not computed by "
-          "this analysis yet.");
+    const struct cs_report_steps *s = rep->steps;
+    if (!s) {
+        na(f, "the step analysis did not run");
+        return;
+    }
+    const struct cs_report_whatif *w = &s->whatif;
+    if (w->note[0]) {
+        fputs("<p class=\"na\">", f);
+        esc(f, w->note);
+        fputs("</p>\n", f);
+    }
+    fputs("<table class=\"facts\"><tr><th>step time (s)</th><td></td></tr>\n", f);
+    whatif_row(f, "measured", w->measured_step_s);
+    whatif_row(f, "replayed (model check)", w->replayed_step_s);
+    whatif_row(f, "without the straggler", w->no_straggler_step_s);
+    whatif_row(f, "with perfect overlap", w->full_overlap_step_s);
+    whatif_row(f, "at the best measured bandwidth", w->best_bandwidth_step_s);
+    fprintf(f, "<tr><th>replay error</th><td>");
+    num(f, "%.4f", w->replay_error);
+    fputs("</td></tr>\n</table>\n", f);
 }
 
 static void sec_efficiency(const struct cs_report *rep, FILE *f)
 {
+    const struct cs_report_steps *s = rep->steps;
     fputs("<table><tr><th>load balance</th><th>communication efficiency</th>"
+          "<th>serialisation efficiency</th><th>transfer efficiency</th>"
           "<th>parallel efficiency</th></tr><tr>",
           f);
     fputs("<td>", f);
@@ -438,8 +795,15 @@ static void sec_efficiency(const struct cs_report *rep, FILE *f)
     fputs("</td><td>", f);
     num(f, "%.4f", rep->communication_efficiency);
     fputs("</td><td>", f);
+    num(f, "%.4f", s ? s->serialization_efficiency : NAN);
+    fputs("</td><td>", f);
+    num(f, "%.4f", s ? s->transfer_efficiency : NAN);
+    fputs("</td><td>", f);
     num(f, "%.4f", rep->parallel_efficiency);
     fputs("</td></tr></table>\n", f);
+    fputs("<p class=\"legend\">POP model: parallel = load balance &#215; communication; "
+          "communication = serialisation &#215; transfer (docs/metrics.md).</p>\n",
+          f);
 }
 
 static void sec_ops(const struct cs_report *rep, FILE *f)
@@ -605,7 +969,7 @@ static const struct section {
 } sections[] = {
     {"verdict", "Verdict", sec_verdict},
     {"breakdown", "Where each rank's time goes", sec_breakdown},
-    {"waits", "Waiting: rank &#215; time", sec_heat},
+    {"waits", "Waiting: rank &#215; step", sec_heat},
     {"p2p", "Point-to-point bytes: rank &#215; rank", sec_p2p},
     {"bandwidth", "Bandwidth against message size", sec_bw},
     {"overlap", "Overlap of communication with compute", sec_overlap},
@@ -629,7 +993,8 @@ static const char css[] =
     "padding:2px 6px;text-align:right}th{background:#f4f4f4}table.facts th,table.facts td{"
     "text-align:left}.na{color:#8a5a00;background:#fff7e6;padding:6px 8px;border-left:3px solid "
     "#e0a030}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
-    "svg text.small{font-size:9px}svg text.axis{fill:#666}.legend span{margin-right:12px;"
+    "h3{font-size:14px;margin:14px 0 4px}svg text.small{font-size:9px}svg "
+    "text.axis{fill:#666}.legend span{margin-right:12px;"
     "font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}";
 
 /* Reorders the breakdown's bars; nothing else runs. */

@@ -3,7 +3,9 @@
  * chrome://tracing).  A sink on the merged event stream: each event is written as it goes by, so
  * memory stays bounded by the open collective instances and pending requests, like the analysis.
  *
- *   process per rank ("rank R (host)"), one track per recording thread ("thread T");
+ *   process per rank ("rank R (host)"), one track per recording thread ("thread T") for
+ *   point-to-point, completion and other calls, one track per communicator for its collectives
+ *   ("collectives on world (dp)"), and with steps a "steps" track of one slice per step;
  *   every call a complete slice ("X") with op, communicator, sequence, bytes, peer in args;
  *   non-blocking operations as async slices ("b"/"e", process-scoped id) from the initiation to
  *   the completion record, on a track per op and communicator;
@@ -12,6 +14,8 @@
  *   a "bandwidth GB/s" counter per rank (bytes / duration of each blocking transfer call);
  *   MPI_Pcontrol markers as instant events.
  * Timestamps are rank 0's aligned clock (µs with ns precision, as the format wants).
+ * --perfetto-steps A:B keeps the calls a rank makes inside its steps A..B (the step analysis'
+ * boundaries, per rank: steps.c), so the export follows each rank's own steps.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,7 +39,14 @@ struct cs__perfetto {
     struct cs__map async;   /* (rank, request) -> struct pending_async * */
     uint64_t next_flow;
     uint64_t written;
+    struct cs__map comm_tid; /* (comm, 0) -> track number of its collectives - 1000 + 1 */
+    int steps_track;         /* step slices are written */
+    int *step_cur;           /* [world] the step rank's last event was in, -1 none */
+    int64_t *step_begin;     /* [world] aligned begin of it */
 };
+
+#define CS_PF_STEP_TID 999  /* the "steps" track */
+#define CS_PF_COMM_TID 1000 /* first communicator track */
 
 /* Microseconds with three decimals, exact from integer ns. */
 static const char *us(char *buf, size_t n, int64_t ns)
@@ -112,7 +123,12 @@ int cs__perfetto_begin(struct cs__run *run)
     const struct cs__perfetto_opts *o = run->perfetto_opts;
     struct cs__perfetto *p = calloc(1, sizeof *p);
     size_t w = run->world > 0 ? (size_t)run->world : 0;
-    if (!p || !(p->sel = calloc(w + 1, 1))) {
+    if (!p || !(p->sel = calloc(w + 1, 1)) || !(p->step_cur = calloc(w + 1, sizeof *p->step_cur)) ||
+        !(p->step_begin = calloc(w + 1, sizeof *p->step_begin))) {
+        if (p) {
+            free(p->sel);
+            free(p->step_cur);
+        }
         free(p);
         cs__problem(run, "out of memory for the Perfetto export; %s not written",
                     run->perfetto_opts->path);
@@ -154,6 +170,24 @@ int cs__perfetto_begin(struct cs__run *run)
         if (frac < 1)
             est *= frac > 0 ? frac : 0;
     }
+    for (size_t r = 0; r < w; r++)
+        p->step_cur[r] = -1;
+    int nsteps = cs__vsteps_expected(run);
+    p->steps_track = nsteps > 0;
+    if (o->steps) {
+        /* A step range keeps its share of the steps the reference rank has. */
+        int to = o->step_to >= 0 && o->step_to < nsteps ? o->step_to : nsteps - 1;
+        if (nsteps <= 0)
+            cs__problem(run,
+                        "--perfetto-steps %d:%s: this run has no steps (see the steps section), so "
+                        "%s holds no calls",
+                        o->step_from, o->step_to >= 0 ? "B" : "", o->path);
+        else if (o->step_from >= nsteps)
+            cs__problem(run,
+                        "--perfetto-steps: the run has steps 0 to %d only, so %s holds no calls",
+                        nsteps - 1, o->path);
+        est *= nsteps > 0 && to >= o->step_from ? (double)(to - o->step_from + 1) / nsteps : 0;
+    }
     p->next_flow = 1;
     run->perfetto = p;
     /* COMMSCOPE_TEST_PERFETTO_WARN_MB (tests only) lowers the threshold so the warning can be
@@ -165,7 +199,8 @@ int cs__perfetto_begin(struct cs__run *run)
     if (est > limit_mb * 1024 * 1024)
         fprintf(stderr,
                 "commscope analyze: warning: the Perfetto trace %s will be about %.1f MB (%" PRIu64
-                " events); --perfetto-window and --perfetto-ranks make it smaller\n",
+                " events); --perfetto-window, --perfetto-steps and --perfetto-ranks make it "
+                "smaller\n",
                 o->path, est / (1024.0 * 1024.0), events);
 
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"commscope\",\"run_dir\":",
@@ -258,6 +293,68 @@ static void flow_point(struct cs__run *run, int rank, int tid, const struct cs_e
         *v = id << 24 | seen;
 }
 
+/* The track of communicator comm's collectives on rank (named on first use). */
+static int comm_track(struct cs__run *run, int rank, uint64_t comm)
+{
+    struct cs__perfetto *p = run->perfetto;
+    int fresh;
+    uint64_t *v = cs__map_put(&p->comm_tid, comm, 0, &fresh);
+    if (!v)
+        return 1;
+    if (fresh)
+        *v = p->comm_tid.n; /* numbered in order of first use: the same number on every rank */
+    int tid = CS_PF_COMM_TID + (int)*v - 1;
+    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, (uint64_t)tid, &fresh);
+    if (named && fresh) {
+        char c[40];
+        const char *role = cs__vsteps_role(run, comm);
+        *named = 1;
+        ev_open(p, 'M', rank, tid, 0);
+        fprintf(p->f, ",\"name\":\"thread_name\",\"args\":{\"name\":\"collectives on %s%s%s%s\"}}",
+                cs__comm_label(comm, c, sizeof c), role ? " (" : "", role ? role : "",
+                role ? ")" : "");
+        ev_open(p, 'M', rank, tid, 0);
+        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid);
+    }
+    return tid;
+}
+
+/* One "step N" slice from the step's begin to t (step ranges and the window apply). */
+static void step_emit(struct cs__run *run, int rank, int step, int64_t from, int64_t to)
+{
+    struct cs__perfetto *p = run->perfetto;
+    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    char t[40];
+    if ((o->steps && (step < o->step_from || (o->step_to >= 0 && step > o->step_to))) ||
+        to < p->w0 || from > p->w1)
+        return;
+    int fresh;
+    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, CS_PF_STEP_TID, &fresh);
+    if (named && fresh) {
+        *named = 1;
+        ev_open(p, 'M', rank, CS_PF_STEP_TID, 0);
+        fputs(",\"name\":\"thread_name\",\"args\":{\"name\":\"steps\"}}", p->f);
+        ev_open(p, 'M', rank, CS_PF_STEP_TID, 0);
+        fputs(",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":-1}}", p->f);
+    }
+    ev_open(p, 'X', rank, CS_PF_STEP_TID, from);
+    fprintf(p->f, ",\"dur\":%s,\"name\":\"step %d\",\"cat\":\"step\",\"args\":{\"step\":%d}}",
+            us(t, sizeof t, to > from ? to - from : 0), step, step);
+}
+
+/* Follow rank's step (the step hook has seen the event at tb): close the last one on a change. */
+static void step_slice(struct cs__run *run, int rank, int64_t tb)
+{
+    struct cs__perfetto *p = run->perfetto;
+    int s = cs__vsteps_current(run, rank);
+    if (s == p->step_cur[rank])
+        return;
+    if (p->step_cur[rank] >= 0)
+        step_emit(run, rank, p->step_cur[rank], p->step_begin[rank], tb);
+    p->step_cur[rank] = s;
+    p->step_begin[rank] = tb;
+}
+
 void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                         int64_t tb, int64_t te)
 {
@@ -282,9 +379,19 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
         free(a);
         return;
     }
+    if (p->steps_track)
+        step_slice(run, rank, tb);
+    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    if (o->steps) {
+        int s = cs__vsteps_current(run, rank);
+        if (s < o->step_from || (o->step_to >= 0 && s > o->step_to))
+            return;
+    }
     if (te < p->w0 || tb > p->w1)
         return;
     int fresh;
+    if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_NCOLL) && ev->comm)
+        tid = comm_track(run, rank, ev->comm);
     uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, (uint64_t)tid, &fresh);
     if (named && fresh) {
         *named = 1;
@@ -367,8 +474,15 @@ int cs__perfetto_finish(struct cs__run *run)
         fputs(",\"args\":{\"completion\":\"not recorded\"}}", p->f);
         free(a);
     }
+    /* Steps still open: they end at their rank's last event. */
+    for (int r = 0; r < run->world; r++)
+        if (p->sel[r] && p->step_cur[r] >= 0)
+            step_emit(run, r, p->step_cur[r], p->step_begin[r], run->ranks[r].t_last_end);
     fputs("\n]}\n", p->f);
     int rc = ferror(p->f) ? CS_EIO : 0;
+    cs__map_free(&p->comm_tid);
+    free(p->step_cur);
+    free(p->step_begin);
     cs__map_free(&p->threads);
     cs__map_free(&p->flows);
     cs__map_free(&p->async);

@@ -4,6 +4,7 @@
  * of findings come from views.c.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "internal.h"
@@ -13,6 +14,14 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
     double pct = f->total ? 100.0 * (double)f->count / (double)f->total : 0;
     switch (f->kind) {
     case CS_FIND_STRAGGLER:
+        if (isfinite(f->v[2])) {
+            snprintf(buf, n,
+                     "Rank %d on %s arrives last at %" PRIu64 " of its %" PRIu64
+                     " collective instances (%.0f %%); the other ranks wait %.1f %% of each step "
+                     "for it (%.6f s in total, %.1f %% of their wall time).",
+                     f->rank, f->host, f->count, f->total, pct, f->v[2], f->v[0], f->v[1]);
+            break;
+        }
         snprintf(buf, n,
                  "Rank %d on %s arrives last at %" PRIu64 " of its %" PRIu64
                  " collective instances (%.0f %%); the other ranks wait %.6f s for it in total, "
@@ -57,6 +66,12 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
         break;
     case CS_FIND_NO_COMM:
         snprintf(buf, n, "No communication call was recorded.");
+        break;
+    case CS_FIND_GRAD_SYNC:
+        snprintf(buf, n,
+                 "Gradient synchronisation keeps the ranks in communication calls for %.1f %% of "
+                 "each step: %.6f s of a mean step of %.6f s.",
+                 f->v[0], f->v[1], f->v[2]);
         break;
     }
     return buf;

@@ -234,6 +234,7 @@ void cs__run_free(struct cs__run *run)
 {
     cs__views_free(run);
     cs__steps_free(run);
+    cs__vsteps_free(run);
     for (int r = 0; r < run->world && run->ranks; r++)
         cs_reader_close(run->ranks[r].rd);
     free(run->ranks);

@@ -197,8 +197,8 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
     return 0;
 }
 
-int cs__steps_boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
-                       enum cs_op_kind k, uint64_t *occ)
+int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
+                          enum cs_op_kind k, uint64_t *occ)
 {
     return boundary(run, S, ev, k, occ);
 }
@@ -325,6 +325,7 @@ int cs__steps_begin(struct cs__run *run)
         }
     }
     free(d);
+    S->ref_steps = (int)steps;
     for (size_t c = 0; c < S->nclasses; c++)
         if (S->classes[c].observed == 1)
             S->classes[c].steps = steps;
@@ -641,6 +642,12 @@ void cs__steps_finish(struct cs__run *run)
         if (n > S->count_max)
             S->count_max = n;
     }
+}
+
+int cs__steps_boundary(struct cs__run *run, const struct cs_event *ev, enum cs_op_kind k,
+                       uint64_t *occ)
+{
+    return run->steps ? cs__steps_boundary_of(run, run->steps, ev, k, occ) : 0;
 }
 
 void cs__steps_free(struct cs__run *run)

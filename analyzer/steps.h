@@ -155,7 +155,11 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
                      int64_t tb, int64_t te);
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in);
 void cs__steps_finish(struct cs__run *run);
-/* Fill rep->steps (owned by rep) from the run; frees the run's step state. */
+/* Whether ev starts (1) or ends (-1) a step of its rank, 0 neither, exactly as the main pass
+ * decides; *occ counts the rank's anchor occurrences (start at 0 for a rank's first event). */
+int cs__steps_boundary(struct cs__run *run, const struct cs_event *ev, enum cs_op_kind k,
+                       uint64_t *occ);
+/* Fill rep->steps (owned by rep) from the run; the run's step state stays (cs__steps_free). */
 void cs__steps_report(struct cs__run *run, struct cs_report *rep);
 void cs__steps_free(struct cs__run *run);
 void cs__steps_report_free(struct cs_report *rep);

@@ -65,8 +65,8 @@ struct cs__steps {
 
 /* steps.c: 1 when ev starts a step, -1 when it ends one, 0 neither; *occ counts the pattern's
  * anchors seen on the rank so far. */
-int cs__steps_boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
-                       enum cs_op_kind k, uint64_t *occ);
+int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
+                          enum cs_op_kind k, uint64_t *occ);
 
 /* whatif.c */
 /* s_i of member i of a collective with arrivals arr: the latest of its own arrival and those its

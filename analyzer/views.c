@@ -220,8 +220,11 @@ void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, i
         v->eligible[r]++;
     if (wait_ns > 0 && v->last_nb)
         v->wait_nb[r] += (double)wait_ns;
-    if (wait_ns > 0)
+    if (wait_ns > 0) {
         v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
+        if (run->vsteps)
+            cs__vsteps_wait(run, r, in->arr[i], wait_ns);
+    }
 }
 
 /* ---- the model ---- */
@@ -353,7 +356,7 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
         struct cs_report_finding f = {.rank = s->rank,
                                       .count = s->late_arrivals,
                                       .total = elig,
-                                      .v = {s->others_waited_s, pct}};
+                                      .v = {s->others_waited_s, pct, NAN}};
         snprintf(f.host, sizeof f.host, "%s", s->host);
         f.kind = (elig && 4 * s->late_arrivals >= elig && pct >= 1.0) ? CS_FIND_STRAGGLER
                                                                       : CS_FIND_NO_STRAGGLER;
@@ -407,6 +410,7 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
             snprintf(c->op, sizeof c->op, "%s", rep->ops[i].op);
             snprintf(c->comm, sizeof c->comm, "%s", rep->ops[i].comm);
             c->comm_size = rep->ops[i].comm_size;
+            c->capacity_gbps = NAN; /* no topology capacity in the report model yet */
             double f = cs_op_busbw_factor(op, c->comm_size);
             for (int k = 0; k < CS_VIEW_BW_BUCKETS; k++) {
                 if (!a->n[k] || a->ns[k] <= 0)
@@ -521,6 +525,8 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
                         used * sizeof *o->heat_wait_s);
             o->heat_bins = used;
         }
+        /* With steps, the columns are steps instead (views_steps.c). */
+        cs__vsteps_heat(run, rep, o, row, counts);
     } else {
         o->heat_rows = 0;
     }
@@ -551,5 +557,11 @@ void cs__report_views_free(struct cs_report_views *o)
     free(o->p2p_bytes);
     free(o->bw);
     free(o->findings);
+    if (o->timeline) {
+        for (size_t i = 0; i < o->timeline->nrows; i++)
+            free(o->timeline->rows[i].seg);
+        free(o->timeline->rows);
+        free(o->timeline);
+    }
     free(o);
 }

@@ -50,14 +50,57 @@ struct cs_report_bw_curve {
     char op[40];
     char comm[40];
     int comm_size;
+    /* What the hardware allows for this curve's bus bandwidth (GB/s), and where that number
+     * comes from; NaN and "" while unknown.  A hook: the report model gets topology capacity from
+     * the topology snapshots (not filled by this analyzer yet, see docs/metrics.md); the HTML
+     * report draws it as a dashed line whenever it is finite. */
+    double capacity_gbps;
+    char capacity_source[96];
     size_t npoints;
     struct cs_report_bw_point pt[CS_VIEW_BW_BUCKETS];
+};
+
+/* The representative step's timeline (views_steps.c): what each shown rank did during one step,
+ * times in seconds from the earliest shown rank's begin of that step. */
+enum cs_tl_kind {
+    CS_TL_COLL,     /* a collective call (blocking, or a non-blocking initiation) */
+    CS_TL_P2P,      /* a point-to-point call */
+    CS_TL_DONE,     /* a wait/test call */
+    CS_TL_OTHER,    /* any other traced call (markers, communicator creation ...) */
+    CS_TL_INFLIGHT, /* a non-blocking request in flight (initiation to completion record) */
+    CS_TL_N
+};
+struct cs_report_tl_seg {
+    double t0_s, t1_s;
+    unsigned char kind; /* enum cs_tl_kind */
+    signed char dim;    /* the communicator's parallelism role (enum cs__dim), -1 none */
+};
+struct cs_report_tl_row {
+    int rank;
+    char host[CS_HOST_MAX];
+    double begin_s, end_s; /* the rank's own step */
+    double calls_s;        /* time inside traced calls (the step's rest is compute) */
+    double inflight_s;     /* requests in flight within the step (union not taken) */
+    size_t nseg;
+    struct cs_report_tl_seg *seg; /* owned; adjacent calls closer than 1/4000 of the window
+                                     are merged */
+    int truncated;                /* more than CS_VIEW_TL_SEGS segments: the rest is left out */
+};
+#define CS_VIEW_TL_SEGS 2000
+struct cs_report_timeline {
+    int step;        /* step index (the median timed step) */
+    double step_s;   /* its time (mean over ranks, as in the steps table) */
+    double window_s; /* from the earliest begin to the latest end over the shown rows */
+    int ranks_total; /* ranks in the report; rows show at most CS_VIEW_RANK_BARS of them */
+    size_t nrows;
+    struct cs_report_tl_row *rows;
 };
 
 /* One statement of the verdict; the renderers phrase it (report_verdict.c). */
 enum cs_finding_kind {
     CS_FIND_STRAGGLER,    /* rank, count late of total eligible, v0 others waited s, v1 % of
-                             their wall time */
+                             their wall time, v2 % of the others' step time spent waiting for
+                             it inside timed steps (NaN without steps; views_steps.c) */
     CS_FIND_NO_STRAGGLER, /* rank (-1 none late at all), count late of total eligible */
     CS_FIND_COMM_SHARE,   /* v0 mean comm % of wall, rank with most, v1 its %, v2 waiting % of
                              communication time */
@@ -66,6 +109,8 @@ enum cs_finding_kind {
     CS_FIND_INCOMPLETE,   /* count missing of total ranks, v0 partial ranks, v1 dropped events,
                              v2 incomplete instances */
     CS_FIND_NO_COMM,      /* no communication call was recorded */
+    CS_FIND_GRAD_SYNC,    /* v0 gradient-sync % of each step, v1 exposed s per step, v2 mean
+                             step s (views_steps.c) */
 };
 
 struct cs_report_finding {
@@ -111,6 +156,15 @@ struct cs_report_views {
     double max_drift_ppm;                         /* largest |drift| */
     /* Analyses that do not exist in this analyzer yet: their sections say so. */
     int has_steps, has_groups, has_whatif;
+    /* With steps (views_steps.c) the heat map's columns are steps instead of time bins: column c
+     * holds steps [c * heat_steps_per_col, (c + 1) * heat_steps_per_col) of heat_nsteps, each
+     * cell the mean seconds waited per step; heat_outside_s (mean per rank) fell outside every
+     * step and is not drawn. */
+    int heat_by_step, heat_steps_per_col, heat_nsteps;
+    double heat_outside_s;
+    /* One representative step (the median timed one); NULL with timeline_note saying why. */
+    struct cs_report_timeline *timeline;
+    char timeline_note[200];
 };
 
 #endif

@@ -283,7 +283,7 @@ static int read_window(struct replay *P, int r, int first_window)
             for (int sc = 0; sc < SC_N; sc++)
                 w->R[sc] = a;
         }
-        int b = was_peek ? 1 : cs__steps_boundary(P->run, P->S, ev, k, &w->occ);
+        int b = was_peek ? 1 : cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
         if (b == 1 && (first_window || w->n > 0) && !was_peek) {
             w->peek = ev;
             w->next_gap = a - w->prev_e;

@@ -117,10 +117,13 @@ def validate(path):
     for key, sl in tracks.items():
         sl.sort(key=lambda s: (s[0], -s[1]))
         stack = []
+        # Times are whole ns written as us with three decimals; ts + dur in floats can miss by
+        # far less than half a ns (adjacent step slices), so compare to half a ns.
+        eps = 5e-4
         for s in sl:
-            while stack and s[0] >= stack[-1][1]:
+            while stack and s[0] >= stack[-1][1] - eps:
                 stack.pop()
-            if stack and s[1] > stack[-1][1]:
+            if stack and s[1] > stack[-1][1] + eps:
                 errs.append("pid %s tid %s: slice %s [%s, %s] overlaps %s [%s, %s] without nesting"
                             % (key[0], key[1], s[2], s[0], s[1], stack[-1][2], stack[-1][0],
                                stack[-1][1]))

@@ -7,6 +7,7 @@ Usage: test_reports.py CASE; CS_BIN names the build's bin/ folder.  Cases:
   html_synthetic       synthetic runs, clean and broken, in Chromium
   perfetto_example     cs_train under `commscope run` (blocking and --overlap), 4 ranks
   html_example         cs_train's report.html from `commscope run` in Chromium, plus a screenshot
+  html_train2d         cs_train2d (TP x DP): steps, gradient sync, groups, the step timeline
 Exit 0 pass, 1 fail, 77 skip (no Chromium / no mpirun).
 """
 import html as htmlmod
@@ -120,9 +121,53 @@ def case_perfetto_synthetic(tmp):
     late = [e for e in xs if e["ts"] + e["dur"] < start + 500]
     check(not late, "slices ending before the window: %s" % late[:2])
 
+    # Collectives on one track per communicator, named after it; other calls on thread tracks.
+    must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out])
+    full = json.load(open(out))["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in full if e.get("name") == "thread_name"}
+    for e in full:
+        if e["ph"] == "X" and e.get("cat") == "collective":
+            check(names.get((e["pid"], e["tid"]), "").startswith("collectives on %s" %
+                                                                   e["args"]["comm"]),
+                  "collective on its communicator's track: %s" % e)
+        elif e["ph"] == "X" and e.get("cat") in ("p2p", "completion"):
+            check(names.get((e["pid"], e["tid"]), "").startswith("thread "),
+                  "point-to-point on a thread track: %s" % e)
+    # One step slice per rank and step of the report.
+    steps = [e for e in full if e["ph"] == "X" and e.get("cat") == "step"]
+    check(len(steps) == rep["steps"]["count"] * len(rep["ranks"]),
+          "%d step slices for %d steps x %d ranks" % (len(steps), rep["steps"]["count"],
+                                                     len(rep["ranks"])))
+
+    # Steps 2..3: exactly the calls that lie in those steps' slices of the whole export.
+    must([COMMSCOPE, "analyze", d, "-q", "--perfetto", out, "--perfetto-steps", "2:3"])
+    errs, st = perfetto_check.validate(out)
+    check(not errs, "step-limited trace valid: %s" % errs[:3])
+    part = json.load(open(out))["traceEvents"]
+    span = {}
+    for e in steps:
+        if e["args"]["step"] in (2, 3):
+            lo, hi = span.get(e["pid"], (e["ts"], e["ts"] + e["dur"]))
+            span[e["pid"]] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
+
+    def calls(evs, keep):
+        return sorted((e["pid"], e["name"], e["ts"]) for e in evs if e["ph"] == "X" and
+                      e.get("cat") != "step" and keep(e))
+    want = calls(full, lambda e: e["pid"] in span and span[e["pid"]][0] <= e["ts"] <
+                 span[e["pid"]][1])
+    got = calls(part, lambda e: True)
+    check(want and got == want, "steps 2:3 keep the calls inside them: %d vs %d" % (len(got),
+                                                                                  len(want)))
+    check(sorted(e["name"] for e in part if e.get("cat") == "step") ==
+          ["step 2"] * len(rep["ranks"]) + ["step 3"] * len(rep["ranks"]), "step slices 2 and 3")
+    p = run([COMMSCOPE, "analyze", d, "-q", "--perfetto", out, "--perfetto-steps", "1000:"])
+    check(p.returncode == 1 and "has steps 0 to" in p.stderr,
+          "a step range past the end says so: %d %r" % (p.returncode, p.stderr))
+
     # Usage errors.
     for bad in (["--perfetto-window", "5:1"], ["--perfetto-ranks", "x"],
-                ["--perfetto-window", "1:2"], ["--perfetto-steps", "1:3"]):
+                ["--perfetto-window", "1:2"], ["--perfetto-steps", "3:1"],
+                ["--perfetto-steps", "x:2"], ["--perfetto-steps", "-1:2"]):
         args = [COMMSCOPE, "analyze", d, "-q"] + (["--perfetto", out] if bad[0] != "--perfetto-window"
                                                   or bad[1] != "1:2" else []) + bad
         p = run(args)
@@ -229,9 +274,17 @@ def case_html_synthetic(tmp):
     d = synthetic(tmp, "four")
     h, js = os.path.join(tmp, "four.html"), os.path.join(tmp, "four.json")
     must([COMMSCOPE, "analyze", d, "-q", "--json", js, "--html", h])
-    text = check_html(exe, h, json.load(open(js)))
+    rep = json.load(open(js))
+    text = check_html(exe, h, rep)
     check("Bytes sent from the row" in text, "point-to-point matrix drawn")
-    check("Not available in this report" in text, "missing analyses say so")
+    # The what-if section shows the replay's step times (6 decimals) and its note, if any.
+    wi = rep["whatif"]
+    if wi["note"]:
+        check(htmlmod.escape(wi["note"], quote=False) in text, "what-if note shown: %r" % wi["note"])
+    for k in ("measured_step_s", "no_straggler_step_s", "full_overlap_step_s"):
+        if check(wi[k] is not None, "what-if %s computed" % k):
+            check("<td>%.6f</td>" % wi[k] in text, "what-if %s %.6f shown" % (k, wi[k]))
+    check("%d steps" % rep["steps"]["count"] in text, "step count shown")
 
     d = synthetic(tmp, "broken")
     h, js = os.path.join(tmp, "broken.html"), os.path.join(tmp, "broken.json")
@@ -287,6 +340,76 @@ def case_html_example(tmp):
     h = os.path.join(d, "report.html")
     check(os.path.exists(h), "commscope run wrote report.html")
     check_html(exe, h, rep, shot=os.path.join(tmp, "shot.png"))
+    return 0
+
+
+def case_html_train2d(tmp):
+    """cs_train2d (TP x DP, slow rank 3) under `commscope run`: the step sections of report.html
+    against report.json and against what the program printed about its own groups."""
+    exe = chromium()
+    if not exe:
+        print("SKIP: chromium not installed (Debian package chromium)")
+        return 77
+    if not shutil.which("mpirun"):
+        print("SKIP: no mpirun")
+        return 77
+    d = os.path.join(tmp, "train2d")
+    n = 8
+    p = must([COMMSCOPE, "run", "-o", d, "--quiet", "--"] + MPIRUN +
+             ["-np", "4", os.path.join(BIN, "cs_train2d"), "--steps", str(n), "--steps-marker",
+              "--slow-rank", "3", "--slow-factor", "20"])
+    rep = json.load(open(os.path.join(d, "report.json")))
+    h = os.path.join(d, "report.html")
+    text = check_html(exe, h, rep)
+    dom = open(h).read()
+    s = rep["steps"]
+    check(s["count"] == n, "steps found: %r of %d" % (s["count"], n))
+    m = re.search(r'<b id="stepcount">(\d+) steps</b>', dom)
+    check(m and int(m.group(1)) == s["count"], "step count in the page: %s" % (m and m.group(0)))
+    rows = re.findall(r"<tr><td>(\d+)</td><td>(yes|no)</td><td>([\d.]+)</td>",
+                      dom[dom.find('id="steplist"'):])
+    check([(int(k), t == "yes") for k, t, _ in rows] ==
+          [(x["index"], x["timed"]) for x in s["per_step"]], "one row per step: %r" % rows)
+    for (k, _, ts), x in zip(rows, s["per_step"]):
+        check(abs(float(ts) - x["time_s"]) <= 5e-7 + 1e-12, "step %s time %s vs %r" % (k, ts,
+                                                                                     x["time_s"]))
+    # Gradient-sync share: the number, and the verdict sentence in step terms.
+    g = rep["gradient_sync"]["share"]
+    m = re.search(r'<b id="gradshare">([\d.]+)</b>', dom)
+    check(g is not None and m and abs(float(m.group(1)) - g) <= 5e-5 + 1e-12,
+          "gradient-sync share shown %s, report.json %r" % (m and m.group(1), g))
+    if g is not None:
+        want = "communication calls for %.1f %% of each step" % (100 * g)
+        check(want in text, "verdict states the gradient-sync share: %r" % want)
+    # Group roles: the page's table agrees with report.json, and with the program's own groups.
+    shown = dict(re.findall(r'<tr><td>([\w-]+)</td><td class="role">(\w+)</td>', dom))
+    check(shown == {x["comm"]: x["role"] for x in rep["groups"]},
+          "group roles in the page %r vs report.json" % shown)
+    truth = {}
+    for m in re.finditer(r"^cs_train2d: group (\w+) ranks=(\S+)", p.stdout, re.M):
+        truth[tuple(int(x) for x in m.group(2).split(","))] = m.group(1)
+    check(len(truth) == 4, "the program printed its four groups: %r" % truth)
+    for x in rep["groups"]:
+        if tuple(x["ranks"]) in truth:
+            check(x["role"] == truth[tuple(x["ranks"])], "group %r role %r, program %r" %
+                  (x["ranks"], x["role"], truth[tuple(x["ranks"])]))
+    # The representative step: the median timed one, every rank a row, and the mean of the
+    # rows' step durations is that step's time in report.json.
+    timed = sorted((x["time_s"], x["index"]) for x in s["per_step"] if x["timed"])
+    k = timed[(len(timed) - 1) // 2][1]
+    check(("Step %d, the median of the timed steps" % k) in text, "timeline of step %d" % k)
+    durs = [float(x) for x in re.findall(r"<title>rank \d+: step ([\d.]+) s, in calls", dom)]
+    check(len(durs) == len(rep["ranks"]), "one timeline row per rank: %d" % len(durs))
+    if durs:
+        mean = sum(durs) / len(durs)
+        check(abs(mean - s["per_step"][k]["time_s"]) <= 2e-6,
+              "timeline step %.6f vs report.json %.6f" % (mean, s["per_step"][k]["time_s"]))
+    # The wait map is by step, and the straggler sentence is in step time.
+    check("%d steps, one row per rank" % n in text, "wait heat map by step")
+    st = rep["stragglers"]
+    check(st and st[0]["rank"] == 3, "rank 3 is the straggler: %r" % st[:1])
+    check(re.search(r"Rank 3 on \S+ arrives last at .* the other ranks wait [\d.]+ % of each "
+                    r"step for it", text), "verdict in step time names rank 3")
     return 0
 
 
