@@ -23,6 +23,9 @@
 
 struct cs__steps;
 struct cs_report_steps;
+struct cs__gpu;
+struct cs_report_gpu;
+struct cs_report_kineto;
 
 /* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
 
@@ -163,6 +166,9 @@ struct cs__rank {
     int64_t wait_ns;
     uint64_t late_arrivals;
     int64_t others_waited_ns;
+    /* GPU timeline (gpu.c), summed over the rank's GPUs; gpu is 0 when it had no GPU records */
+    int gpu;
+    uint64_t gpu_comm_ns, gpu_ovl_ns, gpu_compute_ns;
 };
 
 /* Per (op, communicator) totals (metrics.c). */
@@ -231,6 +237,8 @@ struct cs__run {
     struct cs__perfetto *perfetto;                 /* the export sink while streaming */
     FILE *progress_out;      /* when set, progress lines go here (a terminal) */
     struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
+    struct cs__gpu *gpu;     /* the GPU timeline's state (gpu.c), NULL until a GPU record */
+    char source[16];         /* trace.source: "commscope" ("" reads so) or "kineto" */
 };
 
 /* Record a problem (printf-style).  The run owns the copy. */
@@ -282,6 +290,9 @@ struct cs_report_rank {
     uint64_t calls, bytes;
     int partial;
     double offset_init_s, offset_final_s, drift_ppm, rtt_s;
+    /* GPU timeline (NaN on ranks without GPU records): union of communication kernels, the part
+     * of it covered by compute kernels, comm - overlapped, and overlapped / comm */
+    double gpu_comm_s, gpu_overlapped_s, exposed_comm_s, overlap_ratio;
 };
 struct cs_report_op {
     char op[40];
@@ -320,6 +331,9 @@ struct cs_report {
     size_t nproblems;
     struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
     struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
+    struct cs_report_gpu *gpu;     /* GPU timeline per GPU and communicator (gpu.h); owned */
+    char source[16];               /* trace.source */
+    struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */

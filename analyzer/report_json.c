@@ -3,7 +3,9 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "gpu.h"
 #include "internal.h"
+#include "kineto.h"
 #include "steps.h"
 
 /* A minimal streaming JSON writer: commas and indentation from a stack of "first" flags. */
@@ -143,6 +145,10 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         jw_u64(&w, "calls", r->calls);
         jw_u64(&w, "bytes", r->bytes);
         jw_bool(&w, "partial", r->partial);
+        jw_num(&w, "overlap_ratio", r->overlap_ratio);
+        jw_num(&w, "exposed_comm_s", r->exposed_comm_s);
+        jw_num(&w, "gpu_comm_s", r->gpu_comm_s);
+        jw_num(&w, "gpu_overlapped_s", r->gpu_overlapped_s);
         jw_close(&w, '}');
     }
     jw_close(&w, ']');
@@ -213,7 +219,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     jw_close(&w, '}');
 
     jw_open(&w, "trace", '{');
-    jw_str(&w, "source", "commscope");
+    jw_str(&w, "source", rep->source[0] ? rep->source : "commscope");
     jw_int(&w, "ranks_expected", rep->ranks_expected);
     jw_int(&w, "ranks_found", rep->ranks_found);
     jw_open(&w, "missing_ranks", '[');
@@ -258,6 +264,8 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     }
 
     cs__report_steps_json(rep, out);
+    cs__report_gpu_json(rep, out);
+    cs__report_kineto_json(rep, out);
     jw_close(&w, '}');
     fputc('\n', out);
     return ferror(out) ? CS_EIO : 0;
