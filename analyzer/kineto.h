@@ -71,6 +71,88 @@ struct cs_report_kineto {
     char clock_note[256];
 };
 
+/* ---- one parsed trace (kineto_json.c -> kineto.c) ---- */
+
+enum { CS_KK_KERNEL, CS_KK_MEMCPY, CS_KK_MEMSET };
+enum { CS_KCLS_COMPUTE = -1, CS_KCLS_CANDIDATE = -2 }; /* else an enum cs__kcoll */
+
+struct cs__kkernel {
+    int64_t ts, dur;   /* ns (dur >= 0) */
+    uint64_t corr;     /* CUDA correlation id, 0 none */
+    uint64_t ext;      /* "External id", 0 none */
+    uint64_t bytes;    /* memcpy / memset */
+    int64_t pid, tid;
+    int32_t dev, stream;
+    int16_t cls;       /* CS_KCLS_* or enum cs__kcoll */
+    uint8_t kind;      /* CS_KK_* */
+    uint32_t coll;     /* index + 1 of the comms entry from the kernel's own args, 0 none */
+};
+
+struct cs__klaunch {
+    uint64_t corr;
+    int64_t pid, tid, ts, dur;
+};
+
+/* A record_param_comms op (or the collective metadata some PyTorch versions put on kernels). */
+struct cs__kcomm {
+    int64_t pid, tid, ts, dur;
+    uint64_t ext;
+    int cls;               /* enum cs__kcoll from "Collective name"; -1 unknown */
+    uint64_t in_n, out_n;  /* "In/Out msg nelems"; UINT64_MAX unknown */
+    int dtsize;            /* bytes per element of "dtype"; 0 unknown */
+    int root;              /* "Root rank", -1 unknown */
+    char pg[64], desc[64]; /* process group name and description ("" unknown) */
+    int32_t *ranks;        /* "Process Group Ranks" (owned), NULL unknown */
+    int nranks;
+};
+
+struct cs__kstep {
+    int64_t ts, dur;
+    int n;
+};
+
+struct cs__kflow {
+    uint64_t id;
+    int64_t pid, tid, ts;
+    char ph; /* 's' or 'f' */
+};
+
+struct cs__kpg {
+    char name[64], desc[64];
+    int32_t *ranks; /* owned */
+    int nranks;
+};
+
+struct cs__kcand {
+    char name[128];
+    uint64_t count;
+    int64_t ns;
+};
+
+#define CS__KVEC(T)                                                                                    struct {                                                                                               T *v;                                                                                              size_t n, cap;                                                                                 }
+
+struct cs__kfile {
+    const char *path;
+    int has_dist, rank, world; /* distributedInfo (rank, world -1 when absent) */
+    int64_t base_ns;           /* baseTimeNanoseconds, 0 none */
+    char nccl_version[32];
+    CS__KVEC(struct cs__kkernel) kernels;
+    CS__KVEC(struct cs__klaunch) launches;
+    CS__KVEC(struct cs__kcomm) comms;
+    CS__KVEC(struct cs__kstep) steps;
+    CS__KVEC(struct cs__kflow) flows;
+    CS__KVEC(struct cs__kpg) pgs;
+    CS__KVEC(struct cs__kcand) cands;
+    uint64_t events, negative;
+    char first_negative[160]; /* "event 17 (name)" */
+    int64_t t_min, t_max;     /* over all complete events, ns (t_min > t_max: none) */
+};
+
+/* Parse the Kineto trace at path (gzip or plain JSON) into f (free with cs__kfile_free).
+ * Returns 0, or CS_EIO / CS_EFORMAT / CS_ETRUNC / CS_ENOMEM with a sentence naming the file. */
+int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t errlen);
+void cs__kfile_free(struct cs__kfile *f);
+
 /* Convert the Kineto traces `paths` (files, or directories whose *.json / *.json.gz files are
  * read) and analyse them like a run directory.  Returns 0 (rep filled, problems in it), or a
  * negative CS_E* code with a sentence naming the file in err when nothing could be analysed. */
