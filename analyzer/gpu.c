@@ -241,9 +241,15 @@ static void nccl_member(struct cs__run *run, struct cs__gpu *g, int rank, const 
     cs__map_del(&g->launches, (uint64_t)rank, ev->request);
     g->last[rank] = (struct lastl){.req = ev->request, .comm = L->comm, .op = L->op};
     if (cs_op_info(L->op)->kind == CS_KIND_NCOLL && L->comm == ev->comm && L->seq == ev->seq) {
-        struct cs_event m = {.t_begin = ev->t_begin, .t_end = ev->t_end, .comm = L->comm,
-                             .bytes = L->bytes, .bytes_recv = L->bytes_recv, .seq = L->seq,
-                             .peer = L->peer, .op = L->op, .flags = L->flags & CS_EV_ROOT};
+        struct cs_event m = {.t_begin = ev->t_begin,
+                             .t_end = ev->t_end,
+                             .comm = L->comm,
+                             .bytes = L->bytes,
+                             .bytes_recv = L->bytes_recv,
+                             .seq = L->seq,
+                             .peer = L->peer,
+                             .op = L->op,
+                             .flags = L->flags & CS_EV_ROOT};
         size_t row = cs__row_get(run, L->op, L->comm);
         g->instances++;
         cs__match_event(run, rank, &m, CS_KIND_COLL, row, tb, te);
@@ -273,8 +279,13 @@ void cs__gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, enu
             cs__map_del(&g->launches, (uint64_t)rank, ev->request);
             return;
         }
-        *L = (struct launch){.comm = ev->comm, .bytes = ev->bytes, .bytes_recv = ev->bytes_recv,
-                             .seq = ev->seq, .peer = ev->peer, .op = ev->op, .flags = ev->flags};
+        *L = (struct launch){.comm = ev->comm,
+                             .bytes = ev->bytes,
+                             .bytes_recv = ev->bytes_recv,
+                             .seq = ev->seq,
+                             .peer = ev->peer,
+                             .op = ev->op,
+                             .flags = ev->flags};
         *v = (uint64_t)(uintptr_t)L;
         return;
     }

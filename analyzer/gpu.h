@@ -41,9 +41,9 @@ struct cs_report_gpu {
     size_t ndevs;
     struct cs_report_gpu_comm *comms;
     size_t ncomms;
-    uint64_t nccl_instances;  /* gpu_nccl launches given to the matcher */
+    uint64_t nccl_instances;   /* gpu_nccl launches given to the matcher */
     uint64_t unmatched_launch; /* gpu_nccl records whose launching call was not seen */
-    uint64_t late_records;    /* records that came too far out of start order (clipped) */
+    uint64_t late_records;     /* records that came too far out of start order (clipped) */
     double comm_s, overlapped_s, exposed_s, overlap_ratio; /* all GPUs */
 };
 

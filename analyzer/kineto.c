@@ -43,7 +43,7 @@ struct input {
         uint32_t seq;
         int32_t size; /* members of the instance */
         int64_t end;
-    } *ends;
+    } * ends;
     size_t nends;
     int64_t t_init, t_fin; /* raw ns */
     struct cs_report_kineto_rank rr;
@@ -147,7 +147,7 @@ fail:
 struct wr {
     FILE *out;
     unsigned char blk[CS_BLOCK_SIZE];
-    uint32_t used;     /* events in blk */
+    uint32_t used; /* events in blk */
     uint64_t seq, blocks, events;
     int err;
 };
@@ -174,8 +174,7 @@ static void flush_events(struct wr *w)
 
 static void put_event(struct wr *w, const struct cs_event *e)
 {
-    memcpy(w->blk + sizeof(struct cs_block_header) + (size_t)w->used * CS_EVENT_SIZE, e,
-           sizeof *e);
+    memcpy(w->blk + sizeof(struct cs_block_header) + (size_t)w->used * CS_EVENT_SIZE, e, sizeof *e);
     w->events++;
     if (++w->used == CS_EVENTS_PER_BLOCK)
         flush_events(w);
@@ -278,8 +277,7 @@ static int comm_of(const struct cs__kfile *f, const struct cs__kcomm *c, int ran
     uint64_t h = fnv(c->pg, strlen(c->pg), 1469598103934665603ull);
     h = fnv(m, (size_t)n * sizeof *m, h);
     /* Derived-communicator ids have a non-zero high half and are never world/self. */
-    *out = (struct pgc){(h & 0x3fffffff00000000ull) | (1ull << 32) | (h & 0xffffffffull), n, my,
-                        m};
+    *out = (struct pgc){(h & 0x3fffffff00000000ull) | (1ull << 32) | (h & 0xffffffffull), n, my, m};
     return 0;
 }
 
@@ -358,8 +356,8 @@ static const struct cs__kcomm *enclosing(struct cs__kcomm **byt, size_t n,
     while (lo < hi) { /* first entry after (pid, tid, ts) */
         size_t mid = (lo + hi) / 2;
         const struct cs__kcomm *c = byt[mid];
-        if (c->pid < l->pid || (c->pid == l->pid && (c->tid < l->tid ||
-                                                     (c->tid == l->tid && c->ts <= l->ts))))
+        if (c->pid < l->pid ||
+            (c->pid == l->pid && (c->tid < l->tid || (c->tid == l->tid && c->ts <= l->ts))))
             lo = mid + 1;
         else
             hi = mid;
@@ -373,8 +371,8 @@ static const struct cs__kcomm *enclosing(struct cs__kcomm **byt, size_t n,
 }
 
 struct nk {
-    size_t k;        /* kernel index */
-    int64_t issue;   /* launch time (kernel start without one) */
+    size_t k;      /* kernel index */
+    int64_t issue; /* launch time (kernel start without one) */
     uint64_t corr;
     const struct cs__kcomm *c;
     int cls;
@@ -473,8 +471,11 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
                                                     : CS_OP_GPU_MEMSET;
             ev[ne++] = (struct cs_event){.t_begin = (uint64_t)k->ts,
                                          .t_end = (uint64_t)(k->ts + k->dur),
-                                         .bytes = k->bytes, .seq = (uint32_t)k->stream,
-                                         .peer = -1, .op = op, .aux = k->dev};
+                                         .bytes = k->bytes,
+                                         .seq = (uint32_t)k->stream,
+                                         .peer = -1,
+                                         .op = op,
+                                         .aux = k->dev};
             continue;
         }
         rr->nccl_kernels++;
@@ -499,8 +500,8 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
          * point-to-point) and names what a Generic kernel did. */
         if (x.c && x.c->cls >= 0 && x.c->cls != CS_KC_OTHER &&
             (x.cls == CS_KC_OTHER ||
-             (x.cls == CS_KC_SENDRECV && (x.c->cls == CS_KC_ALLTOALL || x.c->cls == CS_KC_SEND ||
-                                          x.c->cls == CS_KC_RECV))))
+             (x.cls == CS_KC_SENDRECV &&
+              (x.c->cls == CS_KC_ALLTOALL || x.c->cls == CS_KC_SEND || x.c->cls == CS_KC_RECV))))
             x.cls = x.c->cls;
         if (x.c && x.c->dtsize && x.c->in_n != UINT64_MAX)
             rr->with_bytes++;
@@ -546,24 +547,37 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
             int32_t root = -1;
             if (c && c->root >= 0 && c->root < in->world)
                 root = c->root;
-            ev[ne++] = (struct cs_event){
-                .t_begin = (uint64_t)x->issue, .t_end = (uint64_t)x->issue,
-                .comm = comm, .seq = seq, .request = req, .peer = root, .op = op,
-                .flags = root == in->rank ? CS_EV_ROOT : 0,
-                .bytes = c && c->in_n != UINT64_MAX ? c->in_n * sz : 0,
-                .bytes_recv = c && c->out_n != UINT64_MAX ? c->out_n * sz : 0};
+            ev[ne++] =
+                (struct cs_event){.t_begin = (uint64_t)x->issue,
+                                  .t_end = (uint64_t)x->issue,
+                                  .comm = comm,
+                                  .seq = seq,
+                                  .request = req,
+                                  .peer = root,
+                                  .op = op,
+                                  .flags = root == in->rank ? CS_EV_ROOT : 0,
+                                  .bytes = c && c->in_n != UINT64_MAX ? c->in_n * sz : 0,
+                                  .bytes_recv = c && c->out_n != UINT64_MAX ? c->out_n * sz : 0};
             if (cs_op_info(op)->kind == CS_KIND_NCOLL)
                 in->ends[in->nends++] = (struct aend){comm, seq, x->pg.size, k->ts + k->dur};
         }
         ev[ne++] = (struct cs_event){.t_begin = (uint64_t)k->ts,
-                                     .t_end = (uint64_t)(k->ts + k->dur), .comm = comm,
-                                     .seq = seq, .request = req, .bytes_recv = 1, .peer = -1,
-                                     .op = CS_OP_GPU_NCCL, .aux = k->dev};
+                                     .t_end = (uint64_t)(k->ts + k->dur),
+                                     .comm = comm,
+                                     .seq = seq,
+                                     .request = req,
+                                     .bytes_recv = 1,
+                                     .peer = -1,
+                                     .op = CS_OP_GPU_NCCL,
+                                     .aux = k->dev};
     }
     for (size_t i = 0; i < f->steps.n; i++) {
         const struct cs__kstep *s = &f->steps.v[i];
-        ev[ne++] = (struct cs_event){.t_begin = (uint64_t)s->ts, .t_end = (uint64_t)s->ts,
-                                     .peer = -1, .op = CS_OP_PCONTROL, .aux = 1};
+        ev[ne++] = (struct cs_event){.t_begin = (uint64_t)s->ts,
+                                     .t_end = (uint64_t)s->ts,
+                                     .peer = -1,
+                                     .op = CS_OP_PCONTROL,
+                                     .aux = 1};
         if (rr->first_step < 0 || s->n < rr->first_step)
             rr->first_step = s->n;
     }
@@ -575,20 +589,27 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
         if (f->steps.v[i].ts + f->steps.v[i].dur > last_end)
             last_end = f->steps.v[i].ts + f->steps.v[i].dur;
     if (f->steps.n)
-        ev[ne++] = (struct cs_event){.t_begin = (uint64_t)last_end, .t_end = (uint64_t)last_end,
-                                     .peer = -1, .op = CS_OP_PCONTROL, .aux = 1};
+        ev[ne++] = (struct cs_event){.t_begin = (uint64_t)last_end,
+                                     .t_end = (uint64_t)last_end,
+                                     .peer = -1,
+                                     .op = CS_OP_PCONTROL,
+                                     .aux = 1};
     qsort(ev, ne, sizeof *ev, ev_cmp);
     if (no_comm && nbyt)
-        note(ns, "%s: %" PRIu64 " of %" PRIu64 " NCCL kernels have no record_param_comms "
-             "launching them; their process group is taken as the world", name, no_comm,
-             rr->nccl_kernels);
+        note(ns,
+             "%s: %" PRIu64 " of %" PRIu64 " NCCL kernels have no record_param_comms "
+             "launching them; their process group is taken as the world",
+             name, no_comm, rr->nccl_kernels);
     if (unknown_pg)
-        note(ns, "%s: %" PRIu64 " NCCL kernels belong to process groups without a member list "
-             "(no pg_config); they are matched as the world group", name, unknown_pg);
+        note(ns,
+             "%s: %" PRIu64 " NCCL kernels belong to process groups without a member list "
+             "(no pg_config); they are matched as the world group",
+             name, unknown_pg);
     if (not_member)
-        note(ns, "%s: %" PRIu64 " NCCL kernels name a process group that does not contain rank "
-             "%d; they count as communication time but are not matched", name, not_member,
-             in->rank);
+        note(ns,
+             "%s: %" PRIu64 " NCCL kernels name a process group that does not contain rank "
+             "%d; they count as communication time but are not matched",
+             name, not_member, in->rank);
     if (f->negative)
         note(ns, "%s: %" PRIu64 " events with a negative duration skipped (first: %s)", name,
              f->negative, f->first_negative);
@@ -629,8 +650,10 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     for (size_t i = 0; i < npgs; i++)
         if (pgs[i].id != CS_COMM_WORLD_ID &&
             put_comm(w, pgs[i].id, pgs[i].size, pgs[i].my, pgs[i].members))
-            note(ns, "%s: process group of %d ranks too large for one record; its collectives "
-                 "are not matched", name, pgs[i].size);
+            note(ns,
+                 "%s: process group of %d ranks too large for one record; its collectives "
+                 "are not matched",
+                 name, pgs[i].size);
     for (size_t i = 0; i < ne; i++)
         put_event(w, &ev[i]);
     flush_events(w);
@@ -688,8 +711,8 @@ static int i64_cmp(const void *a, const void *b)
 
 /* Offsets (ns, added to each input's times) and uncertainties; known[i] = 1 when estimated
  * (the reference is known by definition). */
-static void align(struct input *ins, int n, int64_t *off, double *unc, uint64_t *used,
-                  int *known, double *residual)
+static void align(struct input *ins, int n, int64_t *off, double *unc, uint64_t *used, int *known,
+                  double *residual)
 {
     size_t nt = 0;
     for (int i = 0; i < n; i++)
@@ -706,7 +729,7 @@ static void align(struct input *ins, int n, int64_t *off, double *unc, uint64_t 
     for (int i = 0; i < n; i++)
         for (size_t k = 0; ins[i].ok && k < ins[i].nends; k++)
             t[nt++] = (struct tup){ins[i].ends[k].comm, ins[i].ends[k].seq, ins[i].ends[k].size, i,
-                                  ins[i].ends[k].end};
+                                   ins[i].ends[k].end};
     qsort(t, nt, sizeof *t, tup_cmp);
     int ref = -1;
     for (int i = 0; i < n && ref < 0; i++)
@@ -833,9 +856,11 @@ static int patch_clock(const char *dir, const struct input *in, int64_t off, dou
     struct cs_file_header h;
     int rc = -1;
     if (fread(&h, 1, sizeof h, f) == sizeof h) {
-        h.clock[0] = (struct cs_clock_sample){.local_ns = h.t_init, .offset_ns = off,
+        h.clock[0] = (struct cs_clock_sample){.local_ns = h.t_init,
+                                              .offset_ns = off,
                                               .rtt_ns = (uint64_t)(2 * unc + 0.5),
-                                              .rounds = (uint32_t)used, .valid = 1};
+                                              .rounds = (uint32_t)used,
+                                              .valid = 1};
         rc = write_header(f, &h);
     }
     if (fclose(f) != 0)
@@ -859,8 +884,7 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/commscope-kineto-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (!ins || !mkdtemp(dir)) {
-        snprintf(err, errlen, "cannot create a temporary directory %s: %s", dir,
-                 strerror(errno));
+        snprintf(err, errlen, "cannot create a temporary directory %s: %s", dir, strerror(errno));
         for (int i = 0; i < n; i++)
             free(files[i]);
         free(files);
@@ -906,19 +930,25 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
         struct cs__kfile *f = &in->f;
         int dist = (f->has_dist & 3) == 3 && f->rank >= 0 && f->world > 0 && f->rank < f->world;
         if (dist && f->world != world) {
-            note(&ns, "%s: world size %d differs from %d of the other traces (a different run?); "
-                 "file skipped", in->file, f->world, world);
+            note(&ns,
+                 "%s: world size %d differs from %d of the other traces (a different run?); "
+                 "file skipped",
+                 in->file, f->world, world);
             in->ok = 0;
         } else if (dist) {
             in->rank = f->rank;
         } else {
             in->rank = with_dist ? -1 : next++;
             if (with_dist)
-                note(&ns, "%s: no distributedInfo (rank, world_size) while the other traces have "
-                     "it; file skipped", in->file);
+                note(&ns,
+                     "%s: no distributedInfo (rank, world_size) while the other traces have "
+                     "it; file skipped",
+                     in->file);
             else
-                note(&ns, "%s: no distributedInfo (rank, world_size): taken as rank %d by file "
-                     "order", in->file, in->rank);
+                note(&ns,
+                     "%s: no distributedInfo (rank, world_size): taken as rank %d by file "
+                     "order",
+                     in->file, in->rank);
             in->ok = with_dist ? 0 : 1;
         }
         for (int j = 0; j < i && in->ok; j++)
@@ -942,8 +972,10 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
         if (ref_t == INT64_MIN) {
             ref_t = t;
         } else if (llabs(t - ref_t) > 3600ll * 1000000000ll) {
-            note(&ns, "%s: starts %.0f s away from the first trace: not the same run; file "
-                 "skipped", in->file, (double)llabs(t - ref_t) / 1e9);
+            note(&ns,
+                 "%s: starts %.0f s away from the first trace: not the same run; file "
+                 "skipped",
+                 in->file, (double)llabs(t - ref_t) / 1e9);
             in->ok = 0;
             cs__kfile_free(&in->f);
         }
@@ -974,8 +1006,10 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
             r = e;
         }
         if (nmiss)
-            note(&ns, "%d of %d ranks have no usable trace among the inputs (ranks %s): their "
-                 "collectives are incomplete", nmiss, world, miss);
+            note(&ns,
+                 "%d of %d ranks have no usable trace among the inputs (ranks %s): their "
+                 "collectives are incomplete",
+                 nmiss, world, miss);
     }
     /* Pass 2: convert */
     nok = 0;
@@ -1036,8 +1070,10 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
         in->rr.uncertainty_s = known[i] && used[i] ? unc[i] / 1e9 : known[i] ? 0 : NAN;
         in->rr.aligned_on = used[i];
         if (!known[i])
-            note(&ns, "%s: rank %d shares no collective instance that all its members' traces "
-                 "hold; its clock is not corrected", in->file, in->rank);
+            note(&ns,
+                 "%s: rank %d shares no collective instance that all its members' traces "
+                 "hold; its clock is not corrected",
+                 in->file, in->rank);
         if (fabs(in->rr.offset_s) > K->max_correction_s)
             K->max_correction_s = fabs(in->rr.offset_s);
         if (isfinite(in->rr.uncertainty_s) && in->rr.uncertainty_s > K->max_uncertainty_s)
@@ -1067,8 +1103,9 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
              "Kineto times are each host's wall clock; corrections from the end times of "
              "collective instances (median over instances, uncertainty = half their spread)");
     if (!nok) {
-        snprintf(err, errlen, "no usable Kineto trace among the inputs%s%s",
-                 ns.n ? ": " : "", ns.n ? ns.v[0] : "");
+        size_t len = (size_t)snprintf(err, errlen, "no usable Kineto trace among the inputs");
+        for (size_t i = 0; i < ns.n && len < errlen; i++)
+            len += (size_t)snprintf(err + len, errlen - len, "\n  %s", ns.v[i]);
         rc = CS_EFORMAT;
         goto done;
     }

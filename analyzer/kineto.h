@@ -48,12 +48,12 @@ struct cs_report_kineto_rank {
     int rank;
     char file[256];
     uint64_t kernels, nccl_kernels, by_class[CS_KC_N], memcpys, memsets, candidates;
-    uint64_t with_bytes;     /* NCCL kernels whose launching record_param_comms gave sizes */
-    int steps;               /* ProfilerStep annotations */
-    int first_step;          /* N of the first ProfilerStep#N, -1 none */
-    double offset_s;         /* clock correction added to this rank's times */
-    double uncertainty_s;    /* its uncertainty (NaN: not estimated) */
-    uint64_t aligned_on;     /* collective instances the correction was estimated from */
+    uint64_t with_bytes;  /* NCCL kernels whose launching record_param_comms gave sizes */
+    int steps;            /* ProfilerStep annotations */
+    int first_step;       /* N of the first ProfilerStep#N, -1 none */
+    double offset_s;      /* clock correction added to this rank's times */
+    double uncertainty_s; /* its uncertainty (NaN: not estimated) */
+    uint64_t aligned_on;  /* collective instances the correction was estimated from */
 };
 
 struct cs_report_kineto_candidate {
@@ -77,15 +77,15 @@ enum { CS_KK_KERNEL, CS_KK_MEMCPY, CS_KK_MEMSET };
 enum { CS_KCLS_COMPUTE = -1, CS_KCLS_CANDIDATE = -2 }; /* else an enum cs__kcoll */
 
 struct cs__kkernel {
-    int64_t ts, dur;   /* ns (dur >= 0) */
-    uint64_t corr;     /* CUDA correlation id, 0 none */
-    uint64_t ext;      /* "External id", 0 none */
-    uint64_t bytes;    /* memcpy / memset */
+    int64_t ts, dur; /* ns (dur >= 0) */
+    uint64_t corr;   /* CUDA correlation id, 0 none */
+    uint64_t ext;    /* "External id", 0 none */
+    uint64_t bytes;  /* memcpy / memset */
     int64_t pid, tid;
     int32_t dev, stream;
-    int16_t cls;       /* CS_KCLS_* or enum cs__kcoll */
-    uint8_t kind;      /* CS_KK_* */
-    uint32_t coll;     /* index + 1 of the comms entry from the kernel's own args, 0 none */
+    int16_t cls;   /* CS_KCLS_* or enum cs__kcoll */
+    uint8_t kind;  /* CS_KK_* */
+    uint32_t coll; /* index + 1 of the comms entry from the kernel's own args, 0 none */
 };
 
 struct cs__klaunch {
@@ -129,7 +129,11 @@ struct cs__kcand {
     int64_t ns;
 };
 
-#define CS__KVEC(T)                                                                                    struct {                                                                                               T *v;                                                                                              size_t n, cap;                                                                                 }
+#define CS__KVEC(T)                                                                                \
+    struct {                                                                                       \
+        T *v;                                                                                      \
+        size_t n, cap;                                                                             \
+    }
 
 struct cs__kfile {
     const char *path;

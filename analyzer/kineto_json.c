@@ -49,8 +49,7 @@ struct ctx {
 };
 
 #define PUSH(vec, item)                                                                            \
-    (((vec).n == (vec).cap &&                                                                      \
-      !grow((void **)&(vec).v, &(vec).cap, sizeof *(vec).v))                                      \
+    (((vec).n == (vec).cap && !grow((void **)&(vec).v, &(vec).cap, sizeof *(vec).v))               \
          ? -1                                                                                      \
          : ((vec).v[(vec).n++] = (item), 0))
 
@@ -182,11 +181,12 @@ static int dtype_size(const char *s, size_t n)
     static const struct {
         const char *name;
         int size;
-    } t[] = {{"Float", 4},     {"float", 4},       {"Float32", 4}, {"Half", 2},     {"BFloat16", 2},
-             {"Double", 8},    {"Float64", 8},     {"Int", 4},     {"Int32", 4},    {"Long", 8},
-             {"Int64", 8},     {"Short", 2},       {"Int16", 2},   {"Byte", 1},     {"Char", 1},
-             {"Int8", 1},      {"UInt8", 1},       {"Bool", 1},    {"Float8_e4m3fn", 1},
-             {"Float8_e5m2", 1}, {"ComplexFloat", 8}, {"ComplexDouble", 16}};
+    } t[] = {{"Float", 4},        {"float", 4},         {"Float32", 4},       {"Half", 2},
+             {"BFloat16", 2},     {"Double", 8},        {"Float64", 8},       {"Int", 4},
+             {"Int32", 4},        {"Long", 8},          {"Int64", 8},         {"Short", 2},
+             {"Int16", 2},        {"Byte", 1},          {"Char", 1},          {"Int8", 1},
+             {"UInt8", 1},        {"Bool", 1},          {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1},
+             {"ComplexFloat", 8}, {"ComplexDouble", 16}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strlen(t[i].name) == n && memcmp(t[i].name, s, n) == 0)
             return t[i].size;
@@ -223,8 +223,9 @@ static void event_scalar(struct ctx *x, const char *k, const char *s, size_t n, 
             copy_str(e->name, sizeof e->name, (const unsigned char *)s, n);
         } else if (!strcmp(k, "pid") || !strcmp(k, "tid")) {
             uint64_t v;
-            int64_t h = (!is_str && parse_u64(s, n, &v) == 0) ? (int64_t)v
-                                                              : hash_str((const unsigned char *)s, n);
+            int64_t h = (!is_str && parse_u64(s, n, &v) == 0)
+                            ? (int64_t)v
+                            : hash_str((const unsigned char *)s, n);
             if (k[0] == 'p')
                 e->pid = h;
             else
@@ -372,8 +373,7 @@ static int open_container(struct ctx *x, char t)
         int32_t *keep = x->e.ranks.v;
         size_t cap = x->e.ranks.cap;
         x->e = (struct cur){.dev = -1, .stream = -1};
-        x->e.c = (struct cs__kcomm){.cls = -1, .in_n = UINT64_MAX, .out_n = UINT64_MAX,
-                                    .root = -1};
+        x->e.c = (struct cs__kcomm){.cls = -1, .in_n = UINT64_MAX, .out_n = UINT64_MAX, .root = -1};
         x->e.ranks.v = keep;
         x->e.ranks.cap = cap;
     }
@@ -430,11 +430,17 @@ static void event_done(struct ctx *x)
                    : !strcmp(e->cat, "gpu_memset") ? CS_KK_MEMSET
                                                    : -1;
         if (kind >= 0) {
-            struct cs__kkernel k = {.ts = e->ts, .dur = dur, .corr = e->corr, .ext = e->ext,
-                                    .bytes = e->bytes, .pid = e->pid, .tid = e->tid,
+            struct cs__kkernel k = {.ts = e->ts,
+                                    .dur = dur,
+                                    .corr = e->corr,
+                                    .ext = e->ext,
+                                    .bytes = e->bytes,
+                                    .pid = e->pid,
+                                    .tid = e->tid,
                                     .dev = e->dev >= 0 ? e->dev : (int32_t)e->pid,
                                     .stream = e->stream >= 0 ? e->stream : (int32_t)e->tid,
-                                    .kind = (uint8_t)kind, .cls = CS_KCLS_COMPUTE};
+                                    .kind = (uint8_t)kind,
+                                    .cls = CS_KCLS_COMPUTE};
             if (kind == CS_KK_KERNEL) {
                 int cls = cs__kineto_nccl_class(e->name);
                 if (cls >= 0) {
@@ -470,10 +476,10 @@ static void event_done(struct ctx *x)
             }
             if (PUSH(f->kernels, k))
                 x->oom = 1;
-        } else if ((!strcmp(e->cat, "cuda_runtime") || !strcmp(e->cat, "cuda_driver")) &&
-                   e->corr && is_launch(e->name)) {
-            struct cs__klaunch l = {.corr = e->corr, .pid = e->pid, .tid = e->tid, .ts = e->ts,
-                                    .dur = dur};
+        } else if ((!strcmp(e->cat, "cuda_runtime") || !strcmp(e->cat, "cuda_driver")) && e->corr &&
+                   is_launch(e->name)) {
+            struct cs__klaunch l = {
+                .corr = e->corr, .pid = e->pid, .tid = e->tid, .ts = e->ts, .dur = dur};
             if (PUSH(f->launches, l))
                 x->oom = 1;
         } else if (!strcmp(e->name, "record_param_comms")) {
@@ -496,8 +502,7 @@ static void event_done(struct ctx *x)
                 x->oom = 1;
         }
     } else if ((e->ph == 's' || e->ph == 'f') && !strcmp(e->cat, "ac2g") && e->have_ts) {
-        struct cs__kflow fl = {.id = e->id, .pid = e->pid, .tid = e->tid, .ts = e->ts,
-                               .ph = e->ph};
+        struct cs__kflow fl = {.id = e->id, .pid = e->pid, .tid = e->tid, .ts = e->ts, .ph = e->ph};
         if (PUSH(f->flows, fl))
             x->oom = 1;
     }
@@ -547,16 +552,16 @@ static const char *base(const char *p)
 
 int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t errlen)
 {
-    *f = (struct cs__kfile){.path = path, .rank = -1, .world = -1, .t_min = INT64_MAX,
-                            .t_max = INT64_MIN};
+    *f = (struct cs__kfile){
+        .path = path, .rank = -1, .world = -1, .t_min = INT64_MAX, .t_max = INT64_MIN};
     gzFile g = gzopen(path, "rb");
     if (!g) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : ENOMEM));
         return CS_EIO;
     }
     gzbuffer(g, 1 << 17);
-    static const yajl_callbacks cb = {cb_null,  cb_bool,      NULL,          NULL,
-                                      cb_number, cb_string,   cb_start_map,  cb_key,
+    static const yajl_callbacks cb = {cb_null,    cb_bool,        NULL,         NULL,
+                                      cb_number,  cb_string,      cb_start_map, cb_key,
                                       cb_end_map, cb_start_array, cb_end_array};
     struct ctx *x = calloc(1, sizeof *x);
     yajl_handle h = x ? yajl_alloc(&cb, NULL, x) : NULL;
@@ -599,12 +604,15 @@ int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t er
         yajl_free_error(h, m);
         rc = CS_EFORMAT;
     } else if (n < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
-        snprintf(err, errlen, "%s: gzip data corrupt or truncated after %" PRIu64
-                 " bytes of JSON: %s", base(path), off, zmsg ? zmsg : "read error");
+        snprintf(err, errlen,
+                 "%s: gzip data corrupt or truncated after %" PRIu64 " bytes of JSON: %s",
+                 base(path), off, zmsg ? zmsg : "read error");
         rc = CS_ETRUNC;
     } else if (yajl_complete_parse(h) != yajl_status_ok) {
-        snprintf(err, errlen, "%s: truncated JSON: the text ends at byte %" PRIu64
-                 " inside %s (after %" PRIu64 " trace events)", base(path), off,
+        snprintf(err, errlen,
+                 "%s: truncated JSON: the text ends at byte %" PRIu64 " inside %s (after %" PRIu64
+                 " trace events)",
+                 base(path), off,
                  x->events_array ? "the traceEvents array" : "the top-level object", f->events);
         rc = off ? CS_ETRUNC : CS_EEMPTY;
         if (!off)

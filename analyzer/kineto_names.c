@@ -11,18 +11,22 @@
 
 #include "kineto.h"
 
-const char *const cs__kcoll_names[CS_KC_N] = {
-    [CS_KC_ALLREDUCE] = "AllReduce", [CS_KC_ALLGATHER] = "AllGather",
-    [CS_KC_REDUCESCATTER] = "ReduceScatter", [CS_KC_BROADCAST] = "Broadcast",
-    [CS_KC_REDUCE] = "Reduce", [CS_KC_SENDRECV] = "SendRecv", [CS_KC_ALLTOALL] = "AllToAll",
-    [CS_KC_SEND] = "Send", [CS_KC_RECV] = "Recv", [CS_KC_OTHER] = "Other"};
+const char *const cs__kcoll_names[CS_KC_N] = {[CS_KC_ALLREDUCE] = "AllReduce",
+                                              [CS_KC_ALLGATHER] = "AllGather",
+                                              [CS_KC_REDUCESCATTER] = "ReduceScatter",
+                                              [CS_KC_BROADCAST] = "Broadcast",
+                                              [CS_KC_REDUCE] = "Reduce",
+                                              [CS_KC_SENDRECV] = "SendRecv",
+                                              [CS_KC_ALLTOALL] = "AllToAll",
+                                              [CS_KC_SEND] = "Send",
+                                              [CS_KC_RECV] = "Recv",
+                                              [CS_KC_OTHER] = "Other"};
 
 /* Word after the prefix, compared case-insensitively up to the next '_' or '('. */
 static int word_is(const char *p, const char *w)
 {
     size_t n = strlen(w);
-    return strncasecmp(p, w, n) == 0 && (p[n] == '_' || p[n] == '(' || p[n] == '\0' ||
-                                         p[n] == '<');
+    return strncasecmp(p, w, n) == 0 && (p[n] == '_' || p[n] == '(' || p[n] == '\0' || p[n] == '<');
 }
 
 int cs__kineto_nccl_class(const char *name)
@@ -68,9 +72,9 @@ int cs__kineto_comm_candidate(const char *name)
         return 0;
     char s[512];
     squash(name, s, sizeof s);
-    static const char *const pat[] = {"rccl",       "msccl",     "nvshmem",  "allreduce",
-                                      "allgather",  "reducescatter", "alltoall", "sendrecv",
-                                      "crossdevicereduce", "customar", "oneccl",  "gloo"};
+    static const char *const pat[] = {
+        "rccl",     "msccl",    "nvshmem",           "allreduce", "allgather", "reducescatter",
+        "alltoall", "sendrecv", "crossdevicereduce", "customar",  "oneccl",    "gloo"};
     for (size_t i = 0; i < sizeof pat / sizeof pat[0]; i++)
         if (strstr(s, pat[i]))
             return 1;
@@ -87,10 +91,14 @@ int cs__kineto_coll_class(const char *coll)
     static const struct {
         const char *w;
         int c;
-    } m[] = {{"allreduce", CS_KC_ALLREDUCE},         {"allgather", CS_KC_ALLGATHER},
-             {"reducescatter", CS_KC_REDUCESCATTER}, {"broadcast", CS_KC_BROADCAST},
-             {"alltoall", CS_KC_ALLTOALL},           {"reduce", CS_KC_REDUCE},
-             {"send", CS_KC_SEND},                   {"recv", CS_KC_RECV}};
+    } m[] = {{"allreduce", CS_KC_ALLREDUCE},
+             {"allgather", CS_KC_ALLGATHER},
+             {"reducescatter", CS_KC_REDUCESCATTER},
+             {"broadcast", CS_KC_BROADCAST},
+             {"alltoall", CS_KC_ALLTOALL},
+             {"reduce", CS_KC_REDUCE},
+             {"send", CS_KC_SEND},
+             {"recv", CS_KC_RECV}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (strstr(s, m[i].w))
             return m[i].c;

@@ -151,14 +151,15 @@ void cs__report_gpu_text(const struct cs_report *rep, FILE *out)
         return;
     char a[32], b[32];
     fprintf(out, "\n@--- GPU timeline (seconds, union of kernel intervals) %s\n",
-             "----------------");
+            "----------------");
     fprintf(out, "comm_s %.6f  overlapped_s %.6f  exposed_comm_s %.6f  overlap_ratio %s\n",
             g->comm_s, g->overlapped_s, g->exposed_s, fmt(a, sizeof a, "%.4f", g->overlap_ratio));
     fprintf(out, "%5s %6s %10s %10s %12s %12s %12s %12s %8s\n", "Rank", "Device", "Kernels",
             "NCCL_krn", "Compute", "Comm", "Overlapped", "Exposed", "Ratio");
     for (size_t i = 0; i < g->ndevs; i++) {
         const struct cs_report_gpu_dev *d = &g->devs[i];
-        fprintf(out, "%5d %6" PRId32 " %10" PRIu64 " %10" PRIu64 " %12.6f %12.6f %12.6f %12.6f %8s\n",
+        fprintf(out,
+                "%5d %6" PRId32 " %10" PRIu64 " %10" PRIu64 " %12.6f %12.6f %12.6f %12.6f %8s\n",
                 d->rank, d->device, d->kernels, d->comm_kernels, d->compute_s, d->comm_s,
                 d->overlapped_s, d->exposed_s, fmt(b, sizeof b, "%.4f", d->overlap_ratio));
     }

@@ -13,14 +13,20 @@
 #include "internal.h"
 #include "tw.h"
 
-#define US 1000ull          /* ns per microsecond */
+#define US 1000ull           /* ns per microsecond */
 #define T0 (1000000ull * US) /* the timelines start one second into the clock */
 
 static void host_nccl(struct tw *w, uint64_t t, uint32_t seq, uint64_t launch)
 {
-    struct cs_event e = {.t_begin = T0 + t * US, .t_end = T0 + t * US + 2 * US,
-                         .comm = CS_COMM_WORLD_ID, .bytes = 1000, .bytes_recv = 1000,
-                         .request = launch, .seq = seq, .peer = -1, .op = CS_OP_NCCL_ALLREDUCE,
+    struct cs_event e = {.t_begin = T0 + t * US,
+                         .t_end = T0 + t * US + 2 * US,
+                         .comm = CS_COMM_WORLD_ID,
+                         .bytes = 1000,
+                         .bytes_recv = 1000,
+                         .request = launch,
+                         .seq = seq,
+                         .peer = -1,
+                         .op = CS_OP_NCCL_ALLREDUCE,
                          .aux = 7 /* ncclFloat32 */};
     tw_event(w, 0, &e);
 }
@@ -28,10 +34,14 @@ static void host_nccl(struct tw *w, uint64_t t, uint32_t seq, uint64_t launch)
 static struct cs_event gpu(uint16_t op, uint64_t b, uint64_t e, int dev, uint32_t seq,
                            uint64_t launch)
 {
-    return (struct cs_event){.t_begin = T0 + b * US, .t_end = T0 + e * US,
+    return (struct cs_event){.t_begin = T0 + b * US,
+                             .t_end = T0 + e * US,
                              .comm = op == CS_OP_GPU_NCCL ? CS_COMM_WORLD_ID : 0,
-                             .bytes_recv = op == CS_OP_GPU_NCCL ? 1 : 0, .request = launch,
-                             .seq = op == CS_OP_GPU_NCCL ? seq : 7, .peer = -1, .op = op,
+                             .bytes_recv = op == CS_OP_GPU_NCCL ? 1 : 0,
+                             .request = launch,
+                             .seq = op == CS_OP_GPU_NCCL ? seq : 7,
+                             .peer = -1,
+                             .op = op,
                              .aux = dev};
 }
 
@@ -205,7 +215,8 @@ static void test_two_comms(const char *root)
     tw_comm(w, B, CS_OP_NCCL_COMM_INIT_RANK, 1, 0, &m0);
     /* a: [0,100), b: [50,150), compute [80,120): GPU comm union 150, overlap 40;
      * a overlapped [80,100) = 20, b overlapped [80,120) = 40. */
-    struct cs_event e[] = {gpu(CS_OP_GPU_NCCL, 0, 100, 0, 0, 0), gpu(CS_OP_GPU_NCCL, 50, 150, 0, 0, 0),
+    struct cs_event e[] = {gpu(CS_OP_GPU_NCCL, 0, 100, 0, 0, 0),
+                           gpu(CS_OP_GPU_NCCL, 50, 150, 0, 0, 0),
                            gpu(CS_OP_GPU_KERNEL, 80, 120, 0, 0, 0)};
     e[0].comm = A;
     e[1].comm = B;

@@ -44,14 +44,16 @@ static void write_rank(const char *path, int rank, long skew, int with_dist, int
         " \"traceEvents\": [\n"
         "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#4\", \"pid\": 9, "
         "\"tid\": 9, \"ts\": %ld, \"dur\": 500},\n"
-        "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": 9, \"tid\": "
+        "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": 9, "
+        "\"tid\": "
         "9, \"ts\": %ld, \"dur\": 20, \"args\": {\"External id\": 77, \"Collective name\": "
         "\"allreduce\", \"In msg nelems\": 1000, \"Out msg nelems\": 1000, \"dtype\": \"Float\", "
         "\"Process Group Name\": \"0\", \"Process Group Ranks\": \"[0, 1]\"}},\n"
         "  {\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 9, "
         "\"tid\": 9, \"ts\": %ld, \"dur\": 5, \"args\": {\"correlation\": 555}},\n"
         "  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": "
-        "\"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)\", \"pid\": 0, "
+        "\"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)\", \"pid\": "
+        "0, "
         "\"tid\": 20, \"ts\": %ld, \"dur\": %ld, \"args\": {\"device\": 0, \"stream\": 20, "
         "\"correlation\": 555}},\n"
         "  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"volta_sgemm_128x64_nn\", \"pid\": 0, "
@@ -61,12 +63,12 @@ static void write_rank(const char *path, int rank, long skew, int with_dist, int
         "\"tid\": 7, \"ts\": %ld, \"dur\": %d, \"args\": {\"device\": 0, \"stream\": 7}},\n"
         "  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"custom_allreduce_kernel\", \"pid\": 0, "
         "\"tid\": 8, \"ts\": %ld, \"dur\": 10, \"args\": {\"device\": 0, \"stream\": 8}},\n"
-        "  {\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"GPU 0\"}}\n"
+        "  {\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"GPU "
+        "0\"}}\n"
         " ]}\n",
-        with_dist ? "\n \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": " : "",
-        skew + 0, skew + 100, skew + 110, skew + nb, ne - nb,
-        skew + (rank == 0 ? 100 : 0), rank == 0 ? 100 : 50, skew + (rank == 0 ? 250 : 60),
-        rank == 0 ? 150 : 0, skew + 400);
+        with_dist ? "\n \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": " : "", skew + 0,
+        skew + 100, skew + 110, skew + nb, ne - nb, skew + (rank == 0 ? 100 : 0),
+        rank == 0 ? 100 : 50, skew + (rank == 0 ? 250 : 60), rank == 0 ? 150 : 0, skew + 400);
     (void)n;
     /* distributedInfo needs the rank inside: splice it in */
     char full[9000];
@@ -171,7 +173,8 @@ static void test_damaged(void)
     struct {
         const char *name, *text, *expect;
     } cases[] = {
-        {"trunc.json", "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1", "trunc.json: truncated JSON"},
+        {"trunc.json", "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1",
+         "trunc.json: truncated JSON"},
         {"notjson.json", "this is not json\n", "notjson.json: not JSON"},
         {"notkineto.json", "{\"hello\": [1, 2, 3]}", "notkineto.json: not a Kineto trace"},
         {"empty.json", "", "empty.json: empty file"},
