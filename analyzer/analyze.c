@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "internal.h"
 #include "steps.h"
 
@@ -124,6 +125,8 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         cs__match_event(run, r, ev, k, row, tb, te);
         if (run->wire)
             cs__wire_event(run, r, ev);
+        if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
+            cs__gpu_event(run, r, ev, k, tb, te);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
             rk->next_key = h.e[0].key = cs__clock_map(&rk->clk, rk->next->t_begin);
@@ -136,6 +139,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     free(h.e);
     if (run->progress_out)
         cs__progress(run, nev, 1);
+    cs__gpu_finish(run);
     cs__match_finish(run);
     if (run->perfetto && cs__perfetto_finish(run))
         cs__problem(run, "error writing the Perfetto trace %s", run->perfetto_opts->path);
@@ -147,6 +151,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     cs__vsteps_build(run, rep);
     cs__vsteps_free(run);
     cs__steps_free(run);
+    cs__gpu_report(run, rep);
     return 0;
 }
 

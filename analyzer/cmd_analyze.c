@@ -1,5 +1,5 @@
 /*
- * `commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE] [--perfetto FILE ...]
+ * `commscope analyze RUN_DIR|--from kineto FILE... [--json FILE] [--html FILE] [--events FILE] [--perfetto FILE ...]
  * [--quiet]`: the command line around the pipeline.
  */
 #include <errno.h>
@@ -11,10 +11,12 @@
 #include "cmd.h"
 #include "internal.h"
 #include "wire.h"
+#include "kineto.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE]\n"
+               "       commscope analyze --from kineto DIR|FILE... [the same options]\n"
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
                "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
                "                         [--pcap FILE...] [--quiet]\n"
@@ -27,6 +29,8 @@ static void usage(FILE *f)
                "                 capture files, read into the wire section)\n"
                "  --pcap FILE... also read these pcap/pcapng files (from any tool) into the wire\n"
                "                 section; without RUN_DIR, report the wire section only\n"
+               "  --from kineto  read PyTorch profiler (Kineto) traces instead: one JSON file\n"
+               "                 (.json or .json.gz) per rank, or directories of them\n"
                "  --json FILE    also write the JSON report to FILE ('-' for stdout)\n"
                "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
                "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
@@ -120,7 +124,10 @@ static int write_report(const char *what, const char *path, const struct cs_repo
 
 int cs_cmd_analyze(int argc, char **argv)
 {
-    const char *dir = NULL, *json = NULL, *events = NULL, *html = NULL;
+    const char *dir = NULL, *json = NULL, *events = NULL, *html = NULL, *from = NULL;
+    /* --from kineto takes several inputs (argv outlives them) */
+    const char *inputs[256];
+    int ninputs = 0;
     struct cs__perfetto_opts po = {0};
     int quiet = 0;
     char **pcaps = NULL;
@@ -153,6 +160,8 @@ int cs_cmd_analyze(int argc, char **argv)
             slot = &po.path;
         else if (strcmp(a, "--perfetto-ranks") == 0)
             slot = &po.ranks;
+        else if (strcmp(a, "--from") == 0)
+            slot = &from;
         if (slot) {
             if (i + 1 >= argc)
                 return usage_error("%s needs an argument", a);
@@ -184,6 +193,11 @@ int cs_cmd_analyze(int argc, char **argv)
             return usage_error("unknown option '%s'", a);
         } else if (!dir) {
             dir = a;
+            inputs[ninputs++] = a;
+        } else if (from) {
+            if (ninputs == (int)(sizeof inputs / sizeof inputs[0]))
+                return usage_error("%s: too many inputs (give their directory instead)", a);
+            inputs[ninputs++] = a;
         } else {
             fprintf(stderr, "commscope analyze: more than one run directory ('%s' and '%s')\n", dir,
                     a);
@@ -195,7 +209,9 @@ int cs_cmd_analyze(int argc, char **argv)
     if (!dir && npcaps)
         return cs__analyze_wire_only(json, quiet);
     if (!dir)
-        return usage_error("%s", "no run directory given");
+        return usage_error("%s", from ? "no Kineto trace given" : "no run directory given");
+    if (from && strcmp(from, "kineto") != 0)
+        return usage_error("--from '%s': the only format known is 'kineto'", from);
     if ((po.window || po.ranks || po.steps) && !po.path)
         return usage_error("%s", "--perfetto-window, --perfetto-steps and --perfetto-ranks need "
                                  "--perfetto FILE");
@@ -222,7 +238,8 @@ int cs_cmd_analyze(int argc, char **argv)
                                   .perfetto = po.path ? &po : NULL,
                                   .progress_out = !quiet && isatty(2) ? stderr : NULL,
                                   .timeline = html != NULL};
-    int rc = cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
+    int rc = from ? cs__analyze_kineto(inputs, ninputs, &run, &rep, err, sizeof err, &ao)
+                  : cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
     if (ev && fclose(ev) != 0) {
         fprintf(stderr, "commscope analyze: error writing %s\n", events);
         rc = rc ? rc : CS_EIO;
@@ -232,6 +249,8 @@ int cs_cmd_analyze(int argc, char **argv)
         rc = rc ? rc : CS_EIO;
     }
     if (rc == CS_ENOENT || rc == CS_EIO || (rc && !run.ranks)) {
+        for (size_t i = 0; i < run.nproblems; i++)
+            fprintf(stderr, "commscope analyze: %s\n", run.problems[i]);
         fprintf(stderr, "commscope analyze: %s\n", err[0] ? err : cs_strerror(rc));
         cs__report_free(&rep);
         cs__run_free(&run);

@@ -23,6 +23,9 @@
 
 struct cs__steps;
 struct cs_report_steps;
+struct cs__gpu;
+struct cs_report_gpu;
+struct cs_report_kineto;
 
 /* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
 
@@ -163,6 +166,9 @@ struct cs__rank {
     int64_t wait_ns;
     uint64_t late_arrivals;
     int64_t others_waited_ns;
+    /* GPU timeline (gpu.c), summed over the rank's GPUs; gpu is 0 when it had no GPU records */
+    int gpu;
+    uint64_t gpu_comm_ns, gpu_ovl_ns, gpu_compute_ns;
 };
 
 /* Per (op, communicator) totals (metrics.c). */
@@ -237,6 +243,8 @@ struct cs__run {
     struct cs__wire *wire;   /* wire capture data while analysing (wire.c), NULL none */
     struct cs__vsteps *vsteps; /* the step views' accumulators (views_steps.c), NULL when off */
     int want_timeline;         /* build the representative step's timeline (the HTML report) */
+    struct cs__gpu *gpu;     /* the GPU timeline's state (gpu.c), NULL until a GPU record */
+    char source[16];         /* trace.source: "commscope" ("" reads so) or "kineto" */
 };
 
 /* 0: peer runs on rank's host, 1: on another host, -1: unknown (nodes.c fills host_of). */
@@ -297,6 +305,9 @@ struct cs_report_rank {
     uint64_t calls, bytes;
     int partial;
     double offset_init_s, offset_final_s, drift_ppm, rtt_s;
+    /* GPU timeline (NaN on ranks without GPU records): union of communication kernels, the part
+     * of it covered by compute kernels, comm - overlapped, and overlapped / comm */
+    double gpu_comm_s, gpu_overlapped_s, exposed_comm_s, overlap_ratio;
 };
 struct cs_report_op {
     char op[40];
@@ -337,6 +348,9 @@ struct cs_report {
     struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
     struct cs_report_nodes *nodes; /* hosts, topology, capacity, scopes (nodes.c); NULL none */
     struct cs_wire_report *wire; /* the wire section (wire.h), NULL without capture data; owned */
+    struct cs_report_gpu *gpu;     /* GPU timeline per GPU and communicator (gpu.h); owned */
+    char source[16];               /* trace.source */
+    struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "internal.h"
+#include "kineto.h"
 #include "steps.h"
 #include "wire.h"
 
@@ -278,6 +280,17 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         o->wall_s = ns_s((double)wall);
         o->comm_s = ns_s((double)(rk->comm_ns + h->unrecorded_test_ns));
         o->compute_s = o->wall_s - o->comm_s;
+        o->gpu_comm_s = o->gpu_overlapped_s = o->exposed_comm_s = o->overlap_ratio = NAN;
+        if (rk->gpu) {
+            /* GPU jobs: compute is the union of compute kernels; communication adds the union
+             * of communication kernels (docs/metrics.md, "GPU timeline"). */
+            o->gpu_comm_s = ns_s((double)rk->gpu_comm_ns);
+            o->gpu_overlapped_s = ns_s((double)rk->gpu_ovl_ns);
+            o->exposed_comm_s = o->gpu_comm_s - o->gpu_overlapped_s;
+            o->overlap_ratio = rk->gpu_comm_ns ? o->gpu_overlapped_s / o->gpu_comm_s : NAN;
+            o->comm_s += o->gpu_comm_s;
+            o->compute_s = ns_s((double)rk->gpu_compute_ns);
+        }
         o->wait_s = ns_s((double)rk->wait_ns);
         o->calls = rk->calls;
         o->bytes = rk->bytes;
@@ -339,7 +352,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         o->bytes = r->bytes;
         o->time_s = ns_s((double)r->time_ns);
         o->algbw_gbps = o->busbw_gbps = NAN;
-        if (oi->kind == CS_KIND_COLL || oi->kind == CS_KIND_ICOLL) {
+        if (oi->kind == CS_KIND_COLL || oi->kind == CS_KIND_ICOLL || oi->kind == CS_KIND_NCOLL) {
             if (r->inst_ns > 0) {
                 o->algbw_gbps = r->inst_bytes / r->inst_ns; /* bytes/ns = GB/s */
                 o->busbw_gbps = o->algbw_gbps * cs_op_busbw_factor(r->op, o->comm_size);
@@ -360,12 +373,15 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     rep->problems = run->problems;
     rep->nproblems = run->nproblems;
     cs__nodes_report(run, rep);
+    snprintf(rep->source, sizeof rep->source, "%s", run->source[0] ? run->source : "commscope");
 }
 
 void cs__report_free(struct cs_report *rep)
 {
     cs__steps_report_free(rep);
     cs__nodes_free(rep);
+    cs__gpu_report_free(rep);
+    cs__kineto_report_free(rep);
     free(rep->ranks);
     free(rep->stragglers);
     free(rep->missing);

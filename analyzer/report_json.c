@@ -3,8 +3,10 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "gpu.h"
 #include "internal.h"
 #include "json.h"
+#include "kineto.h"
 #include "steps.h"
 #include "wire.h"
 
@@ -37,6 +39,10 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         cs__jw_u64(&w, "calls", r->calls);
         cs__jw_u64(&w, "bytes", r->bytes);
         cs__jw_bool(&w, "partial", r->partial);
+        cs__jw_num(&w, "overlap_ratio", r->overlap_ratio);
+        cs__jw_num(&w, "exposed_comm_s", r->exposed_comm_s);
+        cs__jw_num(&w, "gpu_comm_s", r->gpu_comm_s);
+        cs__jw_num(&w, "gpu_overlapped_s", r->gpu_overlapped_s);
         cs__jw_close(&w, '}');
     }
     cs__jw_close(&w, ']');
@@ -107,7 +113,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_close(&w, '}');
 
     cs__jw_open(&w, "trace", '{');
-    cs__jw_str(&w, "source", "commscope");
+    cs__jw_str(&w, "source", rep->source[0] ? rep->source : "commscope");
     cs__jw_int(&w, "ranks_expected", rep->ranks_expected);
     cs__jw_int(&w, "ranks_found", rep->ranks_found);
     cs__jw_open(&w, "missing_ranks", '[');
@@ -156,7 +162,8 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__report_steps_json(rep, out);
     cs__jw_key(&w, "topology");
     cs__nodes_json(rep, out, w.depth);
-
+    cs__report_gpu_json(rep, out);
+    cs__report_kineto_json(rep, out);
     cs__jw_close(&w, '}');
     fputc('\n', out);
     return ferror(out) ? CS_EIO : 0;

@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "gpu.h"
 #include "internal.h"
+#include "kineto.h"
 #include "steps.h"
 #include "wire.h"
 
@@ -79,6 +81,8 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
                 num(a, sizeof a, "%.4f", rep->steps->serialization_efficiency),
                 num(b, sizeof b, "%.4f", rep->steps->transfer_efficiency));
     cs__report_steps_text(rep, out);
+    cs__report_gpu_text(rep, out);
+    cs__report_kineto_text(rep, out);
 
     fprintf(out, "\n@--- Clock alignment %s\n", "-------------------------------------------");
     fprintf(out, "max_offset_s %.9f  uncertainty_s %.9f  violations_repaired %" PRIu64 "\n",

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "internal.h"
 #include "steps.h"
 
@@ -235,6 +236,7 @@ void cs__run_free(struct cs__run *run)
     cs__views_free(run);
     cs__steps_free(run);
     cs__vsteps_free(run);
+    cs__gpu_free(run);
     for (int r = 0; r < run->world && run->ranks; r++)
         cs_reader_close(run->ranks[r].rd);
     free(run->ranks);

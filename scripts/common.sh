@@ -2,7 +2,7 @@
 
 # Debian 12 packages commscope needs to build and test.
 CS_PACKAGES=(build-essential cmake libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev
-             libpcap-dev python3 iproute2 chromium)
+             libpcap-dev python3 iproute2 chromium libyajl-dev zlib1g-dev)
 
 # Install whatever is missing: with apt-get when root, else print the exact command and exit 1.
 cs_install_packages() {
