@@ -22,10 +22,11 @@ void cs_fabric_default_limits(struct cs_fabric_limits *l)
 void cs_fabric_init(struct cs_fabric *f)
 {
     memset(f, 0, sizeof(*f));
+    f->failed_rank = -1;
+    f->last_round = -1;
 }
 
-static void note(struct cs_fabric *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(struct cs_fabric *f, const char *fmt, ...)
+void cs__fabric_note(struct cs_fabric *f, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
@@ -122,6 +123,17 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
             n->nic_gbps = g;
         }
         n->ranks++;
+        if (r < 1000000 && (size_t)r >= f->n_rank_node) {
+            int *v = realloc(f->rank_node, ((size_t)r + 1) * sizeof(*v));
+            if (v) {
+                for (size_t i = f->n_rank_node; i <= (size_t)r; i++)
+                    v[i] = -1;
+                f->rank_node = v;
+                f->n_rank_node = (size_t)r + 1;
+            }
+        }
+        if ((size_t)r < f->n_rank_node)
+            f->rank_node[r] = k;
         return 1;
     }
     if (!strcmp(kind, "pairs")) {
@@ -142,6 +154,11 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         if (!v)
             goto bad;
         f->links = v;
+        int round = -1;
+        if (fint(line, "round", &round) == 0 && round != f->last_round) {
+            f->rounds_done++; /* rank 0 prints a round's pairs together, after the round */
+            f->last_round = round;
+        }
         l.gbps = l.ab_gbps < l.ba_gbps ? l.ab_gbps : l.ba_gbps;
         f->links[f->n_links++] = l;
         return 1;
@@ -160,6 +177,7 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
             goto bad;
         f->colls = v;
         f->colls[f->n_colls++] = c;
+        f->in_collectives = 1;
         return 1;
     }
     if (!strcmp(kind, "done")) {
@@ -167,7 +185,7 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         return 1;
     }
 bad:
-    note(f, "malformed benchmark line ignored: \"%.200s\"", line);
+    cs__fabric_note(f, "malformed benchmark line ignored: \"%.200s\"", line);
     return -1;
 }
 
@@ -214,6 +232,7 @@ static const char *host_of(const struct cs_fabric *f, int k)
 
 void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
 {
+    cs__fabric_apply_failure(f);
     size_t nl = f->n_links;
     double *v = malloc((nl ? nl : 1) * sizeof(double));
     if (!v)
@@ -272,6 +291,19 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
         struct cs_fabric_node *n = &f->nodes[k];
         if (!n->host[0])
             snprintf(n->host, sizeof(n->host), "node%zu", k);
+        if (n->failure[0]) {
+            /* Named by the launcher: failed, whatever its links measured before. */
+            CS__COPY(n->status, "failed");
+            n->ratio = 0;
+            if (n->measured)
+                snprintf(n->evidence, sizeof(n->evidence),
+                         "%.150s; before that the median of its %d link(s) was %.3g Gb/s", n->failure,
+                         n->measured, n->gbps);
+            else
+                snprintf(n->evidence, sizeof(n->evidence), "%.200s; no link measured before",
+                         n->failure);
+            continue;
+        }
         if (!n->measured) {
             CS__COPY(n->status, nl ? "failed" : "unmeasured");
             n->ratio = 0;
@@ -318,13 +350,13 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
         qsort(f->suspects, f->n_suspects, sizeof(*f->suspects), cmp_suspect);
 
     if (f->nodes_expected && f->n_nodes != (size_t)f->nodes_expected)
-        note(f, "the benchmark announced %d nodes but described %zu", f->nodes_expected,
+        cs__fabric_note(f, "the benchmark announced %d nodes but described %zu", f->nodes_expected,
              f->n_nodes);
     size_t pairs = f->n_nodes * (f->n_nodes ? f->n_nodes - 1 : 0) / 2;
     if (f->rounds == f->rounds_total && nl < pairs)
-        note(f, "%zu of %zu node pairs measured", nl, pairs);
+        cs__fabric_note(f, "%zu of %zu node pairs measured", nl, pairs);
     if (!f->complete)
-        note(f, "the benchmark did not finish: results are partial");
+        cs__fabric_note(f, "the benchmark did not finish: results are partial");
 }
 
 void cs_fabric_free(struct cs_fabric *f)
@@ -333,6 +365,7 @@ void cs_fabric_free(struct cs_fabric *f)
     free(f->links);
     free(f->colls);
     free(f->suspects);
+    free(f->rank_node);
     for (size_t i = 0; i < f->n_notes; i++)
         free(f->notes[i]);
     free(f->notes);
