@@ -303,7 +303,8 @@ int cs__cmd_fabric(int argc, char **argv)
         cs_fabric_print(&fab, stdout);
     int status = 0;
     for (size_t k = 0; k < fab.n_nodes; k++)
-        status |= !strcmp(fab.nodes[k].status, "slow") || !strcmp(fab.nodes[k].status, "failed");
+        status |= !strcmp(fab.nodes[k].status, "slow") || !strcmp(fab.nodes[k].status, "failed") ||
+                  !strcmp(fab.nodes[k].status, "errors");
     for (size_t k = 0; k < fab.n_links; k++)
         status |= !strcmp(fab.links[k].status, "slow");
     status = status ? EXIT_SLOW : 0;

@@ -20,10 +20,12 @@ struct cs_fabric_node {
     int measured;      /* links with a result */
     double gbps;       /* median bandwidth of its links */
     double latency_us; /* median latency of its links */
-    char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured" */
+    char status[12]; /* "ok", "slow", "failed" (no result though others have), "unmeasured",
+                        "errors" (bandwidth ok, but its ports counted errors or went down) */
     double ratio;      /* gbps / reference */
     char evidence[256];
     char failure[200]; /* the launcher's account of this node's failure, "" none */
+    char port_errors[200]; /* error counters that moved during the benchmark, "" none */
 };
 
 struct cs_fabric_link {
@@ -40,6 +42,14 @@ struct cs_fabric_coll {
     char op[24];
     size_t bytes;
     double time_us, algbw_gbps, busbw_gbps;
+};
+
+/* One port's counter differences over the benchmark ("port" lines; -1: went backwards). */
+struct cs_fabric_port {
+    int node;
+    char nic[64];
+    int port, valid;
+    long long xmit_bytes, rcv_bytes, symbol_errors, rcv_errors, link_downed, xmit_discards;
 };
 
 struct cs_fabric_suspect {
@@ -60,6 +70,8 @@ struct cs_fabric {
     size_t n_colls;
     struct cs_fabric_suspect *suspects;
     size_t n_suspects;
+    struct cs_fabric_port *ports;
+    size_t n_ports;
     double link_median_gbps, link_median_latency_us, node_reference_gbps;
     char **notes; /* problems met: malformed lines, a missing node, an incomplete run */
     size_t n_notes;
