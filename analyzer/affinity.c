@@ -151,8 +151,8 @@ void cs__affinity_report(struct cs__run *run, struct cs_report_nodes *nd, struct
             }
             snprintf(a->nic_from, sizeof a->nic_from, "NCCL_IB_HCA=%.18s", hca);
             if (k < 0) {
-                snprintf(a->note, sizeof a->note, "NCCL_IB_HCA=%.60s names no RDMA NIC of %s",
-                         hca, a->host);
+                snprintf(a->note, sizeof a->note, "NCCL_IB_HCA=%.60s names no RDMA NIC of %s", hca,
+                         a->host);
                 continue;
             }
         }

@@ -55,8 +55,8 @@ int cs_fabric_launcher_line(struct cs_fabric *f, const char *line)
         return 0;
     }
     if ((p = strstr(line, "noticed that process rank ")) &&
-        sscanf(p, "noticed that process rank %d with PID %d on node %255s exited on signal %d", &rank,
-               &pid, host, &sig) == 4) {
+        sscanf(p, "noticed that process rank %d with PID %d on node %255s exited on signal %d",
+               &rank, &pid, host, &sig) == 4) {
         char what[96];
         const char *paren = strchr(strstr(p, "on signal"), '(');
         if (paren && sscanf(paren, "(%63[^)])", name) == 1)
@@ -104,12 +104,12 @@ void cs__fabric_apply_failure(struct cs_fabric *f)
         snprintf(where, sizeof(where), "before the node-to-node test");
     if (k < 0 || (size_t)k >= f->n_nodes) {
         cs__fabric_note(f, "rank %d %s %s (reported by %s); its node is unknown to the benchmark",
-             f->failed_rank, f->failed_what, where, f->failed_source);
+                        f->failed_rank, f->failed_what, where, f->failed_source);
         return;
     }
     struct cs_fabric_node *n = &f->nodes[k];
-    snprintf(n->failure, sizeof(n->failure), "rank %d %.80s %.70s (reported by %.15s)", f->failed_rank,
-             f->failed_what, where, f->failed_source);
-    cs__fabric_note(f, "node %s failed mid-benchmark: %s; what was measured before is reported", n->host,
-         n->failure);
+    snprintf(n->failure, sizeof(n->failure), "rank %d %.80s %.70s (reported by %.15s)",
+             f->failed_rank, f->failed_what, where, f->failed_source);
+    cs__fabric_note(f, "node %s failed mid-benchmark: %s; what was measured before is reported",
+                    n->host, n->failure);
 }

@@ -79,7 +79,8 @@ static char *render(const struct cs_report *rep, int json)
 int main(int argc, char **argv)
 {
     char xml[512];
-    snprintf(xml, sizeof xml, "%s/topologies/hwloc/psmgmt_topo.jwb0004_JUWELS-Booster_4xA100_4xHDR.xml",
+    snprintf(xml, sizeof xml,
+             "%s/topologies/hwloc/psmgmt_topo.jwb0004_JUWELS-Booster_4xA100_4xHDR.xml",
              argc > 1 ? argv[1] : "../shared/data");
     FILE *probe = fopen(xml, "r");
     if (!probe) {
