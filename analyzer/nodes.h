@@ -53,18 +53,18 @@ struct cs_report_scope {
 struct cs_report_affinity {
     int rank;
     char host[CS_HOST_MAX];
-    int cuda_dev;                /* from the NCCL communicator record, -1 unknown */
-    char bus_id[24];             /* as recorded */
-    int gpu;                     /* the GPU's index in the topology, -1 not found */
+    int cuda_dev;    /* from the NCCL communicator record, -1 unknown */
+    char bus_id[24]; /* as recorded */
+    int gpu;         /* the GPU's index in the topology, -1 not found */
     char gpu_pci[16];
     int gpu_package, nic_package; /* sockets, -1 unknown */
-    char nearest[64];            /* the GPU's paired (nearest) NIC, "" none */
+    char nearest[64];             /* the GPU's paired (nearest) NIC, "" none */
     char nearest_distance[16];
-    char nic[64];                /* the NIC it uses, "" unknown */
-    char nic_from[32];           /* "paired" or "NCCL_IB_HCA=..." */
-    char distance[16];           /* GPU to the NIC it uses */
-    int checked, mismatch;       /* mismatch: different sockets */
-    char note[160];              /* why not checked */
+    char nic[64];          /* the NIC it uses, "" unknown */
+    char nic_from[32];     /* "paired" or "NCCL_IB_HCA=..." */
+    char distance[16];     /* GPU to the NIC it uses */
+    int checked, mismatch; /* mismatch: different sockets */
+    char note[160];        /* why not checked */
 };
 
 struct cs_report_nodes {

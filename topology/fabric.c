@@ -326,8 +326,8 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
             n->ratio = 0;
             if (n->measured)
                 snprintf(n->evidence, sizeof(n->evidence),
-                         "%.150s; before that the median of its %d link(s) was %.3g Gb/s", n->failure,
-                         n->measured, n->gbps);
+                         "%.150s; before that the median of its %d link(s) was %.3g Gb/s",
+                         n->failure, n->measured, n->gbps);
             else
                 snprintf(n->evidence, sizeof(n->evidence), "%.200s; no link measured before",
                          n->failure);
@@ -367,13 +367,14 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
             continue;
         char ev[160] = "";
         size_t o = 0;
-        const long long cnt[4] = {p->symbol_errors, p->rcv_errors, p->link_downed, p->xmit_discards};
+        const long long cnt[4] = {p->symbol_errors, p->rcv_errors, p->link_downed,
+                                  p->xmit_discards};
         static const char *const name[4] = {"symbol_errors", "rcv_errors", "link_downed",
                                             "xmit_discards"};
         for (int k = 0; k < 4 && o < sizeof(ev); k++)
             if (cnt[k] > 0)
-                o += (size_t)snprintf(ev + o, sizeof(ev) - o, "%s%s +%lld", o ? ", " : "",
-                                      name[k], cnt[k]);
+                o += (size_t)snprintf(ev + o, sizeof(ev) - o, "%s%s +%lld", o ? ", " : "", name[k],
+                                      cnt[k]);
         if (!ev[0])
             continue;
         struct cs_fabric_node *n = &f->nodes[p->node];
@@ -386,8 +387,8 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
         if (!n->port_errors[0])
             continue;
         size_t l = strlen(n->evidence);
-        snprintf(n->evidence + l, sizeof(n->evidence) - l, "; port counters during the benchmark: %s",
-                 n->port_errors);
+        snprintf(n->evidence + l, sizeof(n->evidence) - l,
+                 "; port counters during the benchmark: %s", n->port_errors);
         if (!strcmp(n->status, "ok") || !strcmp(n->status, "unmeasured"))
             CS__COPY(n->status, "errors");
     }
@@ -414,7 +415,7 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
 
     if (f->nodes_expected && f->n_nodes != (size_t)f->nodes_expected)
         cs__fabric_note(f, "the benchmark announced %d nodes but described %zu", f->nodes_expected,
-             f->n_nodes);
+                        f->n_nodes);
     size_t pairs = f->n_nodes * (f->n_nodes ? f->n_nodes - 1 : 0) / 2;
     if (f->rounds == f->rounds_total && nl < pairs)
         cs__fabric_note(f, "%zu of %zu node pairs measured", nl, pairs);

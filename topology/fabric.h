@@ -20,11 +20,11 @@ struct cs_fabric_node {
     int measured;      /* links with a result */
     double gbps;       /* median bandwidth of its links */
     double latency_us; /* median latency of its links */
-    char status[12]; /* "ok", "slow", "failed" (no result though others have), "unmeasured",
-                        "errors" (bandwidth ok, but its ports counted errors or went down) */
+    char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured",
+                          "errors" (bandwidth ok, but its ports counted errors or went down) */
     double ratio;      /* gbps / reference */
     char evidence[256];
-    char failure[200]; /* the launcher's account of this node's failure, "" none */
+    char failure[200];     /* the launcher's account of this node's failure, "" none */
     char port_errors[200]; /* error counters that moved during the benchmark, "" none */
 };
 

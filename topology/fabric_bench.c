@@ -265,8 +265,8 @@ static int read_ports(struct port_snap *out)
         snprintf(out[k].nic, sizeof(out[k].nic), "%s", c[i].nic);
         out[k].port = c[i].port;
         out[k].valid = c[i].valid;
-        unsigned long long v[6] = {c[i].xmit_bytes,  c[i].rcv_bytes,   c[i].symbol_errors,
-                                   c[i].rcv_errors,  c[i].link_downed, c[i].xmit_discards};
+        unsigned long long v[6] = {c[i].xmit_bytes, c[i].rcv_bytes,   c[i].symbol_errors,
+                                   c[i].rcv_errors, c[i].link_downed, c[i].xmit_discards};
         memcpy(out[k].v, v, sizeof(v));
     }
     free(c);

@@ -188,8 +188,8 @@ int main(void)
     CHECK_INT(cs_fabric_feed(&f, "@cs-fabric coll op=allreduce bytes=8 time_us=10 "
                                  "algbw_gbps=0.0064 busbw_gbps=0.0096"),
               ==, 1);
-    CHECK_INT(cs_fabric_launcher_line(&f, "srun: error: h4: task 3: Exited with exit code 2\n"),
-              ==, 1);
+    CHECK_INT(cs_fabric_launcher_line(&f, "srun: error: h4: task 3: Exited with exit code 2\n"), ==,
+              1);
     CHECK_INT(cs_fabric_launcher_line(&f, "srun: error: h1: task 0: Killed\n"), ==, 1);
     cs_fabric_judge(&f, &lim);
     CHECK_STR(f.nodes[3].status, "failed");
