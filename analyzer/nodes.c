@@ -338,6 +338,7 @@ void cs__nodes_report(struct cs__run *run, struct cs_report *rep)
             }
         }
     }
+    cs__affinity_report(run, nd, topo);
     for (int i = 0; i < nh; i++)
         cs_topo_free(topo[i]);
     free(topo);
@@ -356,6 +357,7 @@ void cs__nodes_free(struct cs_report *rep)
     }
     free(nd->hosts);
     free(nd->ops);
+    free(nd->aff);
     free(nd);
     rep->nodes = NULL;
 }

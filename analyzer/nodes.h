@@ -49,12 +49,39 @@ struct cs_report_scope {
     double bytes, ns, bus_bytes;
 };
 
+/* GPU-NIC affinity of one rank whose traces name its GPU (affinity.c). */
+struct cs_report_affinity {
+    int rank;
+    char host[CS_HOST_MAX];
+    int cuda_dev;    /* from the NCCL communicator record, -1 unknown */
+    char bus_id[24]; /* as recorded */
+    int gpu;         /* the GPU's index in the topology, -1 not found */
+    char gpu_pci[16];
+    int gpu_package, nic_package; /* sockets, -1 unknown */
+    char nearest[64];             /* the GPU's paired (nearest) NIC, "" none */
+    char nearest_distance[16];
+    char nic[64];          /* the NIC it uses, "" unknown */
+    char nic_from[32];     /* "paired" or "NCCL_IB_HCA=..." */
+    char distance[16];     /* GPU to the NIC it uses */
+    int checked, mismatch; /* mismatch: different sockets */
+    char note[160];        /* why not checked */
+};
+
 struct cs_report_nodes {
     struct cs_report_host *hosts;
     size_t nhosts;
     struct cs_report_optopo *ops;
     struct cs_report_scope scope[2][2]; /* [0 intra, 1 inter][0 collectives, 1 point-to-point] */
     int hosts_with_gpus;
+    struct cs_report_affinity *aff; /* ranks with a GPU in their traces */
+    size_t naff;
+    int aff_checked, aff_mismatches;
 };
+
+struct cs__run;
+struct cs_topo;
+/* affinity.c: fill nd->aff from the ranks' NCCL communicator records and the hosts' topologies
+ * (topo[host index], NULL where a host has none). */
+void cs__affinity_report(struct cs__run *run, struct cs_report_nodes *nd, struct cs_topo **topo);
 
 #endif

@@ -28,6 +28,89 @@ static void str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+static void ind(FILE *f, int d);
+
+static void affinity_row_json(const struct cs_report_affinity *a, FILE *f)
+{
+    fprintf(f, "{\"rank\": %d, \"host\": ", a->rank);
+    str(f, a->host);
+    fprintf(f, ", \"cuda_device\": %d, \"bus_id\": ", a->cuda_dev);
+    str(f, a->bus_id);
+    fputs(", \"gpu\": ", f);
+    if (a->gpu >= 0)
+        fprintf(f, "%d", a->gpu);
+    else
+        fputs("null", f);
+    fputs(", \"gpu_socket\": ", f);
+    if (a->gpu_package >= 0)
+        fprintf(f, "%d", a->gpu_package);
+    else
+        fputs("null", f);
+    fputs(", \"nearest_nic\": ", f);
+    str(f, a->nearest);
+    fputs(", \"nic\": ", f);
+    str(f, a->nic);
+    fputs(", \"nic_from\": ", f);
+    str(f, a->nic_from);
+    fputs(", \"nic_socket\": ", f);
+    if (a->nic_package >= 0)
+        fprintf(f, "%d", a->nic_package);
+    else
+        fputs("null", f);
+    fputs(", \"distance\": ", f);
+    str(f, a->distance);
+    fprintf(f, ", \"checked\": %s, \"mismatch\": %s, \"note\": ", a->checked ? "true" : "false",
+            a->mismatch ? "true" : "false");
+    str(f, a->note);
+    fputc('}', f);
+}
+
+static void affinity_json(const struct cs_report_nodes *nd, FILE *f, int d)
+{
+    fprintf(f, "\"gpu_nic_affinity\": {\"checked\": %s, \"reason\": ",
+            nd->aff_checked ? "true" : "false");
+    str(f, nd->aff_checked ? "" : "no rank's GPU or NIC could be placed in its host's topology");
+    fprintf(f, ", \"hosts_with_gpus\": %d, \"ranks_checked\": %d, \"ranks\": [",
+            nd->hosts_with_gpus, nd->aff_checked);
+    for (size_t i = 0; i < nd->naff; i++) {
+        ind(f, d + 1);
+        affinity_row_json(&nd->aff[i], f);
+        if (i + 1 < nd->naff)
+            fputc(',', f);
+    }
+    ind(f, d);
+    fputs("], \"mismatches\": [", f);
+    int k = 0;
+    for (size_t i = 0; i < nd->naff; i++) {
+        if (!nd->aff[i].mismatch)
+            continue;
+        fputs(k++ ? ", " : "", f);
+        fprintf(f, "%d", nd->aff[i].rank);
+    }
+    fputs("]}", f);
+}
+
+/* "rank 2 (h1) GPU 2 0000:c4:00.0 socket 1 uses mlx5_0 (NCCL_IB_HCA=mlx5_0) socket 0:
+ * cross-socket; nearest NIC mlx5_3 (pcie-switch)". */
+static void affinity_text(const struct cs_report_nodes *nd, FILE *out)
+{
+    fprintf(out, "gpu_nic_affinity: %d of %zu rank(s) with a GPU checked, %d mismatch(es)\n",
+            nd->aff_checked, nd->naff, nd->aff_mismatches);
+    for (size_t i = 0; i < nd->naff; i++) {
+        const struct cs_report_affinity *a = &nd->aff[i];
+        if (!a->checked) {
+            fprintf(out, "  rank %d (%s): not checked: %s\n", a->rank, a->host, a->note);
+            continue;
+        }
+        fprintf(out,
+                "  %srank %d (%s) GPU %d %s socket %d uses %s (%s) socket %d: %s; nearest NIC %s "
+                "(%s)\n",
+                a->mismatch ? "MISMATCH " : "", a->rank, a->host, a->gpu, a->gpu_pci,
+                a->gpu_package, a->nic, a->nic_from, a->nic_package, a->distance,
+                a->nearest[0] ? a->nearest : "-", a->nearest[0] ? a->nearest_distance : "none");
+    }
+}
+
 static void num(FILE *f, double v)
 {
     if (isfinite(v))
@@ -186,9 +269,13 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
         ind(f, d + 1);
     fputs("],", f);
     ind(f, d + 1);
-    fputs("\"gpu_nic_affinity\": {\"checked\": false, \"reason\": ", f);
-    str(f, gpu_reason);
-    fprintf(f, ", \"hosts_with_gpus\": %d, \"mismatches\": []}", nd->hosts_with_gpus);
+    if (!nd->naff) {
+        fputs("\"gpu_nic_affinity\": {\"checked\": false, \"reason\": ", f);
+        str(f, gpu_reason);
+        fprintf(f, ", \"hosts_with_gpus\": %d, \"mismatches\": []}", nd->hosts_with_gpus);
+    } else {
+        affinity_json(nd, f, d + 1);
+    }
     ind(f, d);
     fputc('}', f);
 }
@@ -248,5 +335,8 @@ void cs__nodes_text(const struct cs_report *rep, FILE *out)
                 o->scope, o->path, fmt(b, sizeof b, "%.1f", o->capacity_gbps),
                 fmt(c, sizeof c, "%.2f", o->pct_of_capacity));
     }
-    fprintf(out, "gpu_nic_affinity: not checked: %s\n", gpu_reason);
+    if (!nd->naff)
+        fprintf(out, "gpu_nic_affinity: not checked: %s\n", gpu_reason);
+    else
+        affinity_text(nd, out);
 }

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,81 @@ static void usage(FILE *f)
            "next to the commscope executable; it must be reachable on every node.\n"
            "Exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
            "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n");
+}
+
+/* Lines of one of the job's pipes, read as they come. */
+struct linebuf {
+    int fd; /* -1 once closed */
+    char *buf;
+    size_t len, cap;
+};
+
+/*
+ * Read once from b (poll said it is readable) and hand every complete line, NUL-terminated with
+ * its newline, to fn; at end of file the rest too, and b->fd is closed and set to -1.
+ */
+static void drain(struct linebuf *b, void (*fn)(char *line, void *ctx), void *ctx)
+{
+    if (b->cap - b->len < 4097) {
+        char *v = realloc(b->buf, b->cap * 2 + 8192);
+        if (!v) {
+            close(b->fd);
+            b->fd = -1;
+            return;
+        }
+        b->buf = v;
+        b->cap = b->cap * 2 + 8192;
+    }
+    ssize_t n = read(b->fd, b->buf + b->len, b->cap - b->len - 2);
+    if (n < 0 && errno == EINTR)
+        return;
+    int eof = n <= 0;
+    if (!eof)
+        b->len += (size_t)n;
+    size_t start = 0;
+    for (size_t i = 0; i < b->len; i++) {
+        if (b->buf[i] != '\n')
+            continue;
+        char keep = b->buf[i + 1];
+        b->buf[i + 1] = 0;
+        fn(b->buf + start, ctx);
+        b->buf[i + 1] = keep;
+        start = i + 1;
+    }
+    memmove(b->buf, b->buf + start, b->len - start);
+    b->len -= start;
+    if (eof) {
+        if (b->len) { /* a last line without newline */
+            b->buf[b->len] = '\n';
+            b->buf[b->len + 1] = 0;
+            fn(b->buf, ctx);
+            b->len = 0;
+        }
+        close(b->fd);
+        b->fd = -1;
+    }
+}
+
+struct sink {
+    struct cs_fabric *fab;
+    FILE *raw;
+};
+
+static void out_line(char *line, void *ctx)
+{
+    struct sink *k = ctx;
+    int r = cs_fabric_feed(k->fab, line);
+    if (r == 0)
+        fputs(line, stdout);
+    else if (k->raw)
+        fputs(line, k->raw);
+}
+
+static void err_line(char *line, void *ctx)
+{
+    struct sink *k = ctx;
+    fputs(line, stderr);
+    cs_fabric_launcher_line(k->fab, line);
 }
 
 static int bench_path(char *out, size_t len)
@@ -151,13 +227,14 @@ int cs__cmd_fabric(int argc, char **argv)
         free(av);
         return CS__EXIT_USAGE;
     }
-    int fd[2];
-    if (pipe(fd) < 0) {
+    int fd[2], efd[2];
+    if (pipe(fd) < 0 || pipe(efd) < 0) {
         fprintf(stderr, "commscope fabric: pipe: %s\n", strerror(errno));
         free(av);
         return 1;
     }
     fflush(stdout);
+    fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "commscope fabric: fork: %s\n", strerror(errno));
@@ -166,30 +243,41 @@ int cs__cmd_fabric(int argc, char **argv)
     }
     if (pid == 0) {
         dup2(fd[1], 1);
+        dup2(efd[1], 2);
         close(fd[0]);
         close(fd[1]);
+        close(efd[0]);
+        close(efd[1]);
         execvp(av[0], av);
         fprintf(stderr, "commscope fabric: cannot run '%s': %s\n", av[0], strerror(errno));
         _exit(errno == ENOENT ? CS__EXIT_NOTFOUND : CS__EXIT_NOEXEC);
     }
     close(fd[1]);
-    /* The job's own output passes through; the benchmark's result lines are ours. */
-    FILE *in = fdopen(fd[0], "r");
+    close(efd[1]);
+    /* The job's own output passes through; the benchmark's result lines are ours.  Its stderr
+     * passes through too, read for the launcher's word on a process that failed. */
     struct cs_fabric fab;
     cs_fabric_init(&fab);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    while (in && (len = getline(&line, &cap, in)) > 0) {
-        int r = cs_fabric_feed(&fab, line);
-        if (r == 0)
-            fputs(line, stdout);
-        else if (rawf)
-            fputs(line, rawf);
+    struct linebuf out = {fd[0], NULL, 0, 0}, err = {efd[0], NULL, 0, 0};
+    struct sink sink = {&fab, rawf};
+    while (out.fd >= 0 || err.fd >= 0) {
+        struct pollfd pf[2] = {{out.fd, POLLIN, 0}, {err.fd, POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pf[0].revents)
+            drain(&out, out_line, &sink);
+        if (pf[1].revents)
+            drain(&err, err_line, &sink);
     }
-    free(line);
-    if (in)
-        fclose(in);
+    free(out.buf);
+    free(err.buf);
+    if (out.fd >= 0)
+        close(out.fd);
+    if (err.fd >= 0)
+        close(err.fd);
     if (rawf)
         fclose(rawf);
     int st = 0;
@@ -207,11 +295,16 @@ int cs__cmd_fabric(int argc, char **argv)
     if (job != 0)
         fprintf(stderr, "commscope fabric: the job exited with status %d%s\n", job,
                 fab.complete ? "" : " before the benchmark finished; reporting what it measured");
+    for (size_t k = 0; k < fab.n_nodes; k++)
+        if (fab.nodes[k].failure[0])
+            fprintf(stderr, "commscope fabric: node %s failed: %s\n", fab.nodes[k].host,
+                    fab.nodes[k].failure);
     if (!quiet)
         cs_fabric_print(&fab, stdout);
     int status = 0;
     for (size_t k = 0; k < fab.n_nodes; k++)
-        status |= !strcmp(fab.nodes[k].status, "slow") || !strcmp(fab.nodes[k].status, "failed");
+        status |= !strcmp(fab.nodes[k].status, "slow") || !strcmp(fab.nodes[k].status, "failed") ||
+                  !strcmp(fab.nodes[k].status, "errors");
     for (size_t k = 0; k < fab.n_links; k++)
         status |= !strcmp(fab.links[k].status, "slow");
     status = status ? EXIT_SLOW : 0;

@@ -446,6 +446,10 @@ static int write_run_file(const char *path, int argc, char **argv, char *const *
     for (size_t i = 0; env && i < n; i++)
         fprintf(f, "env: %s\n", env[i]);
     free(env);
+    /* Which NICs NCCL may use: the analysis places each rank's GPU against them (affinity). */
+    const char *hca = getenv("NCCL_IB_HCA");
+    if (hca)
+        fprintf(f, "env: NCCL_IB_HCA=%s\n", hca);
     if (fclose(f) != 0) {
         fprintf(stderr, "commscope run: cannot write %s: %s\n", path, strerror(errno));
         return EXIT_SETUP;

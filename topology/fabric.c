@@ -22,10 +22,11 @@ void cs_fabric_default_limits(struct cs_fabric_limits *l)
 void cs_fabric_init(struct cs_fabric *f)
 {
     memset(f, 0, sizeof(*f));
+    f->failed_rank = -1;
+    f->last_round = -1;
 }
 
-static void note(struct cs_fabric *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(struct cs_fabric *f, const char *fmt, ...)
+void cs__fabric_note(struct cs_fabric *f, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
@@ -122,6 +123,17 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
             n->nic_gbps = g;
         }
         n->ranks++;
+        if (r < 1000000 && (size_t)r >= f->n_rank_node) {
+            int *v = realloc(f->rank_node, ((size_t)r + 1) * sizeof(*v));
+            if (v) {
+                for (size_t i = f->n_rank_node; i <= (size_t)r; i++)
+                    v[i] = -1;
+                f->rank_node = v;
+                f->n_rank_node = (size_t)r + 1;
+            }
+        }
+        if ((size_t)r < f->n_rank_node)
+            f->rank_node[r] = k;
         return 1;
     }
     if (!strcmp(kind, "pairs")) {
@@ -142,6 +154,11 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         if (!v)
             goto bad;
         f->links = v;
+        int round = -1;
+        if (fint(line, "round", &round) == 0 && round != f->last_round) {
+            f->rounds_done++; /* rank 0 prints a round's pairs together, after the round */
+            f->last_round = round;
+        }
         l.gbps = l.ab_gbps < l.ba_gbps ? l.ab_gbps : l.ba_gbps;
         f->links[f->n_links++] = l;
         return 1;
@@ -160,6 +177,36 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
             goto bad;
         f->colls = v;
         f->colls[f->n_colls++] = c;
+        f->in_collectives = 1;
+        return 1;
+    }
+    if (!strcmp(kind, "port")) {
+        struct cs_fabric_port pt;
+        memset(&pt, 0, sizeof(pt));
+        double d[6];
+        static const char *const keys[6] = {"xmit_bytes", "rcv_bytes",   "symbol_errors",
+                                            "rcv_errors", "link_downed", "xmit_discards"};
+        if (fint(line, "node", &pt.node) < 0 || field(line, "nic", pt.nic, sizeof(pt.nic)) < 0 ||
+            fint(line, "port", &pt.port) < 0 || fint(line, "valid", &pt.valid) < 0)
+            goto bad;
+        for (int k = 0; k < 6; k++)
+            if (pt.valid && fnum(line, keys[k], &d[k]) < 0)
+                goto bad;
+        if (pt.valid) {
+            pt.xmit_bytes = (long long)d[0];
+            pt.rcv_bytes = (long long)d[1];
+            pt.symbol_errors = (long long)d[2];
+            pt.rcv_errors = (long long)d[3];
+            pt.link_downed = (long long)d[4];
+            pt.xmit_discards = (long long)d[5];
+        }
+        if (!node_at(f, pt.node))
+            goto bad;
+        struct cs_fabric_port *v = realloc(f->ports, (f->n_ports + 1) * sizeof(*v));
+        if (!v)
+            goto bad;
+        f->ports = v;
+        f->ports[f->n_ports++] = pt;
         return 1;
     }
     if (!strcmp(kind, "done")) {
@@ -167,7 +214,7 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         return 1;
     }
 bad:
-    note(f, "malformed benchmark line ignored: \"%.200s\"", line);
+    cs__fabric_note(f, "malformed benchmark line ignored: \"%.200s\"", line);
     return -1;
 }
 
@@ -214,6 +261,7 @@ static const char *host_of(const struct cs_fabric *f, int k)
 
 void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
 {
+    cs__fabric_apply_failure(f);
     size_t nl = f->n_links;
     double *v = malloc((nl ? nl : 1) * sizeof(double));
     if (!v)
@@ -272,6 +320,19 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
         struct cs_fabric_node *n = &f->nodes[k];
         if (!n->host[0])
             snprintf(n->host, sizeof(n->host), "node%zu", k);
+        if (n->failure[0]) {
+            /* Named by the launcher: failed, whatever its links measured before. */
+            CS__COPY(n->status, "failed");
+            n->ratio = 0;
+            if (n->measured)
+                snprintf(n->evidence, sizeof(n->evidence),
+                         "%.150s; before that the median of its %d link(s) was %.3g Gb/s",
+                         n->failure, n->measured, n->gbps);
+            else
+                snprintf(n->evidence, sizeof(n->evidence), "%.200s; no link measured before",
+                         n->failure);
+            continue;
+        }
         if (!n->measured) {
             CS__COPY(n->status, nl ? "failed" : "unmeasured");
             n->ratio = 0;
@@ -298,11 +359,46 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
     }
     free(v);
 
+    /* Port counters: errors, discards or a link that went down during the benchmark make the
+     * node a suspect, whatever its bandwidth (a flapping or noisy link costs later). */
+    for (size_t i = 0; i < f->n_ports; i++) {
+        const struct cs_fabric_port *p = &f->ports[i];
+        if (!p->valid || (size_t)p->node >= f->n_nodes)
+            continue;
+        char ev[160] = "";
+        size_t o = 0;
+        const long long cnt[4] = {p->symbol_errors, p->rcv_errors, p->link_downed,
+                                  p->xmit_discards};
+        static const char *const name[4] = {"symbol_errors", "rcv_errors", "link_downed",
+                                            "xmit_discards"};
+        for (int k = 0; k < 4 && o < sizeof(ev); k++)
+            if (cnt[k] > 0)
+                o += (size_t)snprintf(ev + o, sizeof(ev) - o, "%s%s +%lld", o ? ", " : "", name[k],
+                                      cnt[k]);
+        if (!ev[0])
+            continue;
+        struct cs_fabric_node *n = &f->nodes[p->node];
+        size_t l = strlen(n->port_errors);
+        snprintf(n->port_errors + l, sizeof(n->port_errors) - l, "%s%.60s/%d: %.120s",
+                 l ? "; " : "", p->nic, p->port, ev);
+    }
+    for (size_t k = 0; k < f->n_nodes; k++) {
+        struct cs_fabric_node *n = &f->nodes[k];
+        if (!n->port_errors[0])
+            continue;
+        size_t l = strlen(n->evidence);
+        snprintf(n->evidence + l, sizeof(n->evidence) - l,
+                 "; port counters during the benchmark: %s", n->port_errors);
+        if (!strcmp(n->status, "ok") || !strcmp(n->status, "unmeasured"))
+            CS__COPY(n->status, "errors");
+    }
+
     /* Suspects: slow and failed nodes; slow links between two healthy nodes (a cable, a switch
      * port).  A slow node's links are explained by the node. */
     for (size_t k = 0; k < f->n_nodes; k++) {
         const struct cs_fabric_node *n = &f->nodes[k];
-        if (!strcmp(n->status, "slow") || !strcmp(n->status, "failed"))
+        if (!strcmp(n->status, "slow") || !strcmp(n->status, "failed") ||
+            !strcmp(n->status, "errors"))
             add_suspect(f, "node", n->host, n->ratio, n->evidence);
     }
     for (size_t i = 0; i < nl; i++) {
@@ -318,13 +414,13 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
         qsort(f->suspects, f->n_suspects, sizeof(*f->suspects), cmp_suspect);
 
     if (f->nodes_expected && f->n_nodes != (size_t)f->nodes_expected)
-        note(f, "the benchmark announced %d nodes but described %zu", f->nodes_expected,
-             f->n_nodes);
+        cs__fabric_note(f, "the benchmark announced %d nodes but described %zu", f->nodes_expected,
+                        f->n_nodes);
     size_t pairs = f->n_nodes * (f->n_nodes ? f->n_nodes - 1 : 0) / 2;
     if (f->rounds == f->rounds_total && nl < pairs)
-        note(f, "%zu of %zu node pairs measured", nl, pairs);
+        cs__fabric_note(f, "%zu of %zu node pairs measured", nl, pairs);
     if (!f->complete)
-        note(f, "the benchmark did not finish: results are partial");
+        cs__fabric_note(f, "the benchmark did not finish: results are partial");
 }
 
 void cs_fabric_free(struct cs_fabric *f)
@@ -333,6 +429,8 @@ void cs_fabric_free(struct cs_fabric *f)
     free(f->links);
     free(f->colls);
     free(f->suspects);
+    free(f->rank_node);
+    free(f->ports);
     for (size_t i = 0; i < f->n_notes; i++)
         free(f->notes[i]);
     free(f->notes);
@@ -384,6 +482,21 @@ void cs_fabric_print(const struct cs_fabric *f, FILE *o)
                 continue;
             fprintf(o, "  %-14s %12zu %12.4g %12.4g %12.4g\n", c->op, c->bytes, c->time_us,
                     c->algbw_gbps, c->busbw_gbps);
+        }
+    }
+    if (f->n_ports) {
+        fprintf(o, "\nport counters (differences over the benchmark)\n");
+        for (size_t i = 0; i < f->n_ports; i++) {
+            const struct cs_fabric_port *p = &f->ports[i];
+            if (!p->valid) {
+                fprintf(o, "  %-20s %s/%d: not readable\n", host_of(f, p->node), p->nic, p->port);
+                continue;
+            }
+            fprintf(o,
+                    "  %-20s %s/%d: xmit_bytes=%lld rcv_bytes=%lld symbol_errors=%lld "
+                    "rcv_errors=%lld link_downed=%lld xmit_discards=%lld\n",
+                    host_of(f, p->node), p->nic, p->port, p->xmit_bytes, p->rcv_bytes,
+                    p->symbol_errors, p->rcv_errors, p->link_downed, p->xmit_discards);
         }
     }
     fprintf(o, "\nsuspects: %zu\n", f->n_suspects);
@@ -483,7 +596,23 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
         jnum(o, c->busbw_gbps);
         fputc('}', o);
     }
-    fputs(f->n_colls ? "\n  ],\n  \"suspects\": [" : "],\n  \"suspects\": [", o);
+    fputs(f->n_colls ? "\n  ],\n  \"ports\": [" : "],\n  \"ports\": [", o);
+    for (size_t i = 0; i < f->n_ports; i++) {
+        const struct cs_fabric_port *p = &f->ports[i];
+        fprintf(o, "%s\n    {\"host\": ", i ? "," : "");
+        cs_topo_json_string(o, host_of(f, p->node));
+        fputs(", \"nic\": ", o);
+        cs_topo_json_string(o, p->nic);
+        fprintf(o, ", \"port\": %d, \"valid\": %s", p->port, p->valid ? "true" : "false");
+        if (p->valid)
+            fprintf(o,
+                    ", \"xmit_bytes\": %lld, \"rcv_bytes\": %lld, \"symbol_errors\": %lld, "
+                    "\"rcv_errors\": %lld, \"link_downed\": %lld, \"xmit_discards\": %lld",
+                    p->xmit_bytes, p->rcv_bytes, p->symbol_errors, p->rcv_errors, p->link_downed,
+                    p->xmit_discards);
+        fputc('}', o);
+    }
+    fputs(f->n_ports ? "\n  ],\n  \"suspects\": [" : "],\n  \"suspects\": [", o);
     for (size_t i = 0; i < f->n_suspects; i++) {
         const struct cs_fabric_suspect *s = &f->suspects[i];
         fprintf(o, "%s\n    {\"rank\": %zu, \"kind\": ", i ? "," : "", i + 1);

@@ -20,9 +20,12 @@ struct cs_fabric_node {
     int measured;      /* links with a result */
     double gbps;       /* median bandwidth of its links */
     double latency_us; /* median latency of its links */
-    char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured" */
+    char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured",
+                          "errors" (bandwidth ok, but its ports counted errors or went down) */
     double ratio;      /* gbps / reference */
     char evidence[256];
+    char failure[200];     /* the launcher's account of this node's failure, "" none */
+    char port_errors[200]; /* error counters that moved during the benchmark, "" none */
 };
 
 struct cs_fabric_link {
@@ -39,6 +42,14 @@ struct cs_fabric_coll {
     char op[24];
     size_t bytes;
     double time_us, algbw_gbps, busbw_gbps;
+};
+
+/* One port's counter differences over the benchmark ("port" lines; -1: went backwards). */
+struct cs_fabric_port {
+    int node;
+    char nic[64];
+    int port, valid;
+    long long xmit_bytes, rcv_bytes, symbol_errors, rcv_errors, link_downed, xmit_discards;
 };
 
 struct cs_fabric_suspect {
@@ -59,9 +70,20 @@ struct cs_fabric {
     size_t n_colls;
     struct cs_fabric_suspect *suspects;
     size_t n_suspects;
+    struct cs_fabric_port *ports;
+    size_t n_ports;
     double link_median_gbps, link_median_latency_us, node_reference_gbps;
     char **notes; /* problems met: malformed lines, a missing node, an incomplete run */
     size_t n_notes;
+    /* Where the run was (fabric.c) and which rank the launcher said failed (fabric_fail.c). */
+    int *rank_node; /* node of each rank from the "rank" lines, -1 unknown */
+    size_t n_rank_node;
+    int rounds_done, last_round, in_collectives;
+    int failed_rank;        /* first rank the launcher reported as failed, -1 none */
+    char failed_host[256];  /* its host when the launcher names one, "" */
+    char failed_what[96];   /* "exited with status 1", "was killed by signal 9 (Killed)" */
+    char failed_source[16]; /* "mpirun", "srun" */
+    int fail_pending;       /* Open MPI: a "Process name:" line waits for its "Exit code:" */
 };
 
 /* Verdict thresholds (docs/user-guide.md, "commscope fabric"). */
@@ -79,6 +101,12 @@ void cs_fabric_init(struct cs_fabric *f);
  * malformed result line (noted in f->notes).
  */
 int cs_fabric_feed(struct cs_fabric *f, const char *line);
+/*
+ * Feed one line of the launcher's stderr (fabric_fail.c).  Recognises how mpirun (Open MPI) and
+ * srun (Slurm) name the process that failed first; other lines return 0.  Returns 1 when the line
+ * named (or prepared to name) a failed rank.
+ */
+int cs_fabric_launcher_line(struct cs_fabric *f, const char *line);
 /* Derive per-node figures, verdicts and suspects; call once after the last line. */
 void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *l);
 void cs_fabric_free(struct cs_fabric *f);

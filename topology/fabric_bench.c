@@ -240,6 +240,75 @@ static void run_collectives(int me, int n, const struct opts *o)
     free(r);
 }
 
+/* Port counters of this node's RDMA ports, sysfs under $COMMSCOPE_SYSFS_ROOT or /sys. */
+#define MAX_PORTS 16
+struct port_snap {
+    char nic[64];
+    int port, valid;
+    unsigned long long v[6]; /* xmit_bytes, rcv_bytes, symbol_errors, rcv_errors, link_downed,
+                                xmit_discards */
+};
+
+static int read_ports(struct port_snap *out)
+{
+    const char *root = getenv("COMMSCOPE_SYSFS_ROOT");
+    struct cs_topo_counters *c = NULL;
+    size_t n = 0;
+    char err[256];
+    memset(out, 0, MAX_PORTS * sizeof(*out));
+    if (cs_topo_read_counters(root && *root ? root : "/sys", &c, &n, err, sizeof(err)) < 0) {
+        fprintf(stderr, "cs_fabric: port counters: %s\n", err);
+        return 0;
+    }
+    int k = 0;
+    for (size_t i = 0; i < n && k < MAX_PORTS; i++, k++) {
+        snprintf(out[k].nic, sizeof(out[k].nic), "%s", c[i].nic);
+        out[k].port = c[i].port;
+        out[k].valid = c[i].valid;
+        unsigned long long v[6] = {c[i].xmit_bytes, c[i].rcv_bytes,   c[i].symbol_errors,
+                                   c[i].rcv_errors, c[i].link_downed, c[i].xmit_discards};
+        memcpy(out[k].v, v, sizeof(v));
+    }
+    free(c);
+    return k;
+}
+
+/* Each node's counter differences over the benchmark, printed by rank 0 as "port" lines. */
+static void report_ports(MPI_Comm leaders, int m, const struct port_snap *before)
+{
+    struct port_snap after[MAX_PORTS], *all = NULL, *allb = NULL;
+    read_ports(after);
+    if (rank0) {
+        all = calloc((size_t)m * MAX_PORTS, sizeof(*all));
+        allb = calloc((size_t)m * MAX_PORTS, sizeof(*allb));
+    }
+    int sz = (int)(MAX_PORTS * sizeof(*after));
+    MPI_Gather(before, sz, MPI_BYTE, allb, sz, MPI_BYTE, 0, leaders);
+    MPI_Gather(after, sz, MPI_BYTE, all, sz, MPI_BYTE, 0, leaders);
+    for (int k = 0; all && allb && k < m; k++)
+        for (int i = 0; i < MAX_PORTS; i++) {
+            const struct port_snap *a = &all[k * MAX_PORTS + i], *b = NULL;
+            if (!a->nic[0])
+                continue;
+            for (int j = 0; j < MAX_PORTS && !b; j++)
+                if (!strcmp(allb[k * MAX_PORTS + j].nic, a->nic) &&
+                    allb[k * MAX_PORTS + j].port == a->port)
+                    b = &allb[k * MAX_PORTS + j];
+            if (!b || !a->valid || !b->valid) {
+                emit("port node=%d nic=%s port=%d valid=0", k, a->nic, a->port);
+                continue;
+            }
+            long long d[6];
+            for (int x = 0; x < 6; x++)
+                d[x] = a->v[x] >= b->v[x] ? (long long)(a->v[x] - b->v[x]) : -1;
+            emit("port node=%d nic=%s port=%d valid=1 xmit_bytes=%lld rcv_bytes=%lld "
+                 "symbol_errors=%lld rcv_errors=%lld link_downed=%lld xmit_discards=%lld",
+                 k, a->nic, a->port, d[0], d[1], d[2], d[3], d[4], d[5]);
+        }
+    free(all);
+    free(allb);
+}
+
 int main(int argc, char **argv)
 {
     struct opts o = {8, 64u << 20, 4u << 20, 8, 50, 16, 2, -1};
@@ -320,11 +389,16 @@ int main(int argc, char **argv)
              all[i].nic[0] ? all[i].nic : "-", all[i].gbps);
     free(all);
 
+    struct port_snap before[MAX_PORTS];
+    if (lrank == 0)
+        read_ports(before);
     if (lrank == 0 && m > 1)
         run_pairs(leaders, node, m, &o);
     MPI_Barrier(MPI_COMM_WORLD);
     if (o.max_bytes >= o.min_bytes)
         run_collectives(me, n, &o);
+    if (lrank == 0)
+        report_ports(leaders, m, before);
     emit("done");
     if (leaders != MPI_COMM_NULL)
         MPI_Comm_free(&leaders);

@@ -81,4 +81,13 @@ int cs__load_nccl_xml(struct cs_topo *t, const struct cs__xml *root, char *err, 
 /* Live discovery with hwloc (I/O devices included); fills t like the XML loader. */
 int cs__load_hwloc_live(struct cs_topo *t, char *err, size_t errlen);
 
+/* ---- fabric.c, fabric_fail.c ---- */
+
+struct cs_fabric;
+/* Append a note (a problem met) to f->notes. */
+void cs__fabric_note(struct cs_fabric *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Name the node of the rank the launcher reported as failed (its failure and a note). */
+void cs__fabric_apply_failure(struct cs_fabric *f);
+
 #endif

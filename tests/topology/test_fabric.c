@@ -149,5 +149,65 @@ int main(void)
     }
     CHECK(!f.complete);
     cs_fabric_free(&f);
+
+    /* The launcher names the failed process: mpirun's non-zero exit (the daemons' step 0 is
+     * not the application; only the first failure counts), srun's line, mpirun's signal. */
+    const char *mpirun[] = {"  Process name: [[36548,0],1]\n", "  Exit code:    9\n",
+                            "  Process name: [[36548,1],2]\n", "  Exit code:    1\n",
+                            "  Process name: [[36548,1],3]\n", "  Exit code:    7\n"};
+    cs_fabric_init(&f);
+    feed_nodes(&f, 4, NULL);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric pairs rounds=3 of=3"), ==, 1);
+    feed_link(&f, 0, 3, 300, 40);
+    feed_link(&f, 1, 2, 300, 40);
+    CHECK_INT(cs_fabric_launcher_line(&f, "[h1:21148] 1 more process has sent help message"), ==,
+              0);
+    CHECK_INT(cs_fabric_launcher_line(&f, mpirun[0]), ==, 0);
+    CHECK_INT(cs_fabric_launcher_line(&f, mpirun[1]), ==, 0);
+    for (int i = 2; i < 6; i++)
+        CHECK_INT(cs_fabric_launcher_line(&f, mpirun[i]), ==, 1);
+    cs_fabric_judge(&f, &lim);
+    CHECK_STR(f.nodes[2].status, "failed");
+    CHECK_STR(f.nodes[2].failure,
+              "rank 2 exited with status 1 during node-to-node round 2 of 3 (reported by mpirun)");
+    CHECK_CONTAINS(f.nodes[2].evidence, "before that the median of its 1 link(s) was 300 Gb/s");
+    for (int i = 0; i < 4; i++)
+        if (i != 2)
+            CHECK_STR(f.nodes[i].status, "ok");
+    CHECK_INT(f.n_suspects, ==, 1);
+    CHECK(f.n_suspects && !strcmp(f.suspects[0].name, "h3"));
+    CHECK_CONTAINS(f.notes[0], "node h3 failed mid-benchmark: rank 2 exited with status 1");
+    cs_fabric_free(&f);
+
+    cs_fabric_init(&f);
+    feed_nodes(&f, 4, NULL);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric pairs rounds=3 of=3"), ==, 1);
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            feed_link(&f, a, b, 300, 40);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric coll op=allreduce bytes=8 time_us=10 "
+                                 "algbw_gbps=0.0064 busbw_gbps=0.0096"),
+              ==, 1);
+    CHECK_INT(cs_fabric_launcher_line(&f, "srun: error: h4: task 3: Exited with exit code 2\n"), ==,
+              1);
+    CHECK_INT(cs_fabric_launcher_line(&f, "srun: error: h1: task 0: Killed\n"), ==, 1);
+    cs_fabric_judge(&f, &lim);
+    CHECK_STR(f.nodes[3].status, "failed");
+    CHECK_STR(f.nodes[3].failure,
+              "rank 3 exited with status 2 during the collectives sweep (reported by srun)");
+    CHECK_STR(f.nodes[0].status, "ok");
+    cs_fabric_free(&f);
+
+    cs_fabric_init(&f);
+    feed_nodes(&f, 2, NULL);
+    CHECK_INT(cs_fabric_launcher_line(&f, "mpirun noticed that process rank 1 with PID 4242 on "
+                                          "node h2 exited on signal 9 (Killed).\n"),
+              ==, 1);
+    cs_fabric_judge(&f, &lim);
+    CHECK_STR(f.nodes[1].status, "failed");
+    CHECK_STR(f.nodes[1].failure, "rank 1 was killed by signal 9 (Killed) before the "
+                                  "node-to-node test (reported by mpirun)");
+    CHECK_CONTAINS(f.nodes[1].evidence, "no link measured before");
+    cs_fabric_free(&f);
     return cs_test_result();
 }

@@ -83,10 +83,13 @@ void tw_event(struct tw *w, unsigned thread, const struct cs_event *ev)
     w->events++;
 }
 
-void tw_comm(struct tw *w, uint64_t id, uint16_t op, int size, int my_rank, const int32_t *members)
+/* A communicator record of `kind`, with `trailer` (tlen bytes) after the members when given. */
+static void comm_record(struct tw *w, uint64_t id, uint16_t op, uint16_t kind, int size,
+                        int my_rank, const int32_t *members, const void *trailer, size_t tlen)
 {
-    uint32_t len = (uint32_t)(sizeof(struct cs_comm_record) + 4 * (size_t)size);
-    len = (len + 7) & ~7u;
+    uint32_t mlen = (uint32_t)(sizeof(struct cs_comm_record) + 4 * (size_t)size);
+    mlen = (mlen + 7) & ~7u;
+    uint32_t len = mlen + (uint32_t)tlen;
     size_t room = CS_BLOCK_SIZE - sizeof(struct cs_block_header);
     long c = w->comm_cur;
     if (c < 0 || (size_t)w->b[c].span * CS_BLOCK_SIZE - sizeof(struct cs_block_header) -
@@ -100,15 +103,36 @@ void tw_comm(struct tw *w, uint64_t id, uint16_t op, int size, int my_rank, cons
     struct cs_block_header *h = bh(w, c);
     struct cs_comm_record *r = (void *)(w->b[c].data + sizeof *h + h->used);
     r->record_bytes = len;
-    r->kind = CS_COMM_MPI;
+    r->kind = kind;
     r->op = op;
     r->id = id;
-    r->parent = id == CS_COMM_WORLD_ID ? 0 : CS_COMM_WORLD_ID;
+    r->parent = id == CS_COMM_WORLD_ID || kind == CS_COMM_NCCL ? 0 : CS_COMM_WORLD_ID;
     r->t_created = 1;
     r->size = size;
     r->my_rank = my_rank;
     memcpy(r->members, members, 4 * (size_t)size);
+    if (tlen)
+        memcpy((char *)r + mlen, trailer, tlen);
     h->used += len;
+}
+
+void tw_comm(struct tw *w, uint64_t id, uint16_t op, int size, int my_rank, const int32_t *members)
+{
+    comm_record(w, id, op, CS_COMM_MPI, size, my_rank, members, NULL, 0);
+}
+
+void tw_comm_nccl(struct tw *w, uint64_t id, int size, int my_rank, int rank, int cuda_dev,
+                  const char *bus_id)
+{
+    int32_t *m = malloc(4 * (size_t)size);
+    if (!m)
+        return;
+    for (int i = 0; i < size; i++)
+        m[i] = i == my_rank ? rank : -1;
+    struct cs_comm_gpu g = {cuda_dev, 0, ""};
+    snprintf(g.bus_id, sizeof g.bus_id, "%s", bus_id);
+    comm_record(w, id, CS_OP_NCCL_COMM_INIT_RANK, CS_COMM_NCCL, size, my_rank, m, &g, sizeof g);
+    free(m);
 }
 
 long tw_write(struct tw *w, const char *path, const struct tw_opts *o)

@@ -22,6 +22,11 @@ void tw_event(struct tw *w, unsigned thread, const struct cs_event *ev);
 /* Append a communicator record with the given members (comm rank order); spans blocks if big. */
 void tw_comm(struct tw *w, uint64_t id, uint16_t op, int size, int my_rank, const int32_t *members);
 
+/* An NCCL communicator record (kind 2: only my_rank's member known, the others -1) for world rank
+ * `rank`, with the GPU trailer (CUDA device, PCI bus id). */
+void tw_comm_nccl(struct tw *w, uint64_t id, int size, int my_rank, int rank, int cuda_dev,
+                  const char *bus_id);
+
 struct tw_opts {
     int partial;     /* write as a rank that died: PARTIAL, header CRC 0, blocks 0 */
     int unsealed;    /* partial: leave the last this-many blocks without CRC */
