@@ -35,7 +35,9 @@ extern char **environ;
 #define STOP_TIMEOUT_MS 10000
 
 static pid_t helper = -1;
-static int active; /* capture configured: every rank takes part in start and stop */
+static int active;     /* capture configured: every rank takes part in start and stop */
+static int configured; /* the same, kept after the stop for the gather of the wire files */
+static char wire_path[4200]; /* the helper's output file, "" when this rank started none */
 
 /* "HOST ADDR..." of this rank's node: non-loopback, non-link-local addresses. */
 static void my_info(char *out)
@@ -83,7 +85,9 @@ static int host_len(const char *info)
 static int spawn_helper(const char *all, int size, const char *mine, char *status)
 {
     const char *bin = getenv("COMMSCOPE_CAPTURE_BIN");
-    const char *dir = getenv("COMMSCOPE_DIR");
+    /* This rank's local directory (the run directory unless COMMSCOPE_LOCAL_DIR says
+     * otherwise): MPI_Finalize gathers the file to rank 0 when that one cannot see it. */
+    const char *dir = cs_local_dir();
     const char *ifaces = getenv("COMMSCOPE_CAPTURE");
     if (!bin || !*bin || !dir || !*dir) {
         snprintf(status, STATUS, "COMMSCOPE_CAPTURE_BIN or COMMSCOPE_DIR not set; no capture");
@@ -147,6 +151,7 @@ static int spawn_helper(const char *all, int size, const char *mine, char *statu
         return -1;
     }
     helper = pid;
+    snprintf(wire_path, sizeof wire_path, "%s", out);
     /* The job's hosts, one line each (the first rank's line for every host). */
     signal(SIGPIPE, SIG_IGN);
     for (int r = 0; r < size; r++) {
@@ -213,6 +218,7 @@ void cs__capture_start(MPI_Comm priv, int rank, int size)
     if (!want || !*want || priv == MPI_COMM_NULL)
         return;
     active = 1;
+    configured = 1;
     char mine[INFO];
     memset(mine, 0, sizeof mine);
     my_info(mine);
@@ -282,4 +288,14 @@ void cs__capture_stop(MPI_Comm priv)
         nanosleep(&d, NULL);
     }
     helper = -1;
+}
+
+int cs__capture_file(char *path, size_t len)
+{
+    if (!configured)
+        return -1;
+    if (!wire_path[0])
+        return 0;
+    snprintf(path, len, "%s", wire_path);
+    return 1;
 }
