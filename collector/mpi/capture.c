@@ -35,8 +35,8 @@ extern char **environ;
 #define STOP_TIMEOUT_MS 10000
 
 static pid_t helper = -1;
-static int active;     /* capture configured: every rank takes part in start and stop */
-static int configured; /* the same, kept after the stop for the gather of the wire files */
+static int active;           /* capture configured: every rank takes part in start and stop */
+static int configured;       /* the same, kept after the stop for the gather of the wire files */
 static char wire_path[4200]; /* the helper's output file, "" when this rank started none */
 
 /* "HOST ADDR..." of this rank's node: non-loopback, non-link-local addresses. */

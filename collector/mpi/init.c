@@ -267,8 +267,8 @@ static void copy_local(const struct file_info *fi, char *buf)
     if (ok && rename(tmp, dst) == 0)
         return;
     unlink(tmp);
-    cs_warn("could not copy %s to %s: %s; the %s stays where it is", fi->path, dst,
-            strerror(errno), kind_word[fi->kind]);
+    cs_warn("could not copy %s to %s: %s; the %s stays where it is", fi->path, dst, strerror(errno),
+            kind_word[fi->kind]);
 }
 
 /* Rank 0: receive rank r's file in chunks and write it into the run directory. */
@@ -341,8 +341,8 @@ static void gather(const struct file_info *mine)
     if (my_rank == 0)
         all = calloc((size_t)my_size, sizeof(*all));
     /* Everyone takes part in the collectives even without memory; rank 0 then moves nothing. */
-    int rc = PMPI_Gather(mine, (int)sizeof(*mine), MPI_BYTE, all, (int)sizeof(*mine), MPI_BYTE, 0,
-                         priv);
+    int rc =
+        PMPI_Gather(mine, (int)sizeof(*mine), MPI_BYTE, all, (int)sizeof(*mine), MPI_BYTE, 0, priv);
     if (my_rank == 0 && need) {
         int ok = rc == MPI_SUCCESS && all && buf && cs_run_dir()[0];
         if (!ok)
