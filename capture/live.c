@@ -235,16 +235,21 @@ int cs_wire_live_run(const struct cs_wire_live_opts *o, char *err, size_t errlen
         pcap_close(li[i].p);
     }
     int wf = cs_wire_agg_write_failed(a);
-    if (cs_wire_agg_finish(a) != 0 || wf) {
-        snprintf(err, errlen, "writing %s failed: %s; the file ends early", o->out_path,
-                 strerror(wf ? wf : errno));
-        cs_wire_agg_free(a);
-        fclose(out);
-        return -1;
-    }
+    int fin = cs_wire_agg_finish(a);
+    int fe = errno;
     cs_wire_agg_free(a);
-    if (fclose(out) != 0) {
-        snprintf(err, errlen, "writing %s failed: %s", o->out_path, strerror(errno));
+    if (fclose(out) != 0 && !wf && fin == 0) {
+        fin = -1;
+        fe = errno;
+    }
+    if (fin != 0 || wf) {
+        snprintf(err, errlen,
+                 "writing %s failed: %s; capture stopped there and the file ends early",
+                 o->out_path, strerror(wf ? wf : fe));
+        /* The starter reads this line at the stop and says it once (collector/mpi/capture.c). */
+        char end_msg[1200];
+        snprintf(end_msg, sizeof end_msg, "error: %s\n", err);
+        say_ready(o->ready_fd, end_msg);
         return -1;
     }
     return failed ? 1 : 0;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fabric.h"
@@ -21,27 +22,35 @@ enum { EXIT_INCOMPLETE = 1, EXIT_SLOW = 3 };
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: commscope fabric [OPTIONS] -- LAUNCHER [LAUNCHER ARGS...]\n\n"
-           "Run commscope's MPI benchmark across the allocation with LAUNCHER (mpirun -np N\n"
-           "--map-by ppr:1:node ..., srun ...): node-to-node latency and bandwidth for every pair\n"
-           "of nodes (sampled above 64 nodes) and a sweep of all-reduce, all-gather,\n"
-           "reduce-scatter, all-to-all and send/recv; then a verdict per node and link (ok or\n"
-           "slow, with measured vs expected vs median) and a ranked list of suspects.\n\n"
-           "  --json FILE             write commscope-fabric/1 JSON to FILE ('-': stdout)\n"
-           "  --raw FILE              keep the benchmark's result lines in FILE\n"
-           "  --min-bytes N           smallest collective size (default 8)\n"
-           "  --max-bytes N           largest collective size (default 64M; 0: no sweep)\n"
-           "  --step-factor N         sweep step (default 2)\n"
-           "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
-           "  --pair-iters N          messages per direction and pair (default 8)\n"
-           "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
-           "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
-           "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
-           "  --quiet                 no text report\n\n"
-           "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or cs_fabric\n"
-           "next to the commscope executable; it must be reachable on every node.\n"
-           "Exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
-           "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n");
+        f,
+        "usage: commscope fabric [OPTIONS] -- LAUNCHER [LAUNCHER ARGS...]\n\n"
+        "Run commscope's MPI benchmark across the allocation with LAUNCHER (mpirun -np N\n"
+        "--map-by ppr:1:node ..., srun ...): node-to-node latency and bandwidth for every pair\n"
+        "of nodes (sampled above 64 nodes) and a sweep of all-reduce, all-gather,\n"
+        "reduce-scatter, all-to-all and send/recv; then a verdict per node and link (ok or\n"
+        "slow, with measured vs expected vs median) and a ranked list of suspects.\n\n"
+        "  --json FILE             write commscope-fabric/1 JSON to FILE ('-': stdout)\n"
+        "  --raw FILE              keep the benchmark's result lines in FILE\n"
+        "  --min-bytes N           smallest collective size (default 8)\n"
+        "  --max-bytes N           largest collective size (default 64M; 0: no sweep)\n"
+        "  --step-factor N         sweep step (default 2)\n"
+        "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
+        "  --pair-iters N          messages per direction and pair (default 8)\n"
+        "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
+        "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
+        "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
+        "  --quiet                 no text report\n"
+        "  -o, --output DIR        with --capture: the run directory of the benchmark's\n"
+        "                          traces and wire files (default ./commscope-fabric-\n"
+        "                          YYYYmmdd-HHMMSS)\n"
+        "%s\n"
+        "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or cs_fabric\n"
+        "next to the commscope executable; it must be reachable on every node.\n"
+        "Exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
+        "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n"
+        "With --capture the benchmark runs under `commscope run --capture` and every link's\n"
+        "verdict gets the wire evidence of its pair test (docs/wire.md).\n",
+        cs__capture_usage());
 }
 
 /* Lines of one of the job's pipes, read as they come. */
@@ -138,6 +147,40 @@ static int bench_path(char *out, size_t len)
     return access(out, X_OK);
 }
 
+/* With --capture: this executable (to run `commscope run`) and the run directory. */
+static int wrap_prefix(const char *out_dir, char *self, char *dir)
+{
+    ssize_t n = readlink("/proc/self/exe", self, PATH_MAX - 1);
+    if (n <= 0) {
+        fprintf(stderr, "commscope fabric: cannot find my own executable for --capture: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    self[n] = '\0';
+    if (out_dir) {
+        snprintf(dir, PATH_MAX, "%s", out_dir);
+    } else {
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        strftime(dir, PATH_MAX, "commscope-fabric-%Y%m%d-%H%M%S", &tm);
+    }
+    /* `commscope run` wants an absolute directory for the nodes; make it so here as well. */
+    if (dir[0] != '/') {
+        char cwd[PATH_MAX], rel[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            fprintf(stderr, "commscope fabric: getcwd: %s\n", strerror(errno));
+            return -1;
+        }
+        snprintf(rel, sizeof rel, "%s", dir);
+        if (snprintf(dir, PATH_MAX, "%s/%s", cwd, rel) >= PATH_MAX) {
+            fprintf(stderr, "commscope fabric: run directory name too long\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int cs__cmd_fabric(int argc, char **argv)
 {
     const char *json = NULL, *raw = NULL;
@@ -148,6 +191,8 @@ int cs__cmd_fabric(int argc, char **argv)
     struct cs_fabric_limits lim;
     cs_fabric_default_limits(&lim);
     int quiet = 0, i;
+    struct cs__capture_opts cap = {0};
+    const char *out_dir = NULL;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--")) {
@@ -164,6 +209,13 @@ int cs__cmd_fabric(int argc, char **argv)
         }
         if (a[0] != '-')
             break; /* the launcher, without "--" */
+        if (strncmp(a, "--capture", 9) == 0) {
+            int used = cs__capture_arg(&cap, argc, argv, i, "fabric");
+            if (used < 0)
+                return CS__EXIT_USAGE;
+            i += used - 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "commscope fabric: %s needs a value\n", a);
             return CS__EXIT_USAGE;
@@ -178,6 +230,8 @@ int cs__cmd_fabric(int argc, char **argv)
             json = val;
         else if (!strcmp(a, "--raw"))
             raw = val;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            out_dir = val;
         else if (!strcmp(a, "--peer-fraction") || !strcmp(a, "--capacity-fraction")) {
             char *end;
             double v = strtod(val, &end);
@@ -206,11 +260,36 @@ int cs__cmd_fabric(int argc, char **argv)
                 bench);
         return CS__EXIT_NOTFOUND;
     }
-    /* LAUNCHER ARGS... cs_fabric [--option value]... */
-    char **av = calloc((size_t)(argc - i) + 2 + 2 * NPASS + 1, sizeof(char *));
+    /* [commscope run ... --] LAUNCHER ARGS... cs_fabric [--option value]... */
+    int capture = cap.ifaces || cap.raw || cap.expect;
+    char self[PATH_MAX], dir[PATH_MAX];
+    if (capture && wrap_prefix(out_dir, self, dir) < 0)
+        return 1;
+    char **av = calloc((size_t)(argc - i) + 2 + 2 * NPASS + 1 + 20, sizeof(char *));
     if (!av)
         return 1;
     int n = 0;
+    if (capture) {
+        /* The collector starts and stops the capture on every node and gathers the wire files
+         * into dir (docs/wire.md); the benchmark's stdout still comes through. */
+        av[n++] = self;
+        av[n++] = "run";
+        av[n++] = "--no-analyze";
+        av[n++] = "--quiet";
+        av[n++] = "-o";
+        av[n++] = dir;
+        static const char *const names[] = {"--capture", "--capture-expect", "--capture-bucket-ms",
+                                            "--capture-raw-max"};
+        const char *vals[] = {cap.ifaces, cap.expect, cap.bucket_ms, cap.raw_max};
+        for (int k = 0; k < 4; k++)
+            if (vals[k]) {
+                av[n++] = (char *)names[k];
+                av[n++] = (char *)vals[k];
+            }
+        if (cap.raw)
+            av[n++] = "--capture-raw";
+        av[n++] = "--";
+    }
     for (int k = i; k < argc; k++)
         av[n++] = argv[k];
     av[n++] = bench;
@@ -291,7 +370,11 @@ int cs__cmd_fabric(int argc, char **argv)
             return job;
         }
     }
+    if (capture && cs__fabric_wire(&fab, dir) < 0)
+        fprintf(stderr, "commscope fabric: out of memory reading the wire files in %s\n", dir);
     cs_fabric_judge(&fab, &lim);
+    if (capture && !quiet)
+        fprintf(stderr, "commscope fabric: traces and wire files in %s\n", dir);
     if (job != 0)
         fprintf(stderr, "commscope fabric: the job exited with status %d%s\n", job,
                 fab.complete ? "" : " before the benchmark finished; reporting what it measured");

@@ -41,6 +41,11 @@ void cs__fabric_note(struct cs_fabric *f, const char *fmt, ...)
         f->n_notes++;
 }
 
+void cs_fabric_add_note(struct cs_fabric *f, const char *text)
+{
+    cs__fabric_note(f, "%s", text);
+}
+
 /* The value of key=VALUE in a line of space-separated fields, copied into out. */
 static int field(const char *line, const char *key, char *out, size_t len)
 {
@@ -160,6 +165,14 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
             f->last_round = round;
         }
         l.gbps = l.ab_gbps < l.ba_gbps ? l.ab_gbps : l.ba_gbps;
+        /* Optional (newer benchmarks): the test's window and bytes, for the wire evidence. */
+        double t0, t1, sent;
+        if (fnum(line, "t0_ns", &t0) == 0 && fnum(line, "t1_ns", &t1) == 0 &&
+            fnum(line, "sent_bytes", &sent) == 0 && t0 > 0 && t1 >= t0 && sent > 0) {
+            l.t0_ns = (long long)t0;
+            l.t1_ns = (long long)t1;
+            l.sent_bytes = sent;
+        }
         f->links[f->n_links++] = l;
         return 1;
     }
@@ -293,6 +306,15 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
                  "latency %.3g us vs %.3g us median",
                  l->gbps, exp, f->link_median_gbps, l->ratio, l->latency_us,
                  f->link_median_latency_us);
+        const struct cs_fabric_wire *w = &l->wire;
+        if (w->have) {
+            size_t n = strlen(l->evidence);
+            snprintf(l->evidence + n, sizeof(l->evidence) - n,
+                     "; wire: %.3f x the bytes sent, on %s, %.0f retransmission(s), %.3g/%.3g "
+                     "Gb/s each way%s",
+                     w->ratio, w->ifaces[0] ? w->ifaces : "-", w->retrans_ab + w->retrans_ba,
+                     w->gbps_ab, w->gbps_ba, w->nwarn ? " (see its wire warnings)" : "");
+        }
     }
 
     /* Nodes: the median of their links. */
@@ -437,6 +459,36 @@ void cs_fabric_free(struct cs_fabric *f)
     memset(f, 0, sizeof(*f));
 }
 
+/* The links' wire evidence (commscope fabric --capture), when there is any. */
+static void fabric_print_wire(const struct cs_fabric *f, FILE *o)
+{
+    size_t have = 0;
+    for (size_t i = 0; i < f->n_links; i++)
+        have += f->links[i].wire.have != 0;
+    if (!have)
+        return;
+    fprintf(o, "\nlinks on the wire (pair test; bytes both ways vs sent; rate: busy buckets)\n");
+    fprintf(o, "  %-31s %-12s %10s %6s %8s %9s %9s\n", "a - b", "interface", "wire_MB", "ratio",
+            "retrans", "a>b Gb/s", "b>a Gb/s");
+    for (size_t i = 0; i < f->n_links; i++) {
+        const struct cs_fabric_link *l = &f->links[i];
+        const struct cs_fabric_wire *w = &l->wire;
+        if (!w->have)
+            continue;
+        char name[520];
+        snprintf(name, sizeof(name), "%s - %s", host_of(f, l->a), host_of(f, l->b));
+        fprintf(o, "  %-31.31s %-12.12s %10.3f %6.3f %8.0f %9.3g %9.3g\n", name,
+                w->ifaces[0] ? w->ifaces : "-", (w->bytes_ab + w->bytes_ba) / 1e6, w->ratio,
+                w->retrans_ab + w->retrans_ba, w->gbps_ab, w->gbps_ba);
+    }
+    for (size_t i = 0; i < f->n_links; i++) {
+        const struct cs_fabric_link *l = &f->links[i];
+        for (int k = 0; k < l->wire.nwarn; k++)
+            fprintf(o, "  WARNING: link %s - %s on the wire: %s\n", host_of(f, l->a),
+                    host_of(f, l->b), l->wire.warn[k]);
+    }
+}
+
 void cs_fabric_print(const struct cs_fabric *f, FILE *o)
 {
     size_t pairs = f->n_nodes * (f->n_nodes ? f->n_nodes - 1 : 0) / 2;
@@ -472,6 +524,7 @@ void cs_fabric_print(const struct cs_fabric *f, FILE *o)
                     l->ratio, l->latency_us);
         }
     }
+    fabric_print_wire(f, o);
     if (f->n_colls) {
         fprintf(o, "\ncollectives (largest size of each op; all sizes in the JSON)\n");
         fprintf(o, "  %-14s %12s %12s %12s %12s\n", "op", "bytes", "time_us", "algbw Gb/s",
@@ -515,6 +568,60 @@ static void jnum(FILE *o, double v)
         fputs("0", o);
     else
         fputs("null", o);
+}
+
+/* A link's "wire" object (docs/report-schema.md), null without capture. */
+static void write_json_wire(const struct cs_fabric_wire *w, FILE *o)
+{
+    if (!w->have) {
+        fputs("null", o);
+        return;
+    }
+    fputs("{\"interfaces\": [", o);
+    char names[sizeof w->ifaces];
+    memcpy(names, w->ifaces, sizeof names);
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(names, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        fputs(k++ ? ", " : "", o);
+        cs_topo_json_string(o, t);
+    }
+    fprintf(o, "], \"expected\": %s, \"captured_by\": \"%s\"",
+            w->expected < 0 ? "null"
+            : w->expected   ? "true"
+                            : "false",
+            w->views == 3   ? "both"
+            : w->views == 1 ? "a"
+                            : "b");
+    const struct {
+        const char *key;
+        double v;
+    } nums[] = {{"sent_bytes", w->sent_bytes},
+                {"wire_bytes", w->bytes_ab + w->bytes_ba},
+                {"ratio", w->ratio},
+                {"bytes_ab", w->bytes_ab},
+                {"bytes_ba", w->bytes_ba},
+                {"packets_ab", w->pkts_ab},
+                {"packets_ba", w->pkts_ba},
+                {"retransmits_ab", w->retrans_ab},
+                {"retransmits_ba", w->retrans_ba},
+                {"gbps_ab", w->gbps_ab},
+                {"gbps_ba", w->gbps_ba},
+                {"busy_buckets_ab", w->busy_ab},
+                {"busy_buckets_ba", w->busy_ba}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        fprintf(o, ", \"%s\": ", nums[i].key);
+        /* Counts are whole numbers: printed exactly, not to 6 digits. */
+        if (strstr(nums[i].key, "gbps") || !strcmp(nums[i].key, "ratio"))
+            jnum(o, nums[i].v);
+        else
+            fprintf(o, "%.0f", nums[i].v);
+    }
+    fputs(", \"warnings\": [", o);
+    for (int i = 0; i < w->nwarn; i++) {
+        fputs(i ? ", " : "", o);
+        cs_topo_json_string(o, w->warn[i]);
+    }
+    fputs("]}", o);
 }
 
 void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
@@ -581,6 +688,8 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
         cs_topo_json_string(o, l->status);
         fputs(", \"evidence\": ", o);
         cs_topo_json_string(o, l->evidence);
+        fputs(", \"wire\": ", o);
+        write_json_wire(&l->wire, o);
         fputc('}', o);
     }
     fputs(f->n_links ? "\n  ],\n  \"collectives\": [" : "],\n  \"collectives\": [", o);

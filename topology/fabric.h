@@ -28,6 +28,28 @@ struct cs_fabric_node {
     char port_errors[200]; /* error counters that moved during the benchmark, "" none */
 };
 
+/*
+ * Wire evidence for one link (commscope fabric --capture; docs/wire.md): what the two nodes'
+ * captures saw between them during the link's pair test.  Filled by the launcher
+ * (launcher/fabric_wire.c) before cs_fabric_judge; have = 0 without capture.
+ */
+#define CS_FABRIC_WIRE_WARN 4
+struct cs_fabric_wire {
+    int have;                      /* at least one of the two nodes captured */
+    int views;                     /* bit 0: node a's capture used, bit 1: node b's */
+    double sent_bytes;             /* what the pair test sent between them, both directions */
+    double bytes_ab, bytes_ba;     /* frame bytes on the wire each way */
+    double pkts_ab, pkts_ba;       /* frames each way */
+    double retrans_ab, retrans_ba; /* TCP retransmissions each way (sender's view if captured) */
+    double ratio;                  /* (bytes_ab + bytes_ba) / sent_bytes */
+    double gbps_ab, gbps_ba;       /* mean rate over the busy buckets each way, 0 none */
+    int busy_ab, busy_ba;          /* buckets with at least half the fullest one's bytes */
+    char ifaces[128];              /* interfaces that carried it, comma-separated */
+    int expected;                  /* 1 all expected data interfaces, 0 some not, -1 unknown */
+    char warn[CS_FABRIC_WIRE_WARN][256];
+    int nwarn;
+};
+
 struct cs_fabric_link {
     int a, b;                      /* node indexes */
     double ab_gbps, ba_gbps, gbps; /* gbps: the slower direction */
@@ -35,7 +57,10 @@ struct cs_fabric_link {
     double expected_gbps; /* capacity model: the slower NIC of the two, 0 unknown */
     char status[12];      /* "ok", "slow" */
     double ratio;         /* gbps / median of all links */
-    char evidence[256];
+    char evidence[512];
+    long long t0_ns, t1_ns; /* CLOCK_REALTIME (node a) around the pair test, 0 unknown */
+    double sent_bytes;      /* bytes the pair test sent both ways, 0 unknown */
+    struct cs_fabric_wire wire;
 };
 
 struct cs_fabric_coll {
@@ -56,7 +81,7 @@ struct cs_fabric_suspect {
     char kind[8]; /* "node" or "link" */
     char name[520];
     double ratio;
-    char evidence[256];
+    char evidence[512];
 };
 
 struct cs_fabric {
@@ -110,6 +135,8 @@ int cs_fabric_launcher_line(struct cs_fabric *f, const char *line);
 /* Derive per-node figures, verdicts and suspects; call once after the last line. */
 void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *l);
 void cs_fabric_free(struct cs_fabric *f);
+/* Add a note (a problem met) to the report. */
+void cs_fabric_add_note(struct cs_fabric *f, const char *text);
 
 void cs_fabric_print(const struct cs_fabric *f, FILE *out);
 void cs_fabric_write_json(const struct cs_fabric *f, FILE *out);

@@ -11,9 +11,11 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -74,8 +76,17 @@ static int partner(int i, int r, int m)
 
 struct pair_result {
     double gbps_ab, gbps_ba, lat_us;
-    int a, b; /* node indexes, a < b; a = -1 none */
+    int64_t t0_ns, t1_ns; /* CLOCK_REALTIME of node a around the pair's test (wire capture) */
+    int64_t sent;         /* bytes the pair test sent between the two, both directions */
+    int a, b;             /* node indexes, a < b; a = -1 none */
 };
+
+static int64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* Time iters messages of bytes from `from` to `to` as the sender sees it (ack at the end). */
 static double stream(MPI_Comm c, int me, int from, int to, char *buf, size_t bytes, int iters)
@@ -100,6 +111,7 @@ static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, cha
                          struct pair_result *r)
 {
     int a = me < peer ? me : peer, b = me < peer ? peer : me;
+    r->t0_ns = realtime_ns();
     /* Latency: 8-byte ping-pong, half the fastest round trip. */
     double *rt = malloc((size_t)o->lat_iters * sizeof(double));
     char x[8] = {0};
@@ -128,6 +140,11 @@ static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, cha
     stream(c, me, a, b, buf, o->pair_bytes, 1); /* warm-up: connection set-up */
     double ab = stream(c, me, a, b, buf, o->pair_bytes, o->pair_iters);
     double ba = stream(c, me, b, a, buf, o->pair_bytes, o->pair_iters);
+    r->t1_ns = realtime_ns();
+    /* Ping-pongs (2 warm-up + lat_iters, 8 bytes each way), the warm-up stream, the two timed
+     * streams, and a 1-byte acknowledgement after each stream. */
+    r->sent =
+        (int64_t)(o->lat_iters + 2) * 16 + (int64_t)o->pair_bytes * (2 * o->pair_iters + 1) + 3;
     r->a = a;
     r->b = b;
     r->gbps_ab = ab;
@@ -149,7 +166,7 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
     for (int k = 0; k < use; k++) {
         int r = use == rounds ? k : (int)((long)k * rounds / use);
         int p = partner(node, r, m);
-        struct pair_result res = {0, 0, 0, -1, -1};
+        struct pair_result res = {0, 0, 0, 0, 0, 0, -1, -1};
         if (p >= 0)
             measure_pair(leaders, node, p, o, buf, &res);
         if (node != res.a)
@@ -157,8 +174,10 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
         MPI_Gather(&res, (int)sizeof(res), MPI_BYTE, all, (int)sizeof(res), MPI_BYTE, 0, leaders);
         for (int i = 0; all && i < m; i++)
             if (all[i].a >= 0)
-                emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g", r,
-                     all[i].a, all[i].b, all[i].gbps_ab, all[i].gbps_ba, all[i].lat_us);
+                emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g "
+                     "t0_ns=%lld t1_ns=%lld sent_bytes=%lld",
+                     r, all[i].a, all[i].b, all[i].gbps_ab, all[i].gbps_ba, all[i].lat_us,
+                     (long long)all[i].t0_ns, (long long)all[i].t1_ns, (long long)all[i].sent);
         if (o->fail_node == node && node != 0) {
             fprintf(stderr, "cs_fabric: node %d exits on purpose (COMMSCOPE_FABRIC_FAIL_NODE)\n",
                     node);

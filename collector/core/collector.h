@@ -70,6 +70,10 @@ CS_EXPORT const char *cs_trace_path(void);
 /* The run directory where rank 0 collects every trace (COMMSCOPE_DIR). */
 CS_EXPORT const char *cs_run_dir(void);
 
+/* Where this rank writes before the gather (COMMSCOPE_LOCAL_DIR expanded; valid after
+ * cs_trace_open), else the run directory. */
+CS_EXPORT const char *cs_local_dir(void);
+
 /* The header of the open trace (for the front end's read-only use), or NULL. */
 CS_EXPORT const struct cs_file_header *cs_trace_header(void);
 

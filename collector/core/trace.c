@@ -401,6 +401,11 @@ const char *cs_run_dir(void)
     return v ? v : "";
 }
 
+const char *cs_local_dir(void)
+{
+    return cs__t.cfg.local_dir[0] ? cs__t.cfg.local_dir : cs_run_dir();
+}
+
 const struct cs_file_header *cs_trace_header(void)
 {
     return cs__t.open ? cs__t.hdr : NULL;

@@ -35,7 +35,12 @@ extern char **environ;
 #define STOP_TIMEOUT_MS 10000
 
 static pid_t helper = -1;
-static int active; /* capture configured: every rank takes part in start and stop */
+static char late[STATUS];    /* what the helper said after its first line */
+static int active;           /* capture configured: every rank takes part in start and stop */
+static int configured;       /* the same, kept after the stop for the gather of the wire files */
+static char wire_path[4200]; /* the helper's output file, "" when this rank started none */
+static int ready_rd = -1;    /* the helper's stdout: "ok" at the start, "error: ..." at the end */
+static char node_name[CS_HOST_MAX];
 
 /* "HOST ADDR..." of this rank's node: non-loopback, non-link-local addresses. */
 static void my_info(char *out)
@@ -83,7 +88,9 @@ static int host_len(const char *info)
 static int spawn_helper(const char *all, int size, const char *mine, char *status)
 {
     const char *bin = getenv("COMMSCOPE_CAPTURE_BIN");
-    const char *dir = getenv("COMMSCOPE_DIR");
+    /* This rank's local directory (the run directory unless COMMSCOPE_LOCAL_DIR says
+     * otherwise): MPI_Finalize gathers the file to rank 0 when that one cannot see it. */
+    const char *dir = cs_local_dir();
     const char *ifaces = getenv("COMMSCOPE_CAPTURE");
     if (!bin || !*bin || !dir || !*dir) {
         snprintf(status, STATUS, "COMMSCOPE_CAPTURE_BIN or COMMSCOPE_DIR not set; no capture");
@@ -147,6 +154,7 @@ static int spawn_helper(const char *all, int size, const char *mine, char *statu
         return -1;
     }
     helper = pid;
+    snprintf(wire_path, sizeof wire_path, "%s", out);
     /* The job's hosts, one line each (the first rank's line for every host). */
     signal(SIGPIPE, SIG_IGN);
     for (int r = 0; r < size; r++) {
@@ -194,13 +202,22 @@ static int spawn_helper(const char *all, int size, const char *mine, char *statu
         if (strchr(line, '\n') || got == sizeof line - 1)
             break;
     }
-    close(rd[0]);
+    /* Kept open: a helper that fails while capturing (disk full) says why on it. */
+    ready_rd = rd[0];
+    snprintf(node_name, sizeof node_name, "%s", host);
+    {
+        /* Anything after the first line belongs to the end (a quick failure). */
+        char *nl = strchr(line, '\n');
+        if (nl && nl[1])
+            snprintf(late, sizeof late, "%s", nl + 1);
+    }
     line[strcspn(line, "\n")] = '\0';
     if (strncmp(line, "ok", 2) == 0) {
         status[0] = '\0';
         return 0;
     }
-    snprintf(status, STATUS, "%.60s: %.180s", host,
+    /* A leading '+': the node captures on its other interfaces (a partial start). */
+    snprintf(status, STATUS, "%s%.60s: %.180s", strncmp(line, "partial: ", 9) == 0 ? "+" : "", host,
              strncmp(line, "error: ", 7) == 0     ? line + 7
              : strncmp(line, "partial: ", 9) == 0 ? line + 9
                                                   : line);
@@ -213,6 +230,7 @@ void cs__capture_start(MPI_Comm priv, int rank, int size)
     if (!want || !*want || priv == MPI_COMM_NULL)
         return;
     active = 1;
+    configured = 1;
     char mine[INFO];
     memset(mine, 0, sizeof mine);
     my_info(mine);
@@ -237,21 +255,76 @@ void cs__capture_start(MPI_Comm priv, int rank, int size)
     }
     PMPI_Gather(status, STATUS, MPI_CHAR, stat_all, stat_all ? STATUS : 0, MPI_CHAR, 0, priv);
     if (rank == 0 && stat_all) {
-        int bad = 0, first = -1;
-        for (int r = 0; r < size; r++)
-            if (stat_all[(size_t)r * STATUS]) {
-                bad++;
-                if (first < 0)
-                    first = r;
+        /* Failed nodes and partial ones (some interfaces missing), each said once. */
+        for (int partial = 0; partial < 2; partial++) {
+            int bad = 0, first = -1;
+            for (int r = 0; r < size; r++) {
+                const char *st = stat_all + (size_t)r * STATUS;
+                if (st[0] && (st[0] == '+') == partial) {
+                    bad++;
+                    if (first < 0)
+                        first = r;
+                }
             }
-        if (bad) {
-            stat_all[(size_t)first * STATUS + STATUS - 1] = '\0';
-            cs_warn("wire capture: %s; %d of the job's nodes could not capture; the run goes on "
-                    "without capture there",
-                    stat_all + (size_t)first * STATUS, bad);
+            if (!bad)
+                continue;
+            char *st = stat_all + (size_t)first * STATUS;
+            st[STATUS - 1] = '\0';
+            if (partial)
+                cs_warn("wire capture: %s; %d of the job's nodes capture on their other "
+                        "interfaces only",
+                        st + 1, bad);
+            else
+                cs_warn("wire capture: %s; %d of the job's nodes could not capture; the run goes "
+                        "on without capture there",
+                        st, bad);
         }
     }
     free(stat_all);
+    free(all);
+}
+
+/* Rank 0 says once what went wrong on the nodes while capturing (collective over priv). */
+static void say_end(MPI_Comm priv)
+{
+    char status[STATUS] = "";
+    if (ready_rd >= 0) {
+        /* The helper has exited: read to the end of what it wrote, without waiting. */
+        size_t got = strlen(late);
+        ssize_t n;
+        fcntl(ready_rd, F_SETFL, O_NONBLOCK);
+        while (got < sizeof late - 1 && (n = read(ready_rd, late + got, sizeof late - 1 - got)) > 0)
+            got += (size_t)n;
+        late[got] = '\0';
+        close(ready_rd);
+        ready_rd = -1;
+        char *e = strstr(late, "error: ");
+        if (e) {
+            e[strcspn(e, "\n")] = '\0';
+            snprintf(status, sizeof status, "%.60s: %.180s", node_name, e + 7);
+        }
+    }
+    if (priv == MPI_COMM_NULL)
+        return;
+    int rank = 0, size = 0;
+    PMPI_Comm_rank(priv, &rank);
+    PMPI_Comm_size(priv, &size);
+    char *all = rank == 0 ? calloc((size_t)size, STATUS) : NULL;
+    PMPI_Gather(status, STATUS, MPI_CHAR, all, all ? STATUS : 0, MPI_CHAR, 0, priv);
+    if (!all)
+        return;
+    int bad = 0, first = -1;
+    for (int r = 0; r < size; r++)
+        if (all[(size_t)r * STATUS]) {
+            bad++;
+            first = first < 0 ? r : first;
+        }
+    if (bad) {
+        all[(size_t)first * STATUS + STATUS - 1] = '\0';
+        cs_warn("wire capture: %s; %d of the job's nodes stopped capturing early; the job is "
+                "not affected, and the analysis reads each file up to where it ends",
+                all + (size_t)first * STATUS, bad);
+    }
     free(all);
 }
 
@@ -263,23 +336,34 @@ void cs__capture_stop(MPI_Comm priv)
     /* Everybody's last message has arrived before any node stops capturing. */
     if (priv != MPI_COMM_NULL)
         PMPI_Barrier(priv);
-    if (helper <= 0)
-        return;
-    kill(helper, SIGTERM);
-    struct timespec d = {0, 10 * 1000 * 1000};
-    for (int waited = 0;; waited += 10) {
-        pid_t w = waitpid(helper, NULL, WNOHANG);
-        if (w == helper || (w < 0 && errno != EINTR))
-            break;
-        if (waited >= STOP_TIMEOUT_MS) {
-            kill(helper, SIGKILL);
-            waitpid(helper, NULL, 0);
-            cs_warn("wire capture: the helper did not finish within %d s and was killed; its "
-                    "file ends early",
-                    STOP_TIMEOUT_MS / 1000);
-            break;
+    if (helper > 0) {
+        kill(helper, SIGTERM);
+        struct timespec d = {0, 10 * 1000 * 1000};
+        for (int waited = 0;; waited += 10) {
+            pid_t w = waitpid(helper, NULL, WNOHANG);
+            if (w == helper || (w < 0 && errno != EINTR))
+                break;
+            if (waited >= STOP_TIMEOUT_MS) {
+                kill(helper, SIGKILL);
+                waitpid(helper, NULL, 0);
+                cs_warn("wire capture: the helper did not finish within %d s and was killed; "
+                        "its file ends early",
+                        STOP_TIMEOUT_MS / 1000);
+                break;
+            }
+            nanosleep(&d, NULL);
         }
-        nanosleep(&d, NULL);
+        helper = -1;
     }
-    helper = -1;
+    say_end(priv); /* every rank: it gathers */
+}
+
+int cs__capture_file(char *path, size_t len)
+{
+    if (!configured)
+        return -1;
+    if (!wire_path[0])
+        return 0;
+    snprintf(path, len, "%s", wire_path);
+    return 1;
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "commscope/ops.h"
 #include "internal.h"
 
 #define TAG_CLOCK 1
@@ -190,39 +191,67 @@ CS_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provid
 
 /* ---- gather ----------------------------------------------------------------------------- */
 
-/* What rank 0 learns about each rank's trace file. */
+/* The files gathered to rank 0: each rank's trace, and the wire file of each node's capture. */
+enum { KIND_TRACE, KIND_WIRE };
+static const char *const kind_word[] = {[KIND_TRACE] = "trace", [KIND_WIRE] = "wire file"};
+
+/* What rank 0 learns about each rank's file of one kind. */
 struct file_info {
-    uint64_t nonce;
+    uint64_t nonce; /* traces: the header's nonce; wire files: size and CRC-32 of the content */
     uint64_t size;
     int32_t have; /* 1: the rank has a closed file at path */
-    int32_t pad;
+    int32_t kind;
     char host[CS_HOST_MAX];
     char path[1024];
+    char name[256]; /* its name in the run directory */
 };
 
-/* Nonzero when the file at path is a commscope trace with this nonce. */
-static int same_file(const char *path, uint64_t nonce)
+/* CRC-32 of the whole file in the high half, its size in the low half; 0 when unreadable. */
+static uint64_t content_id(const char *path, char *buf)
 {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || !buf) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    uint32_t crc = 0;
+    uint64_t size = 0;
+    ssize_t n;
+    while ((n = read(fd, buf, CHUNK)) > 0) {
+        crc = cs_crc32(crc, buf, (size_t)n);
+        size += (uint64_t)n;
+    }
+    close(fd);
+    return n < 0 ? 0 : (uint64_t)crc << 32 | (size & 0xffffffffu);
+}
+
+/* Nonzero when the file at path is the one fi describes (rank 0 can see it already). */
+static int same_file(const char *path, const struct file_info *fi, char *buf)
+{
+    if (fi->kind == KIND_WIRE)
+        return fi->nonce != 0 && content_id(path, buf) == fi->nonce;
     struct cs_file_header h;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t n = pread(fd, &h, sizeof(h), 0);
     close(fd);
-    return n == (ssize_t)sizeof(h) && memcmp(h.magic, CS_TRACE_MAGIC, 8) == 0 && h.nonce == nonce;
+    return n == (ssize_t)sizeof(h) && memcmp(h.magic, CS_TRACE_MAGIC, 8) == 0 &&
+           h.nonce == fi->nonce;
 }
 
-static void dest_path(char *out, size_t cap, int r, int tmp)
+static void dest_path(char *out, size_t cap, const struct file_info *fi, int tmp)
 {
-    snprintf(out, cap, "%s/%srank-%05d.cst%s", cs_run_dir(), tmp ? "." : "", r, tmp ? ".tmp" : "");
+    snprintf(out, cap, "%s/%s%s%s", cs_run_dir(), tmp ? "." : "", fi->name, tmp ? ".tmp" : "");
 }
 
-/* Rank 0: copy its own trace into the run directory (it lives in a local directory). */
+/* Rank 0: copy its own file into the run directory (it lives in a local directory). */
 static void copy_local(const struct file_info *fi, char *buf)
 {
     char dst[4200], tmp[4200];
-    dest_path(dst, sizeof(dst), 0, 0);
-    dest_path(tmp, sizeof(tmp), 0, 1);
+    dest_path(dst, sizeof(dst), fi, 0);
+    dest_path(tmp, sizeof(tmp), fi, 1);
     int in = open(fi->path, O_RDONLY | O_CLOEXEC);
     int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int ok = in >= 0 && out >= 0;
@@ -238,16 +267,16 @@ static void copy_local(const struct file_info *fi, char *buf)
     if (ok && rename(tmp, dst) == 0)
         return;
     unlink(tmp);
-    cs_warn("could not copy %s to %s: %s; the trace stays where it is", fi->path, dst,
-            strerror(errno));
+    cs_warn("could not copy %s to %s: %s; the %s stays where it is", fi->path, dst, strerror(errno),
+            kind_word[fi->kind]);
 }
 
 /* Rank 0: receive rank r's file in chunks and write it into the run directory. */
 static void receive_file(int r, const struct file_info *fi, char *buf)
 {
     char dst[4200], tmp[4200];
-    dest_path(dst, sizeof(dst), r, 0);
-    snprintf(tmp, sizeof(tmp), "%s/.rank-%05d.cst.tmp", cs_run_dir(), r);
+    dest_path(dst, sizeof(dst), fi, 0);
+    dest_path(tmp, sizeof(tmp), fi, 1);
     int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int ok = out >= 0, werr = out < 0 ? errno : 0;
     uint64_t got = 0;
@@ -277,8 +306,9 @@ static void receive_file(int r, const struct file_info *fi, char *buf)
     if (ok && got == fi->size && rename(tmp, dst) == 0)
         return;
     unlink(tmp);
-    cs_warn("could not bring rank %d's trace (%s:%s) into %s%s%s; it stays on that host", r,
-            fi->host, fi->path, cs_run_dir(), werr ? ": " : "", werr ? strerror(werr) : "");
+    cs_warn("could not bring rank %d's %s (%s:%s) into %s%s%s; it stays on that host", r,
+            kind_word[fi->kind], fi->host, fi->path, cs_run_dir(), werr ? ": " : "",
+            werr ? strerror(werr) : "");
 }
 
 /* Rank r: stream its file to rank 0; a chunk with length -1 says reading failed. */
@@ -299,8 +329,9 @@ static void send_file(const struct file_info *fi, char *buf)
 }
 
 /*
- * Make every rank's trace readable by rank 0 in the run directory.  Collective over priv.  Files
- * rank 0 can already see (shared filesystem, same host) are not moved.
+ * Make every rank's file of mine->kind readable by rank 0 in the run directory.  Collective over
+ * priv.  Files rank 0 can already see (shared filesystem, same host) are not moved.  Every rank
+ * has a trace; only the ranks that started a node's capture helper have a wire file.
  */
 static void gather(const struct file_info *mine)
 {
@@ -310,20 +341,30 @@ static void gather(const struct file_info *mine)
     if (my_rank == 0)
         all = calloc((size_t)my_size, sizeof(*all));
     /* Everyone takes part in the collectives even without memory; rank 0 then moves nothing. */
-    int rc = PMPI_Gather(mine, (int)sizeof(*mine), MPI_BYTE, all, (int)sizeof(*mine), MPI_BYTE, 0,
-                         priv);
+    int rc =
+        PMPI_Gather(mine, (int)sizeof(*mine), MPI_BYTE, all, (int)sizeof(*mine), MPI_BYTE, 0, priv);
     if (my_rank == 0 && need) {
         int ok = rc == MPI_SUCCESS && all && buf && cs_run_dir()[0];
         if (!ok)
-            cs_warn("could not gather the trace list; each trace stays where its rank wrote it");
+            cs_warn("could not gather the %s list; each %s stays where its rank wrote it",
+                    kind_word[mine->kind], kind_word[mine->kind]);
         mkdir(cs_run_dir(), 0755);
         for (int r = 0; ok && r < my_size; r++) {
             char dst[4200];
-            dest_path(dst, sizeof(dst), r, 0);
-            if (!all[r].have)
-                cs_warn("rank %d has no closed trace to gather", r);
-            else if (!same_file(dst, all[r].nonce))
+            all[r].name[sizeof all[r].name - 1] = '\0';
+            all[r].host[sizeof all[r].host - 1] = '\0';
+            all[r].path[sizeof all[r].path - 1] = '\0';
+            all[r].kind = mine->kind;
+            dest_path(dst, sizeof(dst), &all[r], 0);
+            if (!all[r].have) {
+                if (mine->kind == KIND_TRACE)
+                    cs_warn("rank %d has no closed trace to gather", r);
+            } else if (!all[r].name[0] || strchr(all[r].name, '/')) {
+                cs_warn("rank %d's %s has no usable name; it stays at %s:%s", r,
+                        kind_word[mine->kind], all[r].host, all[r].path);
+            } else if (!same_file(dst, &all[r], buf)) {
                 need[r] = 1;
+            }
         }
     }
     unsigned char dummy = 0;
@@ -353,6 +394,28 @@ static void gather(const struct file_info *mine)
     free(all);
 }
 
+/* This rank's wire file (docs/wire.md), described for the gather; -1 when capture was off. */
+static int wire_info(struct file_info *fi)
+{
+    memset(fi, 0, sizeof(*fi));
+    fi->kind = KIND_WIRE;
+    gethostname(fi->host, sizeof(fi->host) - 1);
+    int rc = cs__capture_file(fi->path, sizeof(fi->path));
+    if (rc <= 0)
+        return rc;
+    struct stat sb;
+    const char *base = strrchr(fi->path, '/');
+    snprintf(fi->name, sizeof(fi->name), "%.255s", base ? base + 1 : fi->path);
+    char *buf = malloc(CHUNK);
+    if (stat(fi->path, &sb) == 0 && sb.st_size > 0 && buf) {
+        fi->size = (uint64_t)sb.st_size;
+        fi->nonce = content_id(fi->path, buf);
+        fi->have = fi->nonce != 0;
+    }
+    free(buf);
+    return 0;
+}
+
 CS_EXPORT int MPI_Finalize(void)
 {
     if (!started)
@@ -365,6 +428,7 @@ CS_EXPORT int MPI_Finalize(void)
 
     struct file_info mine;
     memset(&mine, 0, sizeof(mine));
+    mine.kind = KIND_TRACE;
     gethostname(mine.host, sizeof(mine.host) - 1);
     if (opened) {
         cs_trace_set_clock(1, &s);
@@ -378,9 +442,14 @@ CS_EXPORT int MPI_Finalize(void)
             mine.size = (uint64_t)sb.st_size;
             mine.have = 1;
         }
+        const char *base = strrchr(mine.path, '/');
+        snprintf(mine.name, sizeof(mine.name), "%.255s", base ? base + 1 : mine.path);
     }
     cs__node_finish(priv, my_rank, my_size);
     gather(&mine);
+    struct file_info wire;
+    if (wire_info(&wire) == 0)
+        gather(&wire);
     PMPI_Comm_free(&priv);
     started = 0;
     return PMPI_Finalize();

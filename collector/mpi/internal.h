@@ -142,5 +142,8 @@ void cs__node_finish(MPI_Comm priv, int rank, int size);
 /* capture.c: the per-node wire capture helper (COMMSCOPE_CAPTURE); both collective over priv. */
 void cs__capture_start(MPI_Comm priv, int rank, int size);
 void cs__capture_stop(MPI_Comm priv);
+/* After the stop: -1 when capture was not configured (the same on every rank), 0 when this rank
+ * started no helper, 1 with the helper's wire file in path. */
+int cs__capture_file(char *path, size_t len);
 
 #endif

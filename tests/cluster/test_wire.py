@@ -10,6 +10,12 @@
 3. The capture helper without CAP_NET_RAW (setpriv drops it from the bounding set): one warning,
    the job's results and exit status unchanged, the trace analysis intact, the wire section says
    that nothing was captured.
+4. A capture whose file cannot be written past 2 KiB (RLIMIT_FSIZE on the helper, SIGXFSZ ignored:
+   the same failed write(2) as a full disk): one specific message naming the file and the error,
+   the job's results and exit status unchanged, the trace analysis intact, each wire file read up
+   to where it ends and said to end early.
+5. --capture eth0,nosuch0: one message naming the missing interface, capture on eth0 goes on in
+   full (wire bytes match the traced bytes as in 1), the job unaffected.
 Exit 77 (skip) where namespaces are unavailable."""
 import json
 import os
@@ -110,5 +116,47 @@ with tempfile.TemporaryDirectory() as tmp:
     check(w["wire_bytes"] == 0 and w["traced_bytes"] > 0, "no wire bytes, traced bytes present")
     check(sum("no capture on this node" in x for x in w["warnings"]) == 3,
           f"each node without capture named: {w['warnings']}")
+
+    # 4. Writing the wire file fails mid-capture.
+    run = os.path.join(tmp, "run4")
+    wrap = os.path.join(tmp, "cs_capture_small")
+    with open(wrap, "w") as f:
+        f.write(f"#!/bin/bash\ntrap '' XFSZ\nulimit -f 2\nexec {bindir}/cs_capture \"$@\"\n")
+    os.chmod(wrap, 0o755)
+    r = cluster(f"COMMSCOPE_CAPTURE_BIN={wrap} {bindir}/commscope run -q -o {run} --capture eth0 "
+                f"--capture-bucket-ms 1 -- {JOB}")
+    check(r.returncode == 0, f"run 4 exit status {r.returncode}")
+    check("wire_job ok" in r.stdout, "run 4: the job's results are right")
+    msgs = [l for l in r.stderr.splitlines() if "wire capture" in l]
+    check(len(msgs) == 1 and "writing " in msgs[0] and "wire-h1.csw failed: File too large" in
+          msgs[0] and "capture stopped there and the file ends early" in msgs[0] and
+          "3 of the job's nodes stopped capturing early" in msgs[0], f"said once: {msgs}")
+    doc = json.load(open(os.path.join(run, "report.json")))
+    check(doc["trace"]["ranks_found"] == 3 and not doc["trace"]["problems"],
+          f"run 4: trace analysis intact: {doc['trace']}")
+    w = doc["wire"]
+    check(0 < w["wire_bytes"] < w["traced_bytes"], f"run 4: wire bytes up to the cut: {w}")
+    check(sum("ends early" in x for x in w["warnings"]) == 3, f"each cut file said: {w['warnings']}")
+    check(sorted(i["host"] for i in w["interfaces"]) == ["h1", "h2", "h3"], "run 4: every host read")
+
+    # 5. An interface that does not exist beside one that does.
+    run = os.path.join(tmp, "run5")
+    r = cluster(f"{bindir}/commscope run -q -o {run} --capture eth0,nosuch0 -- {JOB}")
+    check(r.returncode == 0, f"run 5 exit status {r.returncode}")
+    check("wire_job ok" in r.stdout, "run 5: the job's results are right")
+    msgs = [l for l in r.stderr.splitlines() if "wire capture" in l]
+    check(len(msgs) == 1 and "no interface named nosuch0 on this node" in msgs[0] and
+          "3 of the job's nodes capture on their other interfaces only" in msgs[0],
+          f"said once: {msgs}")
+    doc = json.load(open(os.path.join(run, "report.json")))
+    check(doc["trace"]["ranks_found"] == 3 and not doc["trace"]["problems"],
+          f"run 5: trace analysis intact: {doc['trace']}")
+    w = doc["wire"]
+    check(0.98 <= w["wire_bytes"] / w["traced_bytes"] <= 1.10,
+          f"run 5: capture on eth0 complete: {w['wire_bytes']} vs {w['traced_bytes']}")
+    ifs = sorted((i["host"], i["name"]) for i in w["interfaces"])
+    check(ifs == [("h1", "eth0"), ("h2", "eth0"), ("h3", "eth0")], f"run 5: interfaces {ifs}")
+    check(sum("no interface named nosuch0" in x for x in w["warnings"]) == 3,
+          f"run 5: each node's missing interface in the report: {w['warnings']}")
 
 sys.exit(1 if failures else 0)
