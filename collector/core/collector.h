@@ -52,6 +52,13 @@ CS_EXPORT void cs_rec_commit(struct cs_event *ev);
 /* Append one communicator-table entry (copied).  Returns 0 or -1. Takes a lock: not hot. */
 CS_EXPORT int cs_trace_add_comm(const struct cs_comm_record *rec);
 
+/*
+ * Set the header's t_init: when MPI_Init returned to the program, stamped after the collector's
+ * own start-up work (clock alignment, trace file, node helpers) so that work is not counted as
+ * the program's time.
+ */
+CS_EXPORT void cs_trace_set_t_init(uint64_t t_init);
+
 /* Store clock sample idx (0 = at init, 1 = at finalize) into the header. */
 CS_EXPORT void cs_trace_set_clock(int idx, const struct cs_clock_sample *s);
 

@@ -318,6 +318,12 @@ out:
     return rc;
 }
 
+void cs_trace_set_t_init(uint64_t t_init)
+{
+    if (cs__t.open)
+        cs__t.hdr->t_init = t_init;
+}
+
 void cs_trace_set_clock(int idx, const struct cs_clock_sample *s)
 {
     if (!s || idx < 0 || idx > 1 || !cs__t.open)

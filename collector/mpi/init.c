@@ -150,10 +150,14 @@ static void start(uint64_t t_pre, uint16_t op, int provided)
     if (!opened)
         return;
     cs_trace_set_clock(0, &s);
+    /* The program's time starts when MPI_Init returns to it: after the collector's own start-up
+     * (trace file, node snapshot and capture helpers), which must not count as its compute. */
+    uint64_t t_ret = cs_now();
+    cs_trace_set_t_init(t_ret);
     struct cs_event *ev = cs_rec_begin();
     if (ev) {
         ev->t_begin = t_pre;
-        ev->t_end = t_init;
+        ev->t_end = t_ret;
         ev->op = op;
         ev->comm = CS_COMM_WORLD_ID;
         ev->peer = -1;
