@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../collector/nccl/api.h"
+#include "exchange.h"
 
 #define CS_NCCL(fam, name, op, params, args) ncclResult_t nccl##name params;
 #define CS_NCCL_Q(name, params, args) ncclResult_t nccl##name params;
@@ -55,34 +56,6 @@ static void count(const char *op, unsigned long long b, unsigned long long br)
     tl[i].calls++;
     tl[i].bytes += b;
     tl[i].brecv += br;
-}
-
-static void exchange_id(const char *dir, int rank, ncclUniqueId *id)
-{
-    char path[1024], tmp[1100];
-    snprintf(path, sizeof path, "%s/uid", dir);
-    if (rank == 0) {
-        OK(ncclGetUniqueId(id));
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path)) {
-            perror(path);
-            exit(2);
-        }
-        return;
-    }
-    for (int tries = 0; tries < 20000; tries++) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1)
-                return;
-        }
-        usleep(1000);
-    }
-    fprintf(stderr, "rank %d: no unique id in %s\n", rank, path);
-    exit(2);
 }
 
 int main(int argc, char **argv)
