@@ -4,7 +4,8 @@
  * It checks its own results and prints, per op, the calls and bytes it made on this rank as
  * "expect OP CALLS BYTES BYTES_RECV" lines computed from the arguments it passed.
  *
- * Usage: cs_nccl_ranks EXCHANGE_DIR ITERATIONS   (RANK and WORLD_SIZE from the environment)
+ * Usage: cs_nccl_ranks EXCHANGE_DIR ITERATIONS   (RANK and WORLD_SIZE, or SLURM_PROCID and
+ * SLURM_NTASKS, from the environment)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -60,9 +61,12 @@ static void count(const char *op, unsigned long long b, unsigned long long br)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3 || !getenv("RANK") || !getenv("WORLD_SIZE"))
+    /* torchrun's variables, else srun's. */
+    const char *rv = getenv("RANK") ? getenv("RANK") : getenv("SLURM_PROCID");
+    const char *nv = getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : getenv("SLURM_NTASKS");
+    if (argc != 3 || !rv || !nv)
         return fprintf(stderr, "usage: RANK=r WORLD_SIZE=n %s DIR ITERATIONS\n", argv[0]), 2;
-    int r = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE")), iters = atoi(argv[2]);
+    int r = atoi(rv), n = atoi(nv), iters = atoi(argv[2]);
     unsigned long long N = (unsigned long long)n;
     ncclUniqueId id;
     exchange_id(argv[1], r, &id);
