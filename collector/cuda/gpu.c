@@ -1,7 +1,8 @@
 /*
  * GPU side of the collector: CUPTI's Activity API, loaded with dlopen when the process uses CUDA.
  *
- *   - kernels (CONCURRENT_KERNEL), memcpy and memset become GPU records;
+ *   - kernels (CONCURRENT_KERNEL), memcpy and memset become GPU records; driver and runtime API
+ *     records are enabled only because CUPTI emits external correlations with them, and skipped;
  *   - around every NCCL launch (one call, or a group at its ncclGroupEnd) the launch id is pushed
  *     as a CUPTI external correlation id, so CUPTI's EXTERNAL_CORRELATION records tie the launch
  *     to the correlation ids of the kernels it started: those kernels become gpu_nccl records
@@ -37,6 +38,8 @@ enum {
     K_MEMCPY = 1,
     K_MEMSET = 2,
     K_KERNEL = 3,
+    K_DRIVER = 4,
+    K_RUNTIME = 5,
     K_CONCURRENT_KERNEL = 10,
     K_EXTERNAL_CORRELATION = 39,
     EXT_KIND_CUSTOM0 = 3,
@@ -202,7 +205,9 @@ static void kernel(const uint8_t *r)
         put(CS_OP_GPU_NCCL, start, end, 0, 0, 0, 0, launch, dev, graph);
         return;
     }
-    if (name && strncmp(name, "nccl", 4) == 0) {
+    /* NCCL's kernels: ncclDevKernel_* (2.19+), ncclKernel_* (older), named by CUPTI with their
+     * mangled names (_Z...ncclDevKernel_...). */
+    if (name && (strstr(name, "ncclDevKernel") || strstr(name, "ncclKernel"))) {
         /* Kernels of a graph launch carry the graph launch's correlation, not the NCCL call's. */
         if (graph)
             graph_nccl++;
@@ -313,6 +318,8 @@ static void process(void *ctx, uint32_t stream, uint8_t *buf, size_t valid)
                 copy(r, kind == K_MEMCPY ? CS_OP_GPU_MEMCPY : CS_OP_GPU_MEMSET);
                 break;
             case K_EXTERNAL_CORRELATION:
+            case K_DRIVER:
+            case K_RUNTIME:
                 break;
             default:
                 foreign_records++;
@@ -380,7 +387,10 @@ static int start_cupti(char *reason, size_t cap)
         snprintf(reason, cap, "cuptiActivityRegisterCallbacks failed");
         return 0;
     }
-    static const int kinds[] = {K_CONCURRENT_KERNEL, K_MEMCPY, K_MEMSET, K_EXTERNAL_CORRELATION};
+    /* External correlation records only precede API records: the driver (NCCL launches with
+     * cuLaunchKernelEx) and runtime API kinds must be on for launches to be tied to calls. */
+    static const int kinds[] = {K_CONCURRENT_KERNEL,   K_MEMCPY, K_MEMSET, K_DRIVER, K_RUNTIME,
+                                K_EXTERNAL_CORRELATION};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         rc = cu.Enable(kinds[i]);
         if (rc != CUPTI_OK) {

@@ -38,6 +38,8 @@ enum {
     KIND_MEMCPY = 1,
     KIND_MEMSET = 2,
     KIND_KERNEL = 3,
+    KIND_DRIVER = 4,
+    KIND_RUNTIME = 5,
     KIND_CONCURRENT_KERNEL = 10,
     KIND_EXTERNAL_CORRELATION = 39,
     KIND_FOREIGN = 77, /* a kind the collector never enabled */
@@ -57,6 +59,9 @@ static size_t rec_size(uint32_t kind)
         return 216;
     case KIND_EXTERNAL_CORRELATION:
         return 24;
+    case KIND_DRIVER:
+    case KIND_RUNTIME:
+        return 40; /* CUpti_ActivityAPI */
     default:
         return 16;
     }
@@ -171,11 +176,15 @@ static void deliver(void)
     pthread_mutex_unlock(&mu);
 }
 
+/* As CUPTI: an API record (when the runtime API kind is on), preceded by one external correlation
+ * record per kind with a pushed id (when that kind is on too).  Without API records there are
+ * no external correlations. */
 static void on_api(uint32_t corr)
 {
     int full = 0;
     pthread_mutex_lock(&mu);
-    for (int k = 0; ext_enabled && k < EXT_KINDS; k++) {
+    int api = !!(enabled & (1u << KIND_RUNTIME));
+    for (int k = 0; api && ext_enabled && k < EXT_KINDS; k++) {
         if (!ext_depth[k])
             continue;
         uint8_t *r = new_rec(KIND_EXTERNAL_CORRELATION);
@@ -185,6 +194,9 @@ static void on_api(uint32_t corr)
         put64(r, 8, ext_stack[k][ext_depth[k] - 1]);
         put32(r, 16, corr);
     }
+    uint8_t *a = api ? new_rec(KIND_RUNTIME) : NULL;
+    if (a)
+        put32(a, 32, corr);
     const char *v = getenv("FAKE_CUPTI_BUFFER_RECORDS");
     size_t limit = v ? strtoull(v, NULL, 10) : 64;
     full = nrec_pend >= (limit ? limit : 1);

@@ -39,6 +39,9 @@ SAME(CUpti_ActivityExternalCorrelation, externalKind, 4);
 SAME(CUpti_ActivityExternalCorrelation, externalId, 8);
 SAME(CUpti_ActivityExternalCorrelation, correlationId, 16);
 _Static_assert(sizeof(CUpti_ActivityExternalCorrelation) == 24, "external correlation size");
+SAME(CUpti_ActivityAPI, correlationId, 32);
+_Static_assert(sizeof(CUpti_ActivityAPI) == 40, "API record size");
+_Static_assert(CUPTI_ACTIVITY_KIND_DRIVER == 4 && CUPTI_ACTIVITY_KIND_RUNTIME == 5, "API kinds");
 _Static_assert(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL == 10 && CUPTI_ACTIVITY_KIND_MEMCPY == 1 &&
                    CUPTI_ACTIVITY_KIND_MEMSET == 2 &&
                    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION == 39,

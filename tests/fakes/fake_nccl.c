@@ -467,7 +467,7 @@ static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, i
 #define COLL(Name, params, call)                                                                   \
     API ncclResult_t pnccl##Name params                                                            \
     {                                                                                              \
-        gpu_launch("ncclDevKernel_" #Name, st);                                                    \
+        gpu_launch("_Z24ncclDevKernel_" #Name "P11ncclDevComm", st);                               \
         return call;                                                                               \
     }                                                                                              \
     API ncclResult_t nccl##Name params ALIAS(nccl##Name);
@@ -539,7 +539,7 @@ static ncclResult_t p2p(int send, void *buf, size_t count, ncclDataType_t t, int
 API ncclResult_t pncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
                            cudaStream_t st)
 {
-    gpu_launch("ncclDevKernel_SendRecv", st);
+    gpu_launch("_Z24ncclDevKernel_SendRecvP11ncclDevComm", st);
     return p2p(1, (void *)s, n, t, peer, c);
 }
 API ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
@@ -547,7 +547,7 @@ API ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, n
 API ncclResult_t pncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
                            cudaStream_t st)
 {
-    gpu_launch("ncclDevKernel_SendRecv", st);
+    gpu_launch("_Z24ncclDevKernel_SendRecvP11ncclDevComm", st);
     return p2p(0, r, n, t, peer, c);
 }
 API ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c,

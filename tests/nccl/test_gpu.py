@@ -147,7 +147,7 @@ def case_cupti(env, corrupt=False):
         # call), on the right device and stream.
         for kind, op in (("kernel", "gpu_kernel"), ("memcpy", "gpu_memcpy"),
                          ("memset", "gpu_memset")):
-            want = [w for w in work if w["kind"] == kind and not w["name"].startswith("nccl")]
+            want = [w for w in work if w["kind"] == kind and "ncclDevKernel" not in w["name"]]
             recs = [e for e in gpu if e["op"] == OPS[op]]
             got = match(want, recs, "rank %d %s" % (r, kind))
             for i, e in got.items():
@@ -159,7 +159,7 @@ def case_cupti(env, corrupt=False):
         T.check(any(w["name"] == "pre_nccl" for w in work),
                 "the kernel before the first NCCL call ran")
         # NCCL kernels: each tied to its launch (call or group) through the correlation ids.
-        want = [w for w in work if w["name"].startswith("nccl")]
+        want = [w for w in work if "ncclDevKernel" in w["name"]]
         recs = [e for e in gpu if e["op"] == OPS["gpu_nccl"]]
         got = match(want, recs, "rank %d nccl" % r)
         launches = calls_by_launch(events)
@@ -183,8 +183,8 @@ def case_cupti(env, corrupt=False):
                     "(%x/%d/%d vs %x/%d/%d)" % (r, w["name"], e["comm"], e["seq"],
                                                 e["bytes_recv"], ev["comm"], ev["seq"], ncalls))
             kind = "group" if ev["op"] == OPS["ncclGroupEnd"] else "allreduce"
-            T.check(w["name"] == ("ncclDevKernel_SendRecv" if kind == "group"
-                                  else "ncclDevKernel_AllReduce"),
+            T.check(("ncclDevKernel_SendRecv" if kind == "group" else "ncclDevKernel_AllReduce")
+                    in w["name"],
                     "rank %d: %s tied to a %s launch" % (r, w["name"], kind))
             mapped[kind] += 1
         T.check(mapped == {"allreduce": ITERS + 2, "group": ITERS, "graph": 2},
@@ -220,7 +220,7 @@ def case_events():
                 "rank %d: only NCCL launches, flagged GPU_EVENTS" % r)
         # Every launch outside the graph is timed (the last one after the program ended), with
         # its kernel's start and end.
-        want = [w for w in work if w["name"].startswith("nccl") and not w["graph"]]
+        want = [w for w in work if "ncclDevKernel" in w["name"] and not w["graph"]]
         got = match(want, gpu, "rank %d events" % r, exact_duration=False)
         launches = calls_by_launch(events)
         for i, e in got.items():
