@@ -39,6 +39,7 @@ struct run_opts {
     const char *dir; /* -o DIR, or NULL for the dated default */
     int no_analyze;
     int quiet;
+    int mpi; /* --mpi 1, --no-mpi -1, else 0 (decided from the command) */
     int prog_argc;
     char **prog_argv; /* PROGRAM ARGS..., a suffix of the caller's argv */
     struct cs__capture_opts cap; /* --capture* (capture_opts.c) */
@@ -47,7 +48,8 @@ struct run_opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: commscope run [-o DIR] [--no-analyze] [--quiet] [--] PROGRAM [ARGS...]\n"
+            "usage: commscope run [-o DIR] [--no-analyze] [--quiet] [--mpi|--no-mpi] [--] PROGRAM "
+            "[ARGS...]\n"
             "\n"
             "Run PROGRAM with the commscope collector preloaded, then analyse the traces.\n"
             "PROGRAM is usually a launcher (mpirun, mpiexec, srun, torchrun) or a single MPI\n"
@@ -60,6 +62,10 @@ static void usage(FILE *f)
             "                    missing, refused if it exists and is not empty\n"
             "  --no-analyze      do not run `commscope analyze` after the program\n"
             "  -q, --quiet       no progress messages; passes --quiet to the analysis\n"
+            "  --mpi, --no-mpi   preload the MPI collector (libcommscope_mpi.so) or not; by\n"
+            "                    default it is preloaded for mpirun/mpiexec/orterun and for\n"
+            "                    programs on the command line that link libmpi, not for\n"
+            "                    torchrun, python or other programs\n"
             "%s"
             "  -h, --help        this text\n"
             "\n"
@@ -119,6 +125,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             if (used < 0)
                 return -1;
             i += used - 1;
+        } else if (strcmp(a, "--mpi") == 0) {
+            o->mpi = 1;
+        } else if (strcmp(a, "--no-mpi") == 0) {
+            o->mpi = -1;
         } else {
             usage_error("unknown option", a);
             return -1;
@@ -581,8 +591,9 @@ static int run_program(char *const *cav, int *sig, int *not_started)
     return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_SETUP;
 }
 
-/* Prepend the collector libraries to LD_PRELOAD.  Returns 0 or -1 (out of memory). */
-static int set_preload(const char *libdir)
+/* Prepend the collector libraries to LD_PRELOAD (the MPI one when mpi is set and it was built).
+ * Returns 0 or -1 (out of memory). */
+static int set_preload(const char *libdir, int mpi)
 {
     const char *old = getenv("LD_PRELOAD");
     size_t n =
@@ -594,7 +605,7 @@ static int set_preload(const char *libdir)
      * build without MPI has none (NCCL-only machines): then the core library alone. */
     char mpi_lib[PATH_MAX + 64];
     snprintf(mpi_lib, sizeof mpi_lib, "%s/" LIB_MPI, libdir);
-    if (access(mpi_lib, R_OK) == 0)
+    if (mpi && access(mpi_lib, R_OK) == 0)
         snprintf(v, n, "%s/" LIB_MPI ":%s/" LIB_CORE "%s%s", libdir, libdir,
                  old && old[0] ? ":" : "", old && old[0] ? old : "");
     else
@@ -623,7 +634,9 @@ int cs__cmd_run(int argc, char **argv)
     if (rc)
         return rc;
 
-    if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir) != 0 ||
+    char why[PATH_MAX + 64];
+    int mpi = cs__choose_mpi_preload(o.mpi, o.prog_argc, o.prog_argv, why, sizeof why);
+    if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir, mpi) != 0 ||
         cs__capture_env(&o.cap, "run") != 0) {
         fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
         return EXIT_SETUP;
@@ -642,6 +655,7 @@ int cs__cmd_run(int argc, char **argv)
         free_child_argv(cav, owned);
         return rc;
     }
+    append_run_file(run_file, "mpi_preload: %s (%s)\n", mpi ? "yes" : "no", why);
     if (!o.quiet)
         fprintf(stderr, "commscope: run directory %s\n", run_dir);
 

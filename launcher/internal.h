@@ -47,4 +47,13 @@ int cs__cmd_compare(int argc, char **argv);
 struct cs_fabric;
 int cs__fabric_wire(struct cs_fabric *f, const char *run_dir);
 
+#include <stddef.h>
+/* Preload choice of `commscope run` (preload.c).  force: 1 --mpi, -1 --no-mpi, 0 decide from the
+ * command line argv[0..argc).  Returns 1 to preload libcommscope_mpi.so, with why in why. */
+int cs__choose_mpi_preload(int force, int argc, char **argv, char *why, size_t cap);
+/* 1 for Open MPI / MPICH launchers (mpirun, mpiexec, orterun, ... and .suffixed variants). */
+int cs__is_mpi_launcher(const char *prog);
+/* 1 when the ELF file at path links an MPI library, 0 when not, -1 not a readable ELF64 file. */
+int cs__elf_links_mpi(const char *path);
+
 #endif

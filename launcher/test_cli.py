@@ -97,7 +97,8 @@ def main():
     # A plain program: environment, run file, exit status.
     rd = os.path.join(tmp, "a", "b", "run1")
     script = 'echo "PRE=$LD_PRELOAD"; echo "DIR=$COMMSCOPE_DIR"; echo "X=$COMMSCOPE_X"; exit 3'
-    p = run(["run", "-o", rd, "--no-analyze", "--", "sh", "-c", script],
+    # --mpi: a shell is no MPI program, so only the option makes it preload both libraries.
+    p = run(["run", "-o", rd, "--no-analyze", "--mpi", "--", "sh", "-c", script],
             env=dict(env, COMMSCOPE_X="y z", LD_PRELOAD="/old/lib.so"))
     check(p.returncode == 3, "exit status 3 propagated: %d %r" % (p.returncode, p.stderr))
     want_pre = "%s/libcommscope_mpi.so:%s/libcommscope.so:/old/lib.so" % (libdir, libdir)

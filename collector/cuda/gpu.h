@@ -14,8 +14,14 @@
 
 /* Decide the timing source once tracing is on (CUPTI, CUDA events or none).  Idempotent. */
 void cs__gpu_init(void);
-/* An NCCL launch (one call, or one group at its ncclGroupEnd) is about to be made. */
-void cs__gpu_launch_begin(uint64_t launch);
+/*
+ * An NCCL launch (one call, or one group at its ncclGroupEnd) is about to be made on stream (the
+ * group's first call's).  Returns CS_EV_GRAPH when the stream is being captured into a CUDA
+ * graph (the launch is then not timed), else 0.
+ */
+uint16_t cs__gpu_launch_begin(uint64_t launch, cudaStream_t stream);
+/* CS_EV_GRAPH when stream is being captured into a CUDA graph (calls inside a group), else 0. */
+uint16_t cs__gpu_stream_flags(cudaStream_t stream);
 /*
  * The launch returned rc.  comm/seq: the launching (first) collective's communicator id and
  * sequence number; ncalls: NCCL calls in the launch; stream: the (first) call's stream.

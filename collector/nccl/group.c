@@ -48,17 +48,16 @@ CS_EXPORT ncclResult_t ncclGroupEnd(void)
     }
     int outer = g->depth == 1;
     uint64_t launch = g->launch;
-    if (outer)
-        cs__gpu_launch_begin(launch);
+    uint16_t gpuf = outer ? cs__gpu_launch_begin(launch, g->stream) : 0;
     uint64_t t0 = cs_now();
     ncclResult_t rc = cs__nreal.GroupEnd();
     uint64_t t1 = cs_now();
     /* NCCL closes the group level even when the launch fails. */
     g->depth--;
     if (outer)
-        cs__gpu_launch_end(launch, g->stream, g->has_coll ? g->comm : 0, g->seq, g->calls, rc);
-    cs__nccl_event(CS_OP_NCCL_GROUP_END, t0, t1, rc, outer && g->has_coll ? g->comm : 0,
-                   outer ? g->seq : 0, 0, outer ? g->calls : 0, launch, 0,
+        cs__gpu_launch_end(launch, g->stream, g->comm, g->seq, g->calls, rc);
+    cs__nccl_event(CS_OP_NCCL_GROUP_END, t0, t1, rc, outer ? g->comm : 0,
+                   outer ? g->seq : 0, 0, outer ? g->calls : 0, launch, gpuf,
                    outer ? (int32_t)g->calls : g->depth);
     return rc;
 }

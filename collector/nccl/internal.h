@@ -85,7 +85,8 @@ struct cs__ngroup {
     int depth;       /* ncclGroupStart nesting */
     uint64_t launch; /* the open group's launch id (depth > 0) */
     uint32_t calls;  /* NCCL calls recorded in the open group */
-    uint64_t comm;   /* first collective's communicator and sequence number */
+    uint64_t comm;   /* first collective's communicator and sequence number (without a
+                        collective: the first call's communicator, seq 0) */
     uint32_t seq;
     int has_coll;
     cudaStream_t stream; /* the first call's stream */

@@ -34,16 +34,20 @@ struct nfill {
         struct cs__ngroup *g_ = &cs__ngroup;                                                       \
         int grouped_ = g_->depth > 0;                                                              \
         uint64_t launch_ = grouped_ ? g_->launch : cs__nccl_next_launch();                         \
+        uint16_t gpuf_;                                                                            \
         if (grouped_) {                                                                            \
-            if (!g_->calls++)                                                                      \
+            gpuf_ = cs__gpu_stream_flags(stream);                                                  \
+            if (!g_->calls++) {                                                                    \
                 g_->stream = stream;                                                               \
+                g_->comm = cid_;                                                                   \
+            }                                                                                      \
             if ((COLL) && !g_->has_coll) {                                                         \
                 g_->has_coll = 1;                                                                  \
                 g_->comm = cid_;                                                                   \
                 g_->seq = seq_;                                                                    \
             }                                                                                      \
         } else {                                                                                   \
-            cs__gpu_launch_begin(launch_);                                                         \
+            gpuf_ = cs__gpu_launch_begin(launch_, stream);                                         \
         }                                                                                          \
         uint64_t t0_ = cs_now();                                                                   \
         ncclResult_t rc_ = cs__nreal.NAME ARGS;                                                    \
@@ -58,7 +62,8 @@ struct nfill {
         (void)me;                                                                                  \
         BODY;                                                                                      \
         cs__nccl_event(OP, t0_, t1_, rc_, cid_, (COLL) ? seq_ : f.seq, f.bytes, f.brecv, launch_,  \
-                       (uint16_t)(f.flags | (grouped_ ? CS_EV_GROUPED : 0)), (int32_t)datatype);   \
+                       (uint16_t)(f.flags | gpuf_ | (grouped_ ? CS_EV_GROUPED : 0)),               \
+                       (int32_t)datatype);                                                         \
         return rc_;                                                                                \
     }
 

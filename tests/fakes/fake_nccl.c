@@ -10,6 +10,7 @@
  * Limits, all answered with ncclInvalidArgument: at most FAKE_MAX_RANKS members and FAKE_SLOT
  * bytes per member per call.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -75,6 +76,35 @@ static __thread struct p2p pend[256];
 static __thread int npend;
 
 static const size_t tsize[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+/*
+ * GPU work: when the program runs on the fake CUDA runtime (fake_cudart.c), every launch (a call,
+ * or a group at its outermost ncclGroupEnd) first puts one "ncclDevKernel_*" kernel on the
+ * (first) call's stream, lasting what the program scripted with fakeCudaNextDuration, as NCCL
+ * enqueues one kernel per launch and device before it returns; then the data moves on the host.
+ * Without the fake runtime, streams are ignored.
+ */
+static __thread cudaStream_t group_stream;
+static __thread const char *group_kernel;
+
+static void gpu_launch(const char *kernel, cudaStream_t st)
+{
+    if (group_depth > 0) {
+        if (!group_kernel) {
+            group_kernel = kernel;
+            group_stream = st;
+        }
+        return;
+    }
+    static int (*launch)(const char *, uint64_t, cudaStream_t);
+    static int looked;
+    if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+        *(void **)&launch = dlsym(RTLD_DEFAULT, "fakeCudaLaunchNamed");
+        __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+    }
+    if (launch)
+        launch(kernel, 0, st);
+}
 
 static size_t mail_slot(void)
 {
@@ -437,6 +467,7 @@ static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, i
 #define COLL(Name, params, call)                                                                   \
     API ncclResult_t pnccl##Name params                                                            \
     {                                                                                              \
+        gpu_launch("_Z24ncclDevKernel_" #Name "P11ncclDevComm", st);                               \
         return call;                                                                               \
     }                                                                                              \
     API ncclResult_t nccl##Name params ALIAS(nccl##Name);
@@ -444,30 +475,30 @@ static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, i
 COLL(AllReduce,
      (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
       cudaStream_t st),
-     ((void)op, (void)st, coll(0, s, r, n, (int)t, 0, c)))
+     ((void)op, coll(0, s, r, n, (int)t, 0, c)))
 COLL(Broadcast,
      (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     ((void)st, coll(1, s, r, n, (int)t, root, c)))
+     (coll(1, s, r, n, (int)t, root, c)))
 COLL(Bcast, (void *b, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     ((void)st, coll(1, b, b, n, (int)t, root, c)))
+     (coll(1, b, b, n, (int)t, root, c)))
 COLL(Reduce,
      (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
       cudaStream_t st),
-     ((void)op, (void)st, coll(2, s, r, n, (int)t, root, c)))
+     ((void)op, coll(2, s, r, n, (int)t, root, c)))
 COLL(AllGather, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st),
-     ((void)st, coll(3, s, r, n, (int)t, 0, c)))
+     (coll(3, s, r, n, (int)t, 0, c)))
 COLL(ReduceScatter,
      (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
       cudaStream_t st),
-     ((void)op, (void)st, coll(4, s, r, n, (int)t, 0, c)))
+     ((void)op, coll(4, s, r, n, (int)t, 0, c)))
 COLL(AlltoAll, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st),
-     ((void)st, coll(5, s, r, n, (int)t, 0, c)))
+     (coll(5, s, r, n, (int)t, 0, c)))
 COLL(Gather,
      (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     ((void)st, coll(6, s, r, n, (int)t, root, c)))
+     (coll(6, s, r, n, (int)t, root, c)))
 COLL(Scatter,
      (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     ((void)st, coll(7, s, r, n, (int)t, root, c)))
+     (coll(7, s, r, n, (int)t, root, c)))
 
 /* Point-to-point through mailboxes: a send waits until its mailbox is empty, deposits and goes
  * on; a receive waits for its mailbox to fill, copies and empties it. */
@@ -508,7 +539,7 @@ static ncclResult_t p2p(int send, void *buf, size_t count, ncclDataType_t t, int
 API ncclResult_t pncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
                            cudaStream_t st)
 {
-    (void)st;
+    gpu_launch("_Z24ncclDevKernel_SendRecvP11ncclDevComm", st);
     return p2p(1, (void *)s, n, t, peer, c);
 }
 API ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
@@ -516,7 +547,7 @@ API ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, n
 API ncclResult_t pncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
                            cudaStream_t st)
 {
-    (void)st;
+    gpu_launch("_Z24ncclDevKernel_SendRecvP11ncclDevComm", st);
     return p2p(0, r, n, t, peer, c);
 }
 API ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
@@ -536,6 +567,10 @@ API ncclResult_t pncclGroupEnd(void)
         return ncclInvalidUsage;
     if (--group_depth)
         return ncclSuccess;
+    const char *k = group_kernel;
+    group_kernel = NULL;
+    if (k)
+        gpu_launch(k, group_stream);
     ncclResult_t rc = ncclSuccess;
     for (int pass = 1; pass >= 0; pass--)
         for (int i = 0; i < npend; i++)

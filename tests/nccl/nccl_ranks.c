@@ -4,7 +4,8 @@
  * It checks its own results and prints, per op, the calls and bytes it made on this rank as
  * "expect OP CALLS BYTES BYTES_RECV" lines computed from the arguments it passed.
  *
- * Usage: cs_nccl_ranks EXCHANGE_DIR ITERATIONS   (RANK and WORLD_SIZE from the environment)
+ * Usage: cs_nccl_ranks EXCHANGE_DIR ITERATIONS   (RANK and WORLD_SIZE, or SLURM_PROCID and
+ * SLURM_NTASKS, from the environment)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../collector/nccl/api.h"
+#include "exchange.h"
 
 #define CS_NCCL(fam, name, op, params, args) ncclResult_t nccl##name params;
 #define CS_NCCL_Q(name, params, args) ncclResult_t nccl##name params;
@@ -57,39 +59,14 @@ static void count(const char *op, unsigned long long b, unsigned long long br)
     tl[i].brecv += br;
 }
 
-static void exchange_id(const char *dir, int rank, ncclUniqueId *id)
-{
-    char path[1024], tmp[1100];
-    snprintf(path, sizeof path, "%s/uid", dir);
-    if (rank == 0) {
-        OK(ncclGetUniqueId(id));
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path)) {
-            perror(path);
-            exit(2);
-        }
-        return;
-    }
-    for (int tries = 0; tries < 20000; tries++) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1)
-                return;
-        }
-        usleep(1000);
-    }
-    fprintf(stderr, "rank %d: no unique id in %s\n", rank, path);
-    exit(2);
-}
-
 int main(int argc, char **argv)
 {
-    if (argc != 3 || !getenv("RANK") || !getenv("WORLD_SIZE"))
+    /* torchrun's variables, else srun's. */
+    const char *rv = getenv("RANK") ? getenv("RANK") : getenv("SLURM_PROCID");
+    const char *nv = getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : getenv("SLURM_NTASKS");
+    if (argc != 3 || !rv || !nv)
         return fprintf(stderr, "usage: RANK=r WORLD_SIZE=n %s DIR ITERATIONS\n", argv[0]), 2;
-    int r = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE")), iters = atoi(argv[2]);
+    int r = atoi(rv), n = atoi(nv), iters = atoi(argv[2]);
     unsigned long long N = (unsigned long long)n;
     ncclUniqueId id;
     exchange_id(argv[1], r, &id);
