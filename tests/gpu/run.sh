@@ -22,6 +22,18 @@ NCCL_INC=$CUDA/include; NCCL_LIB=""
 for d in "$CUDA/lib" "$CUDA/lib64" "$CUDA/targets/x86_64-linux/lib"; do
     [ -e "$d/libnccl.so.2" ] && NCCL_LIB=$d && break
 done
+# Elsewhere (e.g. the nvidia-nccl wheel next to PyTorch): NCCL_HOME, or the first libnccl.so.2 found.
+if [ -z "$NCCL_LIB" ]; then
+    if [ -z "${NCCL_HOME:-}" ]; then
+        found=$(find / -name libnccl.so.2 -not -path "/proc/*" 2>/dev/null | head -1)
+        [ -n "$found" ] && NCCL_HOME=$(dirname "$(dirname "$found")")
+    fi
+    if [ -n "${NCCL_HOME:-}" ] && [ -e "$NCCL_HOME/lib/libnccl.so.2" ]; then
+        NCCL_LIB=$NCCL_HOME/lib
+        [ -e "$NCCL_HOME/include/nccl.h" ] && NCCL_INC=$NCCL_HOME/include
+        [ -e "$NCCL_LIB/libnccl.so" ] || ln -sf libnccl.so.2 "$WORK/libnccl.so" 2>/dev/null
+    fi
+fi
 if [ -z "$NCCL_LIB" ]; then echo "FAIL: no libnccl.so.2 under $CUDA"; exit 1; fi
 echo "NCCL: $NCCL_LIB/libnccl.so.2, header $(grep -m1 NCCL_VERSION_CODE "$NCCL_INC/nccl.h")"
 
@@ -37,7 +49,7 @@ ls "$BUILD/lib/libcommscope.so" "$BUILD/bin/commscope" || { echo "FAIL: build pr
 
 echo "== build overlap.cu"
 if ! "$CUDA/bin/nvcc" -O2 -cudart shared -o "$WORK/overlap" "$ROOT/tests/gpu/overlap.cu" \
-        -I"$NCCL_INC" -L"$NCCL_LIB" -lnccl -Xlinker -rpath -Xlinker "$NCCL_LIB" \
+        -I"$NCCL_INC" -L"$NCCL_LIB" -L"$WORK" -lnccl -Xlinker -rpath -Xlinker "$NCCL_LIB" \
         >"$WORK/nvcc.log" 2>&1; then
     echo "FAIL: nvcc"; cat "$WORK/nvcc.log"; exit 1
 fi
@@ -47,7 +59,7 @@ timeout 120 "$WORK/overlap" 20 >"$WORK/plain.txt" 2>&1; echo "exit $?"; cat "$WO
 
 echo "== run under commscope"
 RUN=$WORK/run; rm -rf "$RUN"
-LD_LIBRARY_PATH=$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-} RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
+LD_LIBRARY_PATH=$NCCL_LIB:$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-} RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
     COMMSCOPE_DIR=$RUN LD_PRELOAD=$BUILD/lib/libcommscope.so \
     timeout 120 "$WORK/overlap" 20 >"$WORK/traced.txt" 2>&1
 rc=$?
