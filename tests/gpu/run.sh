@@ -22,19 +22,18 @@ NCCL_INC=$CUDA/include; NCCL_LIB=""
 for d in "$CUDA/lib" "$CUDA/lib64" "$CUDA/targets/x86_64-linux/lib"; do
     [ -e "$d/libnccl.so.2" ] && NCCL_LIB=$d && break
 done
-# Elsewhere (e.g. the nvidia-nccl wheel next to PyTorch): NCCL_HOME, or the first libnccl.so.2 found.
+# Elsewhere (a system package, or the nvidia-nccl wheel next to PyTorch): NCCL_LIB, or the first
+# libnccl.so.2 found; its header from $CUDA/include, /usr/include or beside the library.
 if [ -z "$NCCL_LIB" ]; then
-    if [ -z "${NCCL_HOME:-}" ]; then
-        found=$(find / -name libnccl.so.2 -not -path "/proc/*" 2>/dev/null | head -1)
-        [ -n "$found" ] && NCCL_HOME=$(dirname "$(dirname "$found")")
-    fi
-    if [ -n "${NCCL_HOME:-}" ] && [ -e "$NCCL_HOME/lib/libnccl.so.2" ]; then
-        NCCL_LIB=$NCCL_HOME/lib
-        [ -e "$NCCL_HOME/include/nccl.h" ] && NCCL_INC=$NCCL_HOME/include
-        [ -e "$NCCL_LIB/libnccl.so" ] || ln -sf libnccl.so.2 "$WORK/libnccl.so" 2>/dev/null
-    fi
+    found=${NCCL_LIB_DIR:-$(dirname "$(find / -name libnccl.so.2 -not -path "/proc/*" 2>/dev/null |
+                                        head -1)")}
+    [ -e "$found/libnccl.so.2" ] && NCCL_LIB=$found
+    for inc in "$CUDA/include" /usr/include "$(dirname "$found")/include"; do
+        [ -e "$inc/nccl.h" ] && NCCL_INC=$inc && break
+    done
+    [ -n "$NCCL_LIB" ] && ln -sf "$NCCL_LIB/libnccl.so.2" "$WORK/libnccl.so"
 fi
-if [ -z "$NCCL_LIB" ]; then echo "FAIL: no libnccl.so.2 under $CUDA"; exit 1; fi
+if [ -z "$NCCL_LIB" ]; then echo "FAIL: no libnccl.so.2 found"; exit 1; fi
 echo "NCCL: $NCCL_LIB/libnccl.so.2, header $(grep -m1 NCCL_VERSION_CODE "$NCCL_INC/nccl.h")"
 
 echo "== build commscope"
