@@ -41,7 +41,7 @@ echo "== build commscope"
 # shellcheck disable=SC2086
 if ! (cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CS_CMAKE_ARGS:-} >"$WORK/cmake.log" 2>&1 &&
       cmake --build "$BUILD" -j"$(nproc)" >"$WORK/build.log" 2>&1); then
-    echo "FAIL: build"; tail -30 "$WORK/cmake.log" "$WORK/build.log"; exit 1
+    echo "FAIL: build"; tail -n 30 "$WORK/cmake.log" "$WORK/build.log"; exit 1
 fi
 grep -i "mpi" "$WORK/cmake.log" | head -2
 ls "$BUILD/lib/libcommscope.so" "$BUILD/bin/commscope" || { echo "FAIL: build products"; exit 1; }
