@@ -17,6 +17,20 @@
 #include "internal.h"
 #include "capture/wire.h"
 
+/* Add one warning to a link's wire evidence (dropped when the list is full; long host names may
+ * shorten the sentence). */
+static void add_warn(struct cs_fabric_wire *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_warn(struct cs_fabric_wire *x, const char *fmt, ...)
+{
+    if (x->nwarn >= CS_FABRIC_WIRE_WARN)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->warn[x->nwarn++], sizeof x->warn[0], fmt, ap);
+    va_end(ap);
+}
+
 /* Above this many buckets in one window the rate is not computed (a clock jump, a bad line). */
 #define MAX_WINDOW_BUCKETS 1000000
 
@@ -121,9 +135,8 @@ static void add_ifaces(struct cs_fabric_wire *x, const struct cs_wire_file *w,
         }
         if (f->expected == 0) {
             /* The same rule as the analyzer's: 1 % and 64 KiB of the traffic. */
-            if (d->iface_bytes[i] >= 0.01 * total && d->iface_bytes[i] >= 65536 &&
-                x->nwarn < CS_FABRIC_WIRE_WARN)
-                snprintf(x->warn[x->nwarn++], sizeof x->warn[0],
+            if (d->iface_bytes[i] >= 0.01 * total && d->iface_bytes[i] >= 65536)
+                add_warn(x,
                          "OFF THE EXPECTED INTERFACE: %.0f bytes left %s through %s, which is not "
                          "an expected data interface",
                          d->iface_bytes[i], w->host, f->name);
@@ -176,19 +189,18 @@ static void judge_wire(struct cs_fabric_link *l, const char *ha, const char *hb)
         const char *from, *to;
     } d[2] = {{x->retrans_ab, x->pkts_ab, ha, hb}, {x->retrans_ba, x->pkts_ba, hb, ha}};
     for (int k = 0; k < 2; k++)
-        if (d[k].retrans >= 10 && d[k].retrans >= 0.01 * d[k].pkts &&
-            x->nwarn < CS_FABRIC_WIRE_WARN)
-            snprintf(x->warn[x->nwarn++], sizeof x->warn[0],
+        if (d[k].retrans >= 10 && d[k].retrans >= 0.01 * d[k].pkts)
+            add_warn(x,
                      "%.0f TCP retransmissions from %s to %s (%.2f %% of %.0f frames): packets "
                      "are lost on the way",
                      d[k].retrans, d[k].from, d[k].to, 100 * d[k].retrans / d[k].pkts, d[k].pkts);
-    if (x->nwarn < CS_FABRIC_WIRE_WARN && x->ratio < 0.9)
-        snprintf(x->warn[x->nwarn++], sizeof x->warn[0],
+    if (x->ratio < 0.9)
+        add_warn(x,
                  "the captures saw %.2f x the bytes the benchmark sent: traffic the capture cannot "
                  "see (RDMA, an interface not captured, kernel drops)",
                  x->ratio);
-    else if (x->nwarn < CS_FABRIC_WIRE_WARN && x->ratio > 1.5)
-        snprintf(x->warn[x->nwarn++], sizeof x->warn[0],
+    else if (x->ratio > 1.5)
+        add_warn(x,
                  "%.2f x the bytes the benchmark sent crossed between them during the test: "
                  "retransmissions or other traffic between these hosts",
                  x->ratio);
