@@ -14,8 +14,10 @@
 /* Read the first line of ROOT/rel into buf (newline removed).  0, or -1 when unreadable. */
 static int read_line(const char *dir, const char *rel, char *buf, size_t len)
 {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    char path[4096];
+    /* A path too long for the buffer is unreadable, not a truncated other file. */
+    if (snprintf(path, sizeof(path), "%s/%s", dir, rel) >= (int)sizeof(path))
+        return -1;
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
