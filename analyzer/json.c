@@ -4,36 +4,41 @@
 
 #include "json.h"
 
-void cs__jw_str_raw(struct cs__jw *w, const char *s)
+void cs__json_str(FILE *f, const char *s)
 {
-    fputc('"', w->f);
+    fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
         case '"':
-            fputs("\\\"", w->f);
+            fputs("\\\"", f);
             break;
         case '\\':
-            fputs("\\\\", w->f);
+            fputs("\\\\", f);
             break;
         case '\n':
-            fputs("\\n", w->f);
+            fputs("\\n", f);
             break;
         case '\r':
-            fputs("\\r", w->f);
+            fputs("\\r", f);
             break;
         case '\t':
-            fputs("\\t", w->f);
+            fputs("\\t", f);
             break;
         default:
             /* Control bytes and bytes >= 0x80 are escaped so the output is always valid
              * ASCII JSON, whatever encoding the host or program name had. */
             if (*p < 0x20 || *p >= 0x7f)
-                fprintf(w->f, "\\u%04x", *p);
+                fprintf(f, "\\u%04x", *p);
             else
-                fputc(*p, w->f);
+                fputc(*p, f);
         }
     }
-    fputc('"', w->f);
+    fputc('"', f);
+}
+
+void cs__jw_str_raw(struct cs__jw *w, const char *s)
+{
+    cs__json_str(w->f, s);
 }
 
 void cs__jw_key(struct cs__jw *w, const char *key)

@@ -18,6 +18,8 @@ struct cs__jw {
 
 /* The separator, newline and indent before a value, then "key": unless key is NULL. */
 void cs__jw_key(struct cs__jw *w, const char *key);
+/* s as a quoted JSON string on f (the one escaper of the analyzer's JSON outputs). */
+void cs__json_str(FILE *f, const char *s);
 /* A quoted, escaped string without key handling. */
 void cs__jw_str_raw(struct cs__jw *w, const char *s);
 /* Open an object (c '{') or array (c '['); cs__jw_close writes the matching c. */

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "nodes.h"
+#include "json.h"
 
 static const char *const counter_key[CS_N_COUNTERS] = {
     "xmit_bytes", "rcv_bytes", "symbol_errors", "rcv_errors", "link_downed", "xmit_discards"};
@@ -14,28 +15,14 @@ static const char *const gpu_reason =
     "rank's GPU and the NIC it uses share a socket cannot be checked; see each host's warnings "
     "for GPUs of the node without a near NIC";
 
-static void str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static void ind(FILE *f, int d);
 
 static void affinity_row_json(const struct cs_report_affinity *a, FILE *f)
 {
     fprintf(f, "{\"rank\": %d, \"host\": ", a->rank);
-    str(f, a->host);
+    cs__json_str(f, a->host);
     fprintf(f, ", \"cuda_device\": %d, \"bus_id\": ", a->cuda_dev);
-    str(f, a->bus_id);
+    cs__json_str(f, a->bus_id);
     fputs(", \"gpu\": ", f);
     if (a->gpu >= 0)
         fprintf(f, "%d", a->gpu);
@@ -47,21 +34,21 @@ static void affinity_row_json(const struct cs_report_affinity *a, FILE *f)
     else
         fputs("null", f);
     fputs(", \"nearest_nic\": ", f);
-    str(f, a->nearest);
+    cs__json_str(f, a->nearest);
     fputs(", \"nic\": ", f);
-    str(f, a->nic);
+    cs__json_str(f, a->nic);
     fputs(", \"nic_from\": ", f);
-    str(f, a->nic_from);
+    cs__json_str(f, a->nic_from);
     fputs(", \"nic_socket\": ", f);
     if (a->nic_package >= 0)
         fprintf(f, "%d", a->nic_package);
     else
         fputs("null", f);
     fputs(", \"distance\": ", f);
-    str(f, a->distance);
+    cs__json_str(f, a->distance);
     fprintf(f, ", \"checked\": %s, \"mismatch\": %s, \"note\": ", a->checked ? "true" : "false",
             a->mismatch ? "true" : "false");
-    str(f, a->note);
+    cs__json_str(f, a->note);
     fputc('}', f);
 }
 
@@ -69,7 +56,7 @@ static void affinity_json(const struct cs_report_nodes *nd, FILE *f, int d)
 {
     fprintf(f, "\"gpu_nic_affinity\": {\"checked\": %s, \"reason\": ",
             nd->aff_checked ? "true" : "false");
-    str(f, nd->aff_checked ? "" : "no rank's GPU or NIC could be placed in its host's topology");
+    cs__json_str(f, nd->aff_checked ? "" : "no rank's GPU or NIC could be placed in its host's topology");
     fprintf(f, ", \"hosts_with_gpus\": %d, \"ranks_checked\": %d, \"ranks\": [",
             nd->hosts_with_gpus, nd->aff_checked);
     for (size_t i = 0; i < nd->naff; i++) {
@@ -169,7 +156,7 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
         const struct cs_report_host *h = &nd->hosts[i];
         ind(f, d + 2);
         fputs("{\"host\": ", f);
-        str(f, h->host);
+        cs__json_str(f, h->host);
         fprintf(f, ", \"ranks\": %d, \"first_rank\": %d, \"snapshot\": ", h->nranks, h->first_rank);
         if (h->snapshot) {
             fputs("\"topology/", f);
@@ -179,14 +166,14 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
         }
         fputs(", \"source\": ", f);
         if (h->snapshot)
-            str(f, h->source);
+            cs__json_str(f, h->source);
         else
             fputs("null", f);
         fputs(", \"note\": ", f);
-        str(f, h->note);
+        cs__json_str(f, h->note);
         fprintf(f, ", \"gpus\": %d, \"nic\": ", h->ngpus);
         if (h->nic[0])
-            str(f, h->nic);
+            cs__json_str(f, h->nic);
         else
             fputs("null", f);
         fputs(", \"nic_gbps\": ", f);
@@ -197,7 +184,7 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
         for (size_t k = 0; k < h->nwarnings; k++) {
             if (k)
                 fputs(", ", f);
-            str(f, h->warnings[k]);
+            cs__json_str(f, h->warnings[k]);
         }
         fputs("],", f);
         ind(f, d + 3);
@@ -206,7 +193,7 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
             const struct cs_report_port *p = &h->ports[k];
             ind(f, d + 4);
             fputs("{\"nic\": ", f);
-            str(f, p->nic);
+            cs__json_str(f, p->nic);
             fprintf(f, ", \"port\": %d, \"complete\": %s", p->port,
                     p->have_before && p->have_after ? "true" : "false");
             for (int c = 0; c < CS_N_COUNTERS; c++) {
@@ -246,19 +233,19 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
         const struct cs_report_optopo *o = &nd->ops[i];
         ind(f, d + 2);
         fputs("{\"op\": ", f);
-        str(f, rep->ops[i].op);
+        cs__json_str(f, rep->ops[i].op);
         fputs(", \"comm\": ", f);
-        str(f, rep->ops[i].comm);
+        cs__json_str(f, rep->ops[i].comm);
         fputs(", \"scope\": ", f);
-        str(f, o->scope);
+        cs__json_str(f, o->scope);
         fputs(", \"path\": ", f);
-        str(f, o->path);
+        cs__json_str(f, o->path);
         fputs(", \"capacity_gbps\": ", f);
         num(f, o->capacity_gbps);
         fputs(", \"pct_of_capacity\": ", f);
         num(f, o->pct_of_capacity);
         fputs(", \"bottleneck\": ", f);
-        str(f, o->bottleneck);
+        cs__json_str(f, o->bottleneck);
         fputs(", \"p2p_intra_host_gbps\": ", f);
         num(f, o->p2p_gbps[0]);
         fputs(", \"p2p_inter_host_gbps\": ", f);
@@ -271,7 +258,7 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
     ind(f, d + 1);
     if (!nd->naff) {
         fputs("\"gpu_nic_affinity\": {\"checked\": false, \"reason\": ", f);
-        str(f, gpu_reason);
+        cs__json_str(f, gpu_reason);
         fprintf(f, ", \"hosts_with_gpus\": %d, \"mismatches\": []}", nd->hosts_with_gpus);
     } else {
         affinity_json(nd, f, d + 1);

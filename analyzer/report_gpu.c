@@ -7,83 +7,8 @@
 #include <stdio.h>
 
 #include "gpu.h"
+#include "json.h"
 #include "kineto.h"
-
-/* The same streaming JSON layout as report_json.c (one key per line, two-space indent). */
-struct jw {
-    FILE *f;
-    int depth;
-    int first[16];
-};
-
-static void str_raw(struct jw *w, const char *s)
-{
-    fputc('"', w->f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(w->f, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            fprintf(w->f, "\\u%04x", *p);
-        else
-            fputc(*p, w->f);
-    }
-    fputc('"', w->f);
-}
-
-static void key(struct jw *w, const char *k)
-{
-    if (!w->first[w->depth])
-        fputc(',', w->f);
-    w->first[w->depth] = 0;
-    fputc('\n', w->f);
-    for (int i = 0; i < w->depth; i++)
-        fputs("  ", w->f);
-    if (k) {
-        str_raw(w, k);
-        fputs(": ", w->f);
-    }
-}
-
-static void open_(struct jw *w, const char *k, char c)
-{
-    key(w, k);
-    fputc(c, w->f);
-    w->depth++;
-    w->first[w->depth] = 1;
-}
-
-static void close_(struct jw *w, char c)
-{
-    int empty = w->first[w->depth];
-    w->depth--;
-    if (!empty) {
-        fputc('\n', w->f);
-        for (int i = 0; i < w->depth; i++)
-            fputs("  ", w->f);
-    }
-    fputc(c, w->f);
-}
-
-static void num(struct jw *w, const char *k, double v)
-{
-    key(w, k);
-    if (isfinite(v))
-        fprintf(w->f, "%.9g", v);
-    else
-        fputs("null", w->f);
-}
-
-static void str(struct jw *w, const char *k, const char *s)
-{
-    key(w, k);
-    str_raw(w, s);
-}
-
-static void integer(struct jw *w, const char *k, long long v)
-{
-    key(w, k);
-    fprintf(w->f, "%lld", v);
-}
 
 static const char *fmt(char *b, size_t n, const char *f, double v)
 {
@@ -99,49 +24,49 @@ void cs__report_gpu_json(const struct cs_report *rep, FILE *out)
     const struct cs_report_gpu *g = rep->gpu;
     if (!g)
         return;
-    struct jw w = {.f = out, .depth = 1};
-    open_(&w, "gpu", '{');
-    num(&w, "comm_s", g->comm_s);
-    num(&w, "overlapped_s", g->overlapped_s);
-    num(&w, "exposed_comm_s", g->exposed_s);
-    num(&w, "overlap_ratio", g->overlap_ratio);
-    integer(&w, "nccl_instances", (long long)g->nccl_instances);
-    integer(&w, "unmatched_launches", (long long)g->unmatched_launch);
-    integer(&w, "late_records", (long long)g->late_records);
-    open_(&w, "devices", '[');
+    struct cs__jw w = {.f = out, .depth = 1};
+    cs__jw_open(&w, "gpu", '{');
+    cs__jw_num(&w, "comm_s", g->comm_s);
+    cs__jw_num(&w, "overlapped_s", g->overlapped_s);
+    cs__jw_num(&w, "exposed_comm_s", g->exposed_s);
+    cs__jw_num(&w, "overlap_ratio", g->overlap_ratio);
+    cs__jw_int(&w, "nccl_instances", (long long)g->nccl_instances);
+    cs__jw_int(&w, "unmatched_launches", (long long)g->unmatched_launch);
+    cs__jw_int(&w, "late_records", (long long)g->late_records);
+    cs__jw_open(&w, "devices", '[');
     for (size_t i = 0; i < g->ndevs; i++) {
         const struct cs_report_gpu_dev *d = &g->devs[i];
-        open_(&w, NULL, '{');
-        integer(&w, "rank", d->rank);
-        integer(&w, "device", d->device);
-        integer(&w, "compute_kernels", (long long)d->kernels);
-        integer(&w, "comm_kernels", (long long)d->comm_kernels);
-        num(&w, "compute_s", d->compute_s);
-        num(&w, "comm_s", d->comm_s);
-        num(&w, "overlapped_s", d->overlapped_s);
-        num(&w, "exposed_comm_s", d->exposed_s);
-        num(&w, "overlap_ratio", d->overlap_ratio);
-        close_(&w, '}');
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_int(&w, "rank", d->rank);
+        cs__jw_int(&w, "device", d->device);
+        cs__jw_int(&w, "compute_kernels", (long long)d->kernels);
+        cs__jw_int(&w, "comm_kernels", (long long)d->comm_kernels);
+        cs__jw_num(&w, "compute_s", d->compute_s);
+        cs__jw_num(&w, "comm_s", d->comm_s);
+        cs__jw_num(&w, "overlapped_s", d->overlapped_s);
+        cs__jw_num(&w, "exposed_comm_s", d->exposed_s);
+        cs__jw_num(&w, "overlap_ratio", d->overlap_ratio);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
-    open_(&w, "communicators", '[');
+    cs__jw_close(&w, ']');
+    cs__jw_open(&w, "communicators", '[');
     for (size_t i = 0; i < g->ncomms; i++) {
         const struct cs_report_gpu_comm *c = &g->comms[i];
-        open_(&w, NULL, '{');
-        str(&w, "comm", c->comm);
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_str(&w, "comm", c->comm);
         if (c->comm_size > 0)
-            integer(&w, "comm_size", c->comm_size);
+            cs__jw_int(&w, "comm_size", c->comm_size);
         else
-            num(&w, "comm_size", NAN);
-        integer(&w, "comm_kernels", (long long)c->kernels);
-        num(&w, "comm_s", c->comm_s);
-        num(&w, "overlapped_s", c->overlapped_s);
-        num(&w, "exposed_comm_s", c->exposed_s);
-        num(&w, "overlap_ratio", c->overlap_ratio);
-        close_(&w, '}');
+            cs__jw_num(&w, "comm_size", NAN);
+        cs__jw_int(&w, "comm_kernels", (long long)c->kernels);
+        cs__jw_num(&w, "comm_s", c->comm_s);
+        cs__jw_num(&w, "overlapped_s", c->overlapped_s);
+        cs__jw_num(&w, "exposed_comm_s", c->exposed_s);
+        cs__jw_num(&w, "overlap_ratio", c->overlap_ratio);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
-    close_(&w, '}');
+    cs__jw_close(&w, ']');
+    cs__jw_close(&w, '}');
 }
 
 void cs__report_gpu_text(const struct cs_report *rep, FILE *out)
@@ -178,52 +103,52 @@ void cs__report_kineto_json(const struct cs_report *rep, FILE *out)
     const struct cs_report_kineto *k = rep->kineto;
     if (!k)
         return;
-    struct jw w = {.f = out, .depth = 1};
-    open_(&w, "kineto", '{');
-    open_(&w, "clock", '{');
-    num(&w, "max_correction_s", k->max_correction_s);
-    num(&w, "max_uncertainty_s", k->max_uncertainty_s);
-    num(&w, "max_residual_s", k->max_residual_s);
-    str(&w, "note", k->clock_note);
-    close_(&w, '}');
-    open_(&w, "ranks", '[');
+    struct cs__jw w = {.f = out, .depth = 1};
+    cs__jw_open(&w, "kineto", '{');
+    cs__jw_open(&w, "clock", '{');
+    cs__jw_num(&w, "max_correction_s", k->max_correction_s);
+    cs__jw_num(&w, "max_uncertainty_s", k->max_uncertainty_s);
+    cs__jw_num(&w, "max_residual_s", k->max_residual_s);
+    cs__jw_str(&w, "note", k->clock_note);
+    cs__jw_close(&w, '}');
+    cs__jw_open(&w, "ranks", '[');
     for (size_t i = 0; i < k->nranks; i++) {
         const struct cs_report_kineto_rank *r = &k->ranks[i];
-        open_(&w, NULL, '{');
-        integer(&w, "rank", r->rank);
-        str(&w, "file", r->file);
-        integer(&w, "kernels", (long long)r->kernels);
-        integer(&w, "nccl_kernels", (long long)r->nccl_kernels);
-        open_(&w, "nccl_by_collective", '{');
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_int(&w, "rank", r->rank);
+        cs__jw_str(&w, "file", r->file);
+        cs__jw_int(&w, "kernels", (long long)r->kernels);
+        cs__jw_int(&w, "nccl_kernels", (long long)r->nccl_kernels);
+        cs__jw_open(&w, "nccl_by_collective", '{');
         for (int c = 0; c < CS_KC_N; c++)
             if (r->by_class[c])
-                integer(&w, cs__kcoll_names[c], (long long)r->by_class[c]);
-        close_(&w, '}');
-        integer(&w, "nccl_with_sizes", (long long)r->with_bytes);
-        integer(&w, "memcpys", (long long)r->memcpys);
-        integer(&w, "memsets", (long long)r->memsets);
-        integer(&w, "comm_candidates", (long long)r->candidates);
-        integer(&w, "steps", r->steps);
+                cs__jw_int(&w, cs__kcoll_names[c], (long long)r->by_class[c]);
+        cs__jw_close(&w, '}');
+        cs__jw_int(&w, "nccl_with_sizes", (long long)r->with_bytes);
+        cs__jw_int(&w, "memcpys", (long long)r->memcpys);
+        cs__jw_int(&w, "memsets", (long long)r->memsets);
+        cs__jw_int(&w, "comm_candidates", (long long)r->candidates);
+        cs__jw_int(&w, "steps", r->steps);
         if (r->first_step >= 0)
-            integer(&w, "first_step", r->first_step);
+            cs__jw_int(&w, "first_step", r->first_step);
         else
-            num(&w, "first_step", NAN);
-        num(&w, "clock_correction_s", r->offset_s);
-        num(&w, "clock_uncertainty_s", r->uncertainty_s);
-        integer(&w, "aligned_on_instances", (long long)r->aligned_on);
-        close_(&w, '}');
+            cs__jw_num(&w, "first_step", NAN);
+        cs__jw_num(&w, "clock_correction_s", r->offset_s);
+        cs__jw_num(&w, "clock_uncertainty_s", r->uncertainty_s);
+        cs__jw_int(&w, "aligned_on_instances", (long long)r->aligned_on);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
-    open_(&w, "unrecognised_comm_kernels", '[');
+    cs__jw_close(&w, ']');
+    cs__jw_open(&w, "unrecognised_comm_kernels", '[');
     for (size_t i = 0; i < k->ncand; i++) {
-        open_(&w, NULL, '{');
-        str(&w, "name", k->cand[i].name);
-        integer(&w, "count", (long long)k->cand[i].count);
-        num(&w, "time_s", k->cand[i].time_s);
-        close_(&w, '}');
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_str(&w, "name", k->cand[i].name);
+        cs__jw_int(&w, "count", (long long)k->cand[i].count);
+        cs__jw_num(&w, "time_s", k->cand[i].time_s);
+        cs__jw_close(&w, '}');
     }
-    close_(&w, ']');
-    close_(&w, '}');
+    cs__jw_close(&w, ']');
+    cs__jw_close(&w, '}');
 }
 
 void cs__report_kineto_text(const struct cs_report *rep, FILE *out)

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "json.h"
 
 struct pending_async {
     uint16_t op;
@@ -54,20 +55,6 @@ static const char *us(char *buf, size_t n, int64_t ns)
     uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
     snprintf(buf, n, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", a / 1000, (unsigned)(a % 1000));
     return buf;
-}
-
-static void str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
 }
 
 /* Start one event object: the separator and the fields every event has. */
@@ -205,7 +192,7 @@ int cs__perfetto_begin(struct cs__run *run)
 
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"commscope\",\"run_dir\":",
           p->f);
-    str(p->f, run->dir);
+    cs__json_str(p->f, run->dir);
     fputs(",\"clock\":\"rank 0 CLOCK_MONOTONIC, aligned\"},\n\"traceEvents\":[", p->f);
     for (int r = 0; r < run->world; r++) {
         const struct cs__rank *rk = &run->ranks[r];
@@ -215,7 +202,7 @@ int cs__perfetto_begin(struct cs__run *run)
         snprintf(name, sizeof name, "rank %d (%s)", r, rk->h->host);
         ev_open(p, 'M', r, 0, 0);
         fputs(",\"name\":\"process_name\",\"args\":{\"name\":", p->f);
-        str(p->f, name);
+        cs__json_str(p->f, name);
         fputs("}}", p->f);
         ev_open(p, 'M', r, 0, 0);
         fprintf(p->f, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}", r);
@@ -247,7 +234,7 @@ static void async_name(FILE *f, uint16_t op, uint64_t comm)
 {
     char c[40], name[96];
     snprintf(name, sizeof name, "%s %s", cs_op_name(op), cs__comm_label(comm, c, sizeof c));
-    str(f, name);
+    cs__json_str(f, name);
 }
 
 /* Members of comm that are exported (selected ranks present in the run). */

@@ -5,20 +5,7 @@
 #include <string.h>
 
 #include "wire.h"
-
-static void jstr(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
+#include "json.h"
 
 static void jnum(FILE *f, double v)
 {
@@ -35,15 +22,15 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
     fputs(",\n  \"wire\": {\n    \"sources\": [", f);
     for (size_t i = 0; i < w->nsources; i++) {
         fputs(i ? ", " : "", f);
-        jstr(f, w->sources[i]);
+        cs__json_str(f, w->sources[i]);
     }
     fputs("],\n    \"interfaces\": [", f);
     for (size_t i = 0; i < w->nifaces; i++) {
         const struct cs_wire_report_iface *x = &w->ifaces[i];
         fprintf(f, "%s\n      {\"host\": ", i ? "," : "");
-        jstr(f, x->host);
+        cs__json_str(f, x->host);
         fputs(", \"name\": ", f);
-        jstr(f, x->name);
+        cs__json_str(f, x->name);
         fprintf(f, ", \"bytes\": %llu, \"packets\": %llu, \"expected\": %s, \"speed_mbps\": ",
                 (unsigned long long)x->bytes, (unsigned long long)x->pkts,
                 x->expected < 0 ? "null"
@@ -61,9 +48,9 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
     for (size_t i = 0; i < w->npeers; i++) {
         const struct cs_wire_report_peer *p = &w->peers[i];
         fprintf(f, "%s\n      {\"host\": ", i ? "," : "");
-        jstr(f, p->host);
+        cs__json_str(f, p->host);
         fputs(", \"peer\": ", f);
-        jstr(f, p->peer);
+        cs__json_str(f, p->peer);
         fprintf(f,
                 ", \"bytes_tx\": %llu, \"bytes_rx\": %llu, \"packets_tx\": %llu, \"packets_rx\": "
                 "%llu, \"retransmits\": %llu, \"retransmit_rate\": ",
@@ -89,9 +76,9 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
     for (size_t i = 0; i < w->nseries; i++) {
         const struct cs_wire_report_series *s = &w->series[i];
         fprintf(f, "%s\n      {\"host\": ", i ? "," : "");
-        jstr(f, s->host);
+        cs__json_str(f, s->host);
         fputs(", \"peer\": ", f);
-        jstr(f, s->peer);
+        cs__json_str(f, s->peer);
         fputs(", \"t0_s\": ", f);
         fprintf(f, "%.9f", s->t0_s);
         fputs(", \"step_s\": ", f);
@@ -104,7 +91,7 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
     fputs(w->nseries ? "\n    ],\n    \"warnings\": [" : "],\n    \"warnings\": [", f);
     for (size_t i = 0; i < w->nwarnings; i++) {
         fputs(i ? ",\n      " : "\n      ", f);
-        jstr(f, w->warnings[i]);
+        cs__json_str(f, w->warnings[i]);
     }
     fputs(w->nwarnings ? "\n    ]\n  }" : "]\n  }", f);
 }
