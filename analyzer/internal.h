@@ -295,7 +295,7 @@ void cs__nccl_clock(struct cs__run *run, int r);
 /* Problems from the headers: static NCCL, GPU notes, lost GPU records. */
 void cs__nccl_header_problems(struct cs__run *run);
 /* An NCCL call (CS_KIND_NCOLL/NP2P) into its op row; returns the row or SIZE_MAX. */
-size_t cs__nccl_metrics_event(struct cs__run *run, const struct cs_event *ev);
+size_t cs__nccl_metrics_event(struct cs__run *run, int rank, const struct cs_event *ev);
 
 /* The report model: numbers only; renderers format it.  NaN means "no value" (null in JSON). */
 struct cs_report_rank {

@@ -62,7 +62,7 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
     if (te > rk->t_last_end)
         rk->t_last_end = te;
     if (!is_comm_kind(k))
-        return k == CS_KIND_NCOLL || k == CS_KIND_NP2P ? cs__nccl_metrics_event(run, ev)
+        return k == CS_KIND_NCOLL || k == CS_KIND_NP2P ? cs__nccl_metrics_event(run, rank, ev)
                                                        : SIZE_MAX;
     uint64_t dur = ev->t_end - ev->t_begin;
     rk->comm_ns += dur;

@@ -106,8 +106,12 @@ void cs__nccl_clock(struct cs__run *run, int r)
     cs__clock_init(&rk->clk, &h);
 }
 
-size_t cs__nccl_metrics_event(struct cs__run *run, const struct cs_event *ev)
+size_t cs__nccl_metrics_event(struct cs__run *run, int rank, const struct cs_event *ev)
 {
+    /* An NCCL call is a communication call of its rank (its time comes from the GPU records). */
+    struct cs__rank *rk = &run->ranks[rank];
+    rk->calls++;
+    rk->bytes += ev->bytes;
     size_t row = cs__row_get(run, ev->op, ev->comm);
     if (row == SIZE_MAX)
         return row;

@@ -189,6 +189,20 @@ def case_counts(np_):
             check(key in expect, "rank %d: unexpected op %s" % key)
     check(sum(1 for row in rows if row["op"] == "ncclGetUniqueId") == 1,
           "one ncclGetUniqueId (rank 0)")
+    # Per rank: NCCL collectives and send/recv are its communication calls and bytes.
+    comm_ops = {"ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllGather",
+                "ncclReduceScatter", "ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend",
+                "ncclRecv"}
+    ranks = {x["rank"]: x for x in rep.get("ranks", [])}
+    for r in range(np_):
+        want_calls = sum(v[0] for (kr, op), v in expect.items() if kr == r and op in comm_ops)
+        want_bytes = sum(v[1] for (kr, op), v in expect.items() if kr == r and op in comm_ops)
+        got_r = ranks.get(r, {})
+        check(want_calls > 0 and got_r.get("calls") == want_calls,
+              "rank %d: ranks[].calls %r, program made %d NCCL calls"
+              % (r, got_r.get("calls"), want_calls))
+        check(got_r.get("bytes") == want_bytes, "rank %d: ranks[].bytes %r, program sent %d"
+              % (r, got_r.get("bytes"), want_bytes))
 
     # Groups: every grouped call carries its GroupEnd's launch id; GroupEnd counts them.
     for r, (hdr, events, comms) in traces.items():
