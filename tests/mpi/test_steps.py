@@ -296,7 +296,66 @@ def case_compare(a, tmp):
           % (p.returncode, p.stderr))
 
 
-CASES = {"marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
+def program_groups(stdout, prefix):
+    """{ranks tuple: role} from the '<prefix>: group ROLE ranks=A,B,..' lines the program printed
+    about the communicators it made itself."""
+    truth = {}
+    for m in re.finditer(r"^%s: group (\w+) ranks=(\S+)" % prefix, stdout, re.M):
+        truth[tuple(int(x) for x in m.group(2).split(","))] = m.group(1)
+    return truth
+
+
+def check_groups(rep, truth):
+    """Every communicator the program made has the role it plays there, and dimensions[] counts
+    them per role."""
+    got = {tuple(g["ranks"]): g for g in rep["groups"]}
+    for ranks, role in sorted(truth.items()):
+        g = got.get(ranks)
+        check(g is not None and g["role"] == role,
+              "group %r: commscope %r, program %r (%r)" % (ranks, g and g["role"], role,
+                                                          g and g.get("why")))
+        if g and role != "other":
+            check(0 < g["confidence"] <= 1, "confidence in (0, 1]: %r" % g)
+    dims = {d["role"]: d["comms"] for d in rep["dimensions"]}
+    want = {}
+    for role in truth.values():
+        if role != "other":
+            want[role] = want.get(role, 0) + 1
+    for role, n in want.items():
+        check(dims.get(role) == n, "dimensions[%s].comms: commscope %r, program %d (%r)"
+              % (role, dims.get(role), n, rep["dimensions"]))
+
+
+def case_groups_pp(a, tmp):
+    """A GPipe pipeline (cs_test_pipeline): --pp 4 over the world itself, --pp 2 as PP 2 x DP 2
+    by MPI_Comm_split; the send/receive chains are pp, the stage all-reduces dp."""
+    n = 8
+    rundir = os.path.join(tmp, "run")
+    prog = os.path.join(t.BIN, "cs_test_pipeline")
+    p = t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--pp", str(a.pp), "--steps",
+                                            str(n)])
+    rep = t.load_report(rundir)
+    check_steps(rep, n, "marker")
+    truth = program_groups(p.stdout, "cs_pipeline")
+    check(len(truth) == (1 if a.pp == 4 else 5), "the program printed its groups: %r" % truth)
+    check_groups(rep, truth)
+
+
+def case_groups_ep(a, tmp):
+    """Mixture of experts (cs_test_moe, EP 2 x expert-DP 2): the all-to-all groups are ep, the
+    expert-gradient groups and the world (dense gradients, every step) dp."""
+    n = 8
+    rundir = os.path.join(tmp, "run")
+    prog = os.path.join(t.BIN, "cs_test_moe")
+    p = t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--ep", "2", "--steps", str(n)])
+    rep = t.load_report(rundir)
+    check_steps(rep, n, "marker")
+    truth = program_groups(p.stdout, "cs_moe")
+    check(len(truth) == 5, "the program printed its five groups: %r" % truth)
+    check_groups(rep, truth)
+
+
+CASES = {"groups_pp": case_groups_pp, "groups_ep": case_groups_ep, "marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
          "groups_2d": case_groups_2d, "no_steps": case_no_steps}
 
 
@@ -305,6 +364,7 @@ def main():
     ap.add_argument("case", choices=sorted(CASES))
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--overlap", action="store_true")
+    ap.add_argument("--pp", type=int, default=4)
     a = ap.parse_args()
     if not shutil.which("mpirun"):
         print("skip: mpirun not found")
