@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "nodes.h"
 
 struct bw_acc {
     uint16_t op;
@@ -410,7 +411,13 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
             snprintf(c->op, sizeof c->op, "%s", rep->ops[i].op);
             snprintf(c->comm, sizeof c->comm, "%s", rep->ops[i].comm);
             c->comm_size = rep->ops[i].comm_size;
-            c->capacity_gbps = NAN; /* no topology capacity in the report model yet */
+            /* The bottleneck path's capacity from the hosts' topology (nodes.c, Gb/s), as the
+             * bus bandwidth it allows in GB/s. */
+            const struct cs_report_optopo *t = rep->nodes ? &rep->nodes->ops[i] : NULL;
+            c->capacity_gbps = t && isfinite(t->capacity_gbps) ? t->capacity_gbps / 8.0 : NAN;
+            if (t && isfinite(t->capacity_gbps))
+                snprintf(c->capacity_source, sizeof c->capacity_source, "%s path, %.0f Gb/s",
+                         t->path, t->capacity_gbps);
             double f = cs_op_busbw_factor(op, c->comm_size);
             for (int k = 0; k < CS_VIEW_BW_BUCKETS; k++) {
                 if (!a->n[k] || a->ns[k] <= 0)

@@ -50,10 +50,9 @@ struct cs_report_bw_curve {
     char op[40];
     char comm[40];
     int comm_size;
-    /* What the hardware allows for this curve's bus bandwidth (GB/s), and where that number
-     * comes from; NaN and "" while unknown.  A hook: the report model gets topology capacity from
-     * the topology snapshots (not filled by this analyzer yet, see docs/metrics.md); the HTML
-     * report draws it as a dashed line whenever it is finite. */
+    /* What the hardware allows for this curve's bus bandwidth (GB/s): the bottleneck path's
+     * capacity from the hosts' topology snapshots (nodes.c) / 8, and where that number comes
+     * from; NaN and "" while unknown.  The HTML report draws it as a dashed line. */
     double capacity_gbps;
     char capacity_source[96];
     size_t npoints;

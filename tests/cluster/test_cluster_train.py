@@ -64,6 +64,10 @@ with tempfile.TemporaryDirectory() as tmp:
         b = busbw[("MPI_Allreduce", "world")]
         check(abs(ar["pct_of_capacity"] - 100 * b * 8 / cap) < 1e-6 * max(1, ar["pct_of_capacity"]),
               f"pct_of_capacity {ar['pct_of_capacity']} = busbw {b} GB/s x 8 / {cap} Gb/s x 100")
+        # The HTML bandwidth chart draws the same capacity as a line, in GB/s of bus bandwidth.
+        page = open(os.path.join(run, "report.html")).read()
+        want = f": capacity {cap / 8:.3f} GB/s (network path, {cap:.0f} Gb/s"
+        check(want in page, f"capacity line in report.html: {want!r}")
     bw = topo["bandwidth"]
     inter, intra = bw["inter_host"]["collectives"], bw["intra_host"]["collectives"]
     check(inter["bytes"] > 0 and inter["busbw_gbps"] > 0, f"inter-host collectives {inter}")
