@@ -62,6 +62,22 @@ int64_t cs__whatif_sync(enum cs_op_pattern pat, int32_t root, int32_t n, const i
     return s;
 }
 
+/* llround(x) without the library call (a hot spot of the replay): x - (double)(int64_t)x is exact
+ * for |x| < 2^63 (above 2^52 every double is an integer, so the fraction is 0), and ties round
+ * away from zero as llround does.  Anything else (NaN, huge) goes to llround. */
+static int64_t round_ns(double x)
+{
+    if (!(fabs(x) < 9.2e18))
+        return (int64_t)llround(x);
+    int64_t i = (int64_t)x;
+    double f = x - (double)i;
+    if (f >= 0.5)
+        i++;
+    else if (f <= -0.5)
+        i--;
+    return i;
+}
+
 static uint64_t best_key(uint16_t op, int cls)
 {
     return (uint64_t)op | (uint64_t)(uint32_t)(cls + 1) << 16;
@@ -343,7 +359,7 @@ static int read_window(struct replay *P, int r, int first_window)
                 in->root = idx;
             P->pref[o] = r;
             P->pitem[o] = (int32_t)(w->n - 1);
-            P->pa[o] = (int64_t)llround(a);
+            P->pa[o] = round_ns(a);
             uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
             if (by > in->bytes)
                 in->bytes = by;
@@ -607,7 +623,7 @@ static void replay_window(struct replay *P, int k, int sc)
                     mark(P, w, sc, k, it, it->A);
                     if (it->inst >= 0) {
                         size_t o = P->in[it->inst].off + (size_t)it->idx;
-                        P->pA[o] = (int64_t)llround(it->A);
+                        P->pA[o] = round_ns(it->A);
                         P->ph[o] = 1;
                         P->in[it->inst].narr++;
                     }
