@@ -448,15 +448,22 @@ static void resolve(struct replay *P)
             }
             continue;
         }
-        enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
+        enum cs_op_pattern pat = in->pat;
         double t = 0;
         int ok;
+        /* members waiting for all members sync at the latest measured arrival */
+        int64_t all = P->pa[in->off];
+        for (int32_t i = 1; i < in->n; i++)
+            if (P->pa[in->off + (size_t)i] > all)
+                all = P->pa[in->off + (size_t)i];
         for (int32_t i = 0; i < in->n; i++) {
             size_t o = in->off + (size_t)i;
             struct item *it = &P->w[P->pref[o]].it[P->pitem[o]];
             if (it->init)
                 continue;
-            int64_t s = cs__whatif_sync(pat, in->root, in->n, P->pa + in->off, NULL, i, &ok);
+            int64_t s = pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)
+                            ? all
+                            : cs__whatif_sync(pat, in->root, in->n, P->pa + in->off, NULL, i, &ok);
             it->x = it->e - (double)s;
             if (it->x < 0)
                 it->x = 0;
