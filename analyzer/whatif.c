@@ -62,6 +62,22 @@ int64_t cs__whatif_sync(enum cs_op_pattern pat, int32_t root, int32_t n, const i
     return s;
 }
 
+/* llround(x) without the library call (a hot spot of the replay): x - (double)(int64_t)x is exact
+ * for |x| < 2^63 (above 2^52 every double is an integer, so the fraction is 0), and ties round
+ * away from zero as llround does.  Anything else (NaN, huge) goes to llround. */
+static int64_t round_ns(double x)
+{
+    if (!(fabs(x) < 9.2e18))
+        return (int64_t)llround(x);
+    int64_t i = (int64_t)x;
+    double f = x - (double)i;
+    if (f >= 0.5)
+        i++;
+    else if (f <= -0.5)
+        i--;
+    return i;
+}
+
 static uint64_t best_key(uint16_t op, int cls)
 {
     return (uint64_t)op | (uint64_t)(uint32_t)(cls + 1) << 16;
@@ -101,8 +117,8 @@ struct item {
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
     uint16_t op;
-    /* replay state of the current scenario */
-    unsigned char arrived, forced;
+    /* replay state of the current scenario: the replayed arrival, valid once it arrived (an item
+     * before its rank's cursor, or the one at it with cur_arrived set; see struct wrank) */
     double A;
 };
 
@@ -119,15 +135,25 @@ struct wrank {
     /* per scenario, carried across windows */
     double R[SC_N], open_at[SC_N];
     int open_step[SC_N];
-    size_t cur; /* cursor of the scenario being replayed */
+    size_t cur; /* cursor of the scenario being replayed: the items before it have finished */
+    /* the item at the cursor has arrived; its dependencies were cut (a cycle).  Only the item at
+     * the cursor can be arrived and not finished, or forced, so these replace per-item flags
+     * that every window and scenario had to clear. */
+    int cur_arrived, cur_forced;
 };
 
 struct winst {
     uint64_t comm, bytes; /* bytes: max over members of max(bytes, bytes_recv) */
     uint16_t op;
+    enum cs_op_pattern pat; /* cs_op_info(op)->pattern */
     int32_t n, root, seen;
     int broken;
     size_t off; /* into the pools */
+    /* replay state of the current scenario: members whose replayed arrival is known, and (when
+     * all are) the latest of them, which every member waiting for all members syncs at */
+    int32_t narr;
+    int all_known;
+    int64_t all_max;
 };
 
 struct replay {
@@ -225,7 +251,12 @@ static int32_t inst_of(struct replay *P, const struct cs_event *ev)
         return -1;
     }
     struct winst *w = &P->in[P->nin];
-    *w = (struct winst){.comm = ev->comm, .op = ev->op, .n = n, .root = -1, .off = P->npool};
+    *w = (struct winst){.comm = ev->comm,
+                        .op = ev->op,
+                        .pat = cs_op_info(ev->op)->pattern,
+                        .n = n,
+                        .root = -1,
+                        .off = P->npool};
     for (int32_t i = 0; i < n; i++)
         P->pref[P->npool + (size_t)i] = -1;
     P->npool += (size_t)n;
@@ -328,7 +359,7 @@ static int read_window(struct replay *P, int r, int first_window)
                 in->root = idx;
             P->pref[o] = r;
             P->pitem[o] = (int32_t)(w->n - 1);
-            P->pa[o] = (int64_t)llround(a);
+            P->pa[o] = round_ns(a);
             uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
             if (by > in->bytes)
                 in->bytes = by;
@@ -417,15 +448,22 @@ static void resolve(struct replay *P)
             }
             continue;
         }
-        enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
+        enum cs_op_pattern pat = in->pat;
         double t = 0;
         int ok;
+        /* members waiting for all members sync at the latest measured arrival */
+        int64_t all = P->pa[in->off];
+        for (int32_t i = 1; i < in->n; i++)
+            if (P->pa[in->off + (size_t)i] > all)
+                all = P->pa[in->off + (size_t)i];
         for (int32_t i = 0; i < in->n; i++) {
             size_t o = in->off + (size_t)i;
             struct item *it = &P->w[P->pref[o]].it[P->pitem[o]];
             if (it->init)
                 continue;
-            int64_t s = cs__whatif_sync(pat, in->root, in->n, P->pa + in->off, NULL, i, &ok);
+            int64_t s = pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)
+                            ? all
+                            : cs__whatif_sync(pat, in->root, in->n, P->pa + in->off, NULL, i, &ok);
             it->x = it->e - (double)s;
             if (it->x < 0)
                 it->x = 0;
@@ -491,47 +529,76 @@ static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct 
     }
 }
 
-/* The item can finish in scenario sc: its end, or NAN while it waits for an arrival. */
-static double try_item(struct replay *P, struct item *it, int sc)
+/* The replayed sync point of member idx of instance in (cs__whatif_sync over the replayed
+ * arrivals), or NAN while an arrival it waits for is unknown.  A member waiting for all members
+ * (pattern NxN, the root of N-to-1) needs all n arrivals: counted, and their maximum computed
+ * once per instance and scenario instead of scanned for every member and retry. */
+static double inst_sync(struct replay *P, struct winst *in, int32_t idx)
 {
+    if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root)) {
+        if (in->narr < in->n)
+            return NAN;
+        if (!in->all_known) {
+            const int64_t *a = P->pA + in->off;
+            int64_t m = a[0];
+            for (int32_t j = 1; j < in->n; j++)
+                if (a[j] > m)
+                    m = a[j];
+            in->all_max = m;
+            in->all_known = 1;
+        }
+        return (double)in->all_max;
+    }
+    int ok;
+    int64_t s = cs__whatif_sync(in->pat, in->root, in->n, P->pA + in->off, P->ph + in->off, idx,
+                                &ok);
+    return ok ? (double)s : NAN;
+}
+
+/* Item i of rank w has arrived in the current scenario. */
+static int arrived(const struct wrank *w, size_t i)
+{
+    return i < w->cur || (i == w->cur && w->cur_arrived);
+}
+
+/* The item at w's cursor can finish in scenario sc: its end, or NAN while it waits for an
+ * arrival. */
+static double try_item(struct replay *P, const struct wrank *w, int sc)
+{
+    const struct item *it = &w->it[w->cur];
+    int forced = w->cur_forced;
     double S = it->A;
-    if (it->forced || it->init) {
+    if (forced || it->init) {
         /* waits for nothing */
     } else if (it->dn) {
         for (int32_t d = 0; d < it->dn; d++) {
             const struct wdep *dp = &P->dep[it->doff + d];
             if (dp->inst < 0)
                 continue;
-            const struct winst *in = &P->in[dp->inst];
-            int ok;
-            int64_t s = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n,
-                                        P->pA + in->off, P->ph + in->off, dp->idx, &ok);
-            if (!ok)
+            double s = inst_sync(P, &P->in[dp->inst], dp->idx);
+            if (isnan(s))
                 return NAN;
-            if ((double)s > S)
-                S = (double)s;
+            if (s > S)
+                S = s;
         }
     } else if (it->inst >= 0) {
-        struct winst *in = &P->in[it->inst];
-        int ok;
-        int64_t s = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n, P->pA + in->off,
-                                    P->ph + in->off, it->idx, &ok);
-        if (!ok)
+        double s = inst_sync(P, &P->in[it->inst], it->idx);
+        if (isnan(s))
             return NAN;
-        S = (double)s;
+        S = s;
     } else if (it->pr >= 0) {
         const struct item *o = &P->w[it->pr].it[it->pi];
-        if (!o->arrived)
+        if (!arrived(&P->w[it->pr], (size_t)it->pi))
             return NAN;
         if (o->A > S)
             S = o->A;
     }
     double x = it->x;
-    if (it->forced)
+    if (forced)
         x = it->e - it->a;
     if (sc == SC_OVERLAP && it->comm)
         x = 0;
-    else if (sc == SC_BESTBW && it->inst >= 0 && !it->init && !it->forced)
+    else if (sc == SC_BESTBW && it->inst >= 0 && !it->init && !forced)
         x *= it->scale;
     double E = S + x;
     return E > it->A ? E : it->A;
@@ -543,33 +610,38 @@ static void replay_window(struct replay *P, int k, int sc)
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
         w->cur = 0;
-        for (size_t i = 0; i < w->n; i++)
-            w->it[i].arrived = w->it[i].forced = 0;
+        w->cur_arrived = w->cur_forced = 0;
     }
     memset(P->ph, 0, P->npool);
+    for (size_t x = 0; x < P->nin; x++) {
+        P->in[x].narr = 0;
+        P->in[x].all_known = 0;
+    }
     for (;;) {
         int progress = 0, left = 0;
         for (int r = 0; r < P->world; r++) {
             struct wrank *w = &P->w[r];
             while (w->cur < w->n) {
                 struct item *it = &w->it[w->cur];
-                if (!it->arrived) {
+                if (!w->cur_arrived) {
                     double f = sc != SC_NOSTRAG ? 1 : w->cur == 0 ? w->f_prev : w->f_cur;
                     it->A = w->R[sc] + it->gap * f;
-                    it->arrived = 1;
+                    w->cur_arrived = 1;
                     mark(P, w, sc, k, it, it->A);
                     if (it->inst >= 0) {
                         size_t o = P->in[it->inst].off + (size_t)it->idx;
-                        P->pA[o] = (int64_t)llround(it->A);
+                        P->pA[o] = round_ns(it->A);
                         P->ph[o] = 1;
+                        P->in[it->inst].narr++;
                     }
                     progress = 1;
                 }
-                double E = try_item(P, it, sc);
+                double E = try_item(P, w, sc);
                 if (isnan(E))
                     break;
                 w->R[sc] = E;
                 w->cur++;
+                w->cur_arrived = w->cur_forced = 0;
                 progress = 1;
             }
             left |= w->cur < w->n;
@@ -578,13 +650,13 @@ static void replay_window(struct replay *P, int k, int sc)
             break;
         if (!progress) {
             /* A cycle of dependencies (clock error): cut the earliest waiting item's. */
-            struct item *cut = NULL;
+            struct wrank *cut = NULL;
             for (int r = 0; r < P->world; r++) {
                 struct wrank *w = &P->w[r];
-                if (w->cur < w->n && (!cut || w->it[w->cur].a < cut->a))
-                    cut = &w->it[w->cur];
+                if (w->cur < w->n && (!cut || w->it[w->cur].a < cut->it[cut->cur].a))
+                    cut = w;
             }
-            cut->forced = 1;
+            cut->cur_forced = 1;
             if (sc == 0)
                 P->forced++;
         }
