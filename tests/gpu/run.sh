@@ -4,6 +4,13 @@
 # PASS/FAIL lines for: kernels captured, NCCL kernels mapped to calls, overlap > 0 and
 # consistent with the program's own CUDA-event timings.  Everything useful goes to stdout.
 # Exit 0 all pass, 1 a check failed, 77 no GPU / no CUDA here (skip).
+#
+# The lent H200 image has CUDA, NCCL (a system package) and CMake but not the -dev packages of
+# hwloc, libpcap and yajl.  What worked (2026-11-29): `apt-get download libhwloc-dev libhwloc15
+# libpcap-dev libpcap0.8-dev libpcap0.8 libyajl-dev libyajl2 libdbus-1-3` here into a folder
+# excluded in .git/info/exclude and carried, then on the device: `dpkg -x` each into /tmp/hw,
+# LD_LIBRARY_PATH=/tmp/hw/usr/lib/x86_64-linux-gnu:/tmp/hw/lib/x86_64-linux-gnu and
+# CS_CMAKE_ARGS=-DCMAKE_PREFIX_PATH=/tmp/hw/usr sh tests/gpu/run.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CUDA=${CUDA_HOME:-/usr/local/cuda}
