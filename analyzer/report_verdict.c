@@ -73,6 +73,12 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
                  "each step: %.6f s of a mean step of %.6f s.",
                  f->v[0], f->v[1], f->v[2]);
         break;
+    case CS_FIND_GPU_COMM:
+        snprintf(buf, n,
+                 "NCCL communication takes %.6f s on the GPU, %.1f %% of it hidden behind "
+                 "compute kernels; %.6f s of it is exposed.",
+                 f->v[0], f->v[1], f->v[2]);
+        break;
     }
     return buf;
 }

@@ -334,10 +334,11 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
         const struct cs_report_rank *r = &rep->ranks[i];
         if (i != s_idx)
             others_wall += r->wall_s;
-        comm += r->comm_s;
+        /* Ranks with GPU records: their communication time is the GPU's (views_gpu.c). */
+        comm += cs__views_gpu_comm(r);
         wall += r->wall_s;
         waiting += o->seg_s[i][CS_SEG_WAIT];
-        double share = r->wall_s > 0 ? r->comm_s / r->wall_s : 0;
+        double share = r->wall_s > 0 ? cs__views_gpu_comm(r) / r->wall_s : 0;
         if (share > best_share) {
             best_share = share;
             best = i;
@@ -376,6 +377,7 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
     } else {
         add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_COMM, .rank = -1});
     }
+    cs__views_gpu_finding(rep, o);
     if (isfinite(rep->load_balance)) {
         const struct cs_report_rank *m = &rep->ranks[maxc];
         struct cs_report_finding f = {.kind = rep->load_balance < 0.95 ? CS_FIND_IMBALANCE
@@ -478,6 +480,9 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         o->seg_s[i][CS_SEG_P2P] = p2p;
         o->seg_s[i][CS_SEG_COMPLETION] = done - in_done;
         o->seg_s[i][CS_SEG_WAIT] = in_coll + in_done;
+        /* A rank with GPU records: its collectives are timed on the GPU (views_gpu.c). */
+        if (isfinite(r->gpu_comm_s))
+            cs__views_gpu_segments(r, o->seg_s[i]);
         o->eligible[i] = v->eligible[r->rank];
         int64_t e = rk->t_first + (int64_t)llround(r->wall_s * 1e9);
         if (e > t_end)

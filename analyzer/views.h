@@ -110,6 +110,8 @@ enum cs_finding_kind {
     CS_FIND_NO_COMM,      /* no communication call was recorded */
     CS_FIND_GRAD_SYNC,    /* v0 gradient-sync % of each step, v1 exposed s per step, v2 mean
                              step s (views_steps.c) */
+    CS_FIND_GPU_COMM,     /* v0 GPU communication s (ranks with GPU records), v1 % of it
+                             overlapped by compute kernels, v2 exposed s (views_gpu.c) */
 };
 
 struct cs_report_finding {

@@ -12,6 +12,7 @@
 #include "gpu.h"
 #include "internal.h"
 #include "tw.h"
+#include "views.h"
 
 #define US 1000ull           /* ns per microsecond */
 #define T0 (1000000ull * US) /* the timelines start one second into the clock */
@@ -176,6 +177,38 @@ static void test_overlap(const char *root)
         CHECK_INT(rep.gpu->nccl_instances, ==, 4);
         CHECK_INT(rep.gpu->unmatched_launch, ==, 0);
         CHECK_INT(rep.gpu->late_records, ==, 0);
+    }
+    /* the report views from the GPU timeline: segments and verdict sentences */
+    CHECK(rep.views != NULL);
+    if (rep.views) {
+        const double(*sg)[CS_SEG_N] = rep.views->seg_s;
+        CHECK_NEAR(sg[0][CS_SEG_COMPUTE], 1280 * u, eps);
+        CHECK_NEAR(sg[0][CS_SEG_COLL], (140 - 50) * u, eps); /* exposed - waiting */
+        CHECK_NEAR(sg[0][CS_SEG_WAIT], 50 * u, eps);
+        CHECK_NEAR(sg[0][CS_SEG_P2P], 0, 0);
+        CHECK_NEAR(sg[0][CS_SEG_COMPLETION], 0, 0);
+        CHECK_NEAR(sg[1][CS_SEG_COMPUTE], 0, 0);
+        CHECK_NEAR(sg[1][CS_SEG_COLL], 200 * u, eps);
+        CHECK_NEAR(sg[1][CS_SEG_WAIT], 0, 0);
+        int gpu_sentence = 0, share_sentence = 0;
+        for (size_t i = 0; i < rep.views->nfindings; i++) {
+            char sb[512];
+            const struct cs_report_finding *fd = &rep.views->findings[i];
+            cs__finding_sentence(fd, sb, sizeof sb);
+            if (fd->kind == CS_FIND_GPU_COMM) {
+                gpu_sentence++;
+                /* 450 us of GPU communication, 110 us overlapped, 340 us exposed */
+                CHECK_STR(sb, "NCCL communication takes 0.000450 s on the GPU, 24.4 % of it "
+                              "hidden behind compute kernels; 0.000340 s of it is exposed.");
+            } else if (fd->kind == CS_FIND_COMM_SHARE) {
+                share_sentence++;
+                /* waiting 50 us of 450 us GPU communication */
+                CHECK_CONTAINS(sb, "; 11.1 % of the communication time is waiting");
+                CHECK_NEAR(fd->v[2], 100.0 * 50 / 450, 1e-9);
+            }
+        }
+        CHECK_INT(gpu_sentence, ==, 1);
+        CHECK_INT(share_sentence, ==, 1);
     }
     /* the JSON keys */
     char jp[600];
