@@ -12,7 +12,9 @@
  *   flow arrows ("s"/"t"/"f") joining the instances of one collective across ranks in arrival
  *   order (the arrow ends at the last rank to arrive);
  *   a "bandwidth GB/s" counter per rank (bytes / duration of each blocking transfer call);
- *   MPI_Pcontrol markers as instant events.
+ *   MPI_Pcontrol markers as instant events;
+ *   GPU records as slices on a track per (rank, device, stream), NCCL kernels per (rank, device,
+ *   communicator), with a "launch" arrow from the host NCCL call of the launch (gpu_event).
  * Timestamps are rank 0's aligned clock (µs with ns precision, as the format wants).
  * --perfetto-steps A:B keeps the calls a rank makes inside its steps A..B (the step analysis'
  * boundaries, per rank: steps.c), so the export follows each rank's own steps.
@@ -24,6 +26,14 @@
 
 #include "internal.h"
 #include "json.h"
+
+/* A host NCCL call's slice, kept so the GPU records of its launch can point back to it. */
+struct launch_slice {
+    uint64_t launch;
+    int64_t tb;
+    int tid;
+};
+#define CS_PF_LAUNCHES 64 /* per rank: the most recent launches kept (a ring) */
 
 struct pending_async {
     uint16_t op;
@@ -44,10 +54,15 @@ struct cs__perfetto {
     int steps_track;         /* step slices are written */
     int *step_cur;           /* [world] the step rank's last event was in, -1 none */
     int64_t *step_begin;     /* [world] aligned begin of it */
+    struct cs__map gpu_tid;  /* (device | NCCL bit, stream or comm) -> GPU track number */
+    struct launch_slice **launches; /* [world] ring of CS_PF_LAUNCHES, NULL until used */
+    unsigned *launch_next;          /* [world] next ring slot */
 };
 
 #define CS_PF_STEP_TID 999  /* the "steps" track */
 #define CS_PF_COMM_TID 1000 /* first communicator track */
+#define CS_PF_GPU_TID 1000000 /* first GPU track (one per device and stream / communicator) */
+#define CS_PF_NCCL_BIT (1ull << 40)
 
 /* Microseconds with three decimals, exact from integer ns. */
 static const char *us(char *buf, size_t n, int64_t ns)
@@ -111,10 +126,14 @@ int cs__perfetto_begin(struct cs__run *run)
     struct cs__perfetto *p = calloc(1, sizeof *p);
     size_t w = run->world > 0 ? (size_t)run->world : 0;
     if (!p || !(p->sel = calloc(w + 1, 1)) || !(p->step_cur = calloc(w + 1, sizeof *p->step_cur)) ||
-        !(p->step_begin = calloc(w + 1, sizeof *p->step_begin))) {
+        !(p->step_begin = calloc(w + 1, sizeof *p->step_begin)) ||
+        !(p->launches = calloc(w + 1, sizeof *p->launches)) ||
+        !(p->launch_next = calloc(w + 1, sizeof *p->launch_next))) {
         if (p) {
             free(p->sel);
             free(p->step_cur);
+            free(p->step_begin);
+            free(p->launches);
         }
         free(p);
         cs__problem(run, "out of memory for the Perfetto export; %s not written",
@@ -342,6 +361,105 @@ static void step_slice(struct cs__run *run, int rank, int64_t tb)
     p->step_begin[rank] = tb;
 }
 
+/* Remember the slice of a host NCCL call (the first of its launch: a group's first call). */
+static void launch_keep(struct cs__perfetto *p, int rank, uint64_t launch, int tid, int64_t tb,
+                        int64_t te)
+{
+    if (!p->launches[rank] &&
+        !(p->launches[rank] = calloc(CS_PF_LAUNCHES, sizeof *p->launches[rank])))
+        return; /* no arrows for this rank then */
+    struct launch_slice *ring = p->launches[rank];
+    for (unsigned i = 0; i < CS_PF_LAUNCHES; i++)
+        if (ring[i].launch == launch)
+            return;
+    ring[p->launch_next[rank]++ % CS_PF_LAUNCHES] =
+        (struct launch_slice){.launch = launch, .tb = te > tb ? tb + 1 : tb, .tid = tid};
+}
+
+/* The track of GPU work on rank: per device and CUDA stream, NCCL kernels per device and
+ * communicator (their records carry the communicator, not the stream); named on first use. */
+static int gpu_track(struct cs__run *run, int rank, const struct cs_event *ev)
+{
+    struct cs__perfetto *p = run->perfetto;
+    int nccl = ev->op == CS_OP_GPU_NCCL, fresh;
+    uint64_t a = (uint64_t)(uint32_t)ev->aux | (nccl ? CS_PF_NCCL_BIT : 0);
+    uint64_t *v = cs__map_put(&p->gpu_tid, a, nccl ? ev->comm : ev->seq, &fresh);
+    if (!v)
+        return CS_PF_GPU_TID;
+    if (fresh)
+        *v = p->gpu_tid.n;
+    int tid = CS_PF_GPU_TID + (int)*v - 1;
+    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, (uint64_t)tid, &fresh);
+    if (named && fresh) {
+        char name[96], c[40];
+        *named = 1;
+        if (nccl)
+            snprintf(name, sizeof name, "GPU %" PRId32 " NCCL kernels on %s", ev->aux,
+                     ev->comm ? cs__comm_label(ev->comm, c, sizeof c) : "an unknown communicator");
+        else
+            snprintf(name, sizeof name, "GPU %" PRId32 " stream %" PRIu32, ev->aux, ev->seq);
+        ev_open(p, 'M', rank, tid, 0);
+        fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", p->f);
+        cs__json_str(p->f, name);
+        fputs("}}", p->f);
+        ev_open(p, 'M', rank, tid, 0);
+        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid);
+    }
+    return tid;
+}
+
+/* One GPU record: a slice on its GPU track; an NCCL kernel also gets an arrow from the host call
+ * of its launch when that call's slice was written (and does not start after the kernel). */
+static void gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb,
+                      int64_t te)
+{
+    struct cs__perfetto *p = run->perfetto;
+    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    FILE *f = p->f;
+    char t[40], c[40];
+    if (o->steps) {
+        int s = cs__vsteps_current(run, rank);
+        if (s < o->step_from || (o->step_to >= 0 && s > o->step_to))
+            return;
+    }
+    if (te < p->w0 || tb > p->w1)
+        return;
+    int tid = gpu_track(run, rank, ev);
+    static const char *const kinds[] = {"kernel", "memcpy", "memset", "NCCL kernel"};
+    const char *kind = ev->op >= CS_OP_GPU_KERNEL && ev->op <= CS_OP_GPU_NCCL
+                           ? kinds[ev->op - CS_OP_GPU_KERNEL]
+                           : "GPU";
+    ev_open(p, 'X', rank, tid, tb);
+    fprintf(f, ",\"dur\":%s,\"name\":\"%s\",\"cat\":\"gpu\",\"args\":{\"kind\":\"%s\","
+               "\"device\":%" PRId32,
+            us(t, sizeof t, te > tb ? te - tb : 0), cs_op_name(ev->op), kind, ev->aux);
+    if (ev->op == CS_OP_GPU_NCCL) {
+        if (ev->comm)
+            fprintf(f, ",\"comm\":\"%s\",\"seq\":%" PRIu32,
+                    cs__comm_label(ev->comm, c, sizeof c), ev->seq);
+        fprintf(f, ",\"calls\":%" PRIu64 ",\"launch\":%" PRIu64, ev->bytes_recv, ev->request);
+    } else {
+        fprintf(f, ",\"stream\":%" PRIu32, ev->seq);
+    }
+    if (ev->op == CS_OP_GPU_MEMCPY || ev->op == CS_OP_GPU_MEMSET)
+        fprintf(f, ",\"bytes\":%" PRIu64, ev->bytes);
+    fputs(ev->flags & CS_EV_GPU_EVENTS ? ",\"timing\":\"CUDA events\"}}" : "}}", f);
+    if (ev->op != CS_OP_GPU_NCCL || !ev->request || !p->launches[rank])
+        return;
+    const struct launch_slice *ring = p->launches[rank];
+    int64_t at = te > tb ? tb + 1 : tb;
+    for (unsigned i = 0; i < CS_PF_LAUNCHES; i++) {
+        if (ring[i].launch != ev->request || ring[i].tb > at)
+            continue;
+        uint64_t id = p->next_flow++; /* shared with the collective arrows: ids stay unique */
+        ev_open(p, 's', rank, ring[i].tid, ring[i].tb);
+        fprintf(f, ",\"name\":\"launch\",\"cat\":\"gpu\",\"id\":%" PRIu64 "}", id);
+        ev_open(p, 'f', rank, tid, at);
+        fprintf(f, ",\"name\":\"launch\",\"cat\":\"gpu\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", id);
+        break;
+    }
+}
+
 void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                         int64_t tb, int64_t te)
 {
@@ -364,6 +482,10 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
         fprintf(f, ",\"args\":{\"cancelled\":%s}}", ev->flags & CS_EV_CANCELLED ? "true" : "false");
         cs__map_del(&p->async, (uint64_t)rank, ev->request);
         free(a);
+        return;
+    }
+    if (k == CS_KIND_GPU) {
+        gpu_event(run, rank, ev, tb, te);
         return;
     }
     if (p->steps_track)
@@ -408,6 +530,8 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
 
     if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) && ev->comm)
         flow_point(run, rank, tid, ev, tb, te);
+    if ((k == CS_KIND_NCOLL || k == CS_KIND_NP2P) && ev->request)
+        launch_keep(p, rank, ev->request, tid, tb, te);
     if (k == CS_KIND_ICOLL || k == CS_KIND_IP2P) {
         struct pending_async *a = malloc(sizeof *a);
         uint64_t *v = a ? cs__map_put(&p->async, (uint64_t)rank, ev->request, &fresh) : NULL;
@@ -470,6 +594,11 @@ int cs__perfetto_finish(struct cs__run *run)
     cs__map_free(&p->comm_tid);
     free(p->step_cur);
     free(p->step_begin);
+    for (int r = 0; r < run->world; r++)
+        free(p->launches[r]);
+    free(p->launches);
+    free(p->launch_next);
+    cs__map_free(&p->gpu_tid);
     cs__map_free(&p->threads);
     cs__map_free(&p->flows);
     cs__map_free(&p->async);
