@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "print_group.h"
+
 #define D 32   /* token width */
 #define TOK 16 /* tokens sent to each expert per all-to-all */
 
@@ -28,25 +30,6 @@ static void expert(double *t, int n, const double *w)
             u += w[j] * t[(k / D) * D + j];
         t[k] = tanh(u + t[k]);
     }
-}
-
-static void print_group(const char *role, MPI_Comm c)
-{
-    int n;
-    MPI_Comm_size(c, &n);
-    MPI_Group g, wg;
-    MPI_Comm_group(c, &g);
-    MPI_Comm_group(MPI_COMM_WORLD, &wg);
-    int in[64], out[64];
-    for (int i = 0; i < n && i < 64; i++)
-        in[i] = i;
-    MPI_Group_translate_ranks(g, n < 64 ? n : 64, in, wg, out);
-    printf("cs_moe: group %s ranks=", role);
-    for (int i = 0; i < n && i < 64; i++)
-        printf("%s%d", i ? "," : "", out[i]);
-    printf("\n");
-    MPI_Group_free(&g);
-    MPI_Group_free(&wg);
 }
 
 int main(int argc, char **argv)
@@ -65,8 +48,10 @@ int main(int argc, char **argv)
     }
     if (E < 2 || size % E || size / E < 2 || steps < 1 || L < 1 || size > 64) {
         if (rank == 0)
-            fprintf(stderr, "cs_test_moe: need --ep >= 2 dividing the world (%d) at least twice,"
-                            " --steps and --layers >= 1\n", size);
+            fprintf(stderr,
+                    "cs_test_moe: need --ep >= 2 dividing the world (%d) at least twice,"
+                    " --steps and --layers >= 1\n",
+                    size);
         MPI_Finalize();
         return 2;
     }
@@ -107,10 +92,11 @@ int main(int argc, char **argv)
         }
         check += dense[0];
     }
-    print_group("ep", ep);
-    print_group("dp", edp);
+    print_group("cs_moe", "ep", ep);
+    print_group("cs_moe", "dp", edp);
     if (rank == 0)
-        print_group("dp", MPI_COMM_WORLD); /* the dense parameters' gradients, every step */
+        print_group("cs_moe", "dp",
+                    MPI_COMM_WORLD); /* the dense parameters' gradients, every step */
     fflush(stdout);
     MPI_Comm_free(&ep);
     MPI_Comm_free(&edp);

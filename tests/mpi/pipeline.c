@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "print_group.h"
+
 #define W 48 /* activation width */
 #define B 16 /* samples per micro-batch */
 
@@ -35,25 +37,6 @@ static void compute(double *x, const double *w, int reps)
             }
             memcpy(x + b * W, t, sizeof t);
         }
-}
-
-static void print_group(const char *role, MPI_Comm c)
-{
-    int n;
-    MPI_Comm_size(c, &n);
-    MPI_Group g, wg;
-    MPI_Comm_group(c, &g);
-    MPI_Comm_group(MPI_COMM_WORLD, &wg);
-    int in[64], out[64];
-    for (int i = 0; i < n && i < 64; i++)
-        in[i] = i;
-    MPI_Group_translate_ranks(g, n < 64 ? n : 64, in, wg, out);
-    printf("cs_pipeline: group %s ranks=", role);
-    for (int i = 0; i < n && i < 64; i++)
-        printf("%s%d", i ? "," : "", out[i]);
-    printf("\n");
-    MPI_Group_free(&g);
-    MPI_Group_free(&wg);
 }
 
 int main(int argc, char **argv)
@@ -74,8 +57,10 @@ int main(int argc, char **argv)
         P = size;
     if (P < 2 || size % P || steps < 1 || M < 1 || size > 64) {
         if (rank == 0)
-            fprintf(stderr, "cs_test_pipeline: need --pp >= 2 dividing the world (%d), --steps"
-                            " and --micro >= 1\n", size);
+            fprintf(stderr,
+                    "cs_test_pipeline: need --pp >= 2 dividing the world (%d), --steps"
+                    " and --micro >= 1\n",
+                    size);
         MPI_Finalize();
         return 2;
     }
@@ -133,11 +118,12 @@ int main(int argc, char **argv)
             MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
     if (rank == 0 || pp != MPI_COMM_WORLD) {
-        print_group("pp", pp);
+        print_group("cs_pipeline", "pp", pp);
         if (dp != MPI_COMM_NULL)
-            print_group("dp", dp);
+            print_group("cs_pipeline", "dp", dp);
         if (pp != MPI_COMM_WORLD && rank == 0)
-            print_group("other", MPI_COMM_WORLD); /* a loss all-reduce every 5th step */
+            print_group("cs_pipeline", "other",
+                        MPI_COMM_WORLD); /* a loss all-reduce every 5th step */
     }
     fflush(stdout);
     if (pp != MPI_COMM_WORLD)
