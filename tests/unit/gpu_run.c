@@ -56,14 +56,7 @@ static void gpu(struct tw *w, int rank, uint16_t op, uint64_t b, uint64_t e, int
 
 static struct tw *rank_writer(int rank)
 {
-    struct tw *w = tw_new(rank, 2, 0x6b76, 60 + (uint64_t)rank);
-    struct cs_file_header *h = tw_header(w);
-    h->t_init = T0;
-    h->t_finalize = T0 + 1000 * US;
-    h->gpu_timing = CS_GPU_CUPTI;
-    h->rank_source = CS_RANKSRC_TORCH;
-    h->flags = CS_FLAG_NO_MPI;
-    return w;
+    return tw_new_gpu_rank(rank, 2, 0x6b76, 60 + (uint64_t)rank, T0, T0 + 1000 * US);
 }
 
 int main(int argc, char **argv)

@@ -48,14 +48,7 @@ static struct cs_event gpu(uint16_t op, uint64_t b, uint64_t e, int dev, uint32_
 
 static struct tw *rank_writer(int rank)
 {
-    struct tw *w = tw_new(rank, 2, 0x6b75, 50 + (uint64_t)rank);
-    struct cs_file_header *h = tw_header(w);
-    h->t_init = T0;
-    h->t_finalize = T0 + 1000 * US;
-    h->gpu_timing = CS_GPU_CUPTI;
-    h->rank_source = CS_RANKSRC_TORCH;
-    h->flags = CS_FLAG_NO_MPI;
-    return w;
+    return tw_new_gpu_rank(rank, 2, 0x6b75, 50 + (uint64_t)rank, T0, T0 + 1000 * US);
 }
 
 /*

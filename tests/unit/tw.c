@@ -204,3 +204,16 @@ void tw_free(struct tw *w)
     free(w->b);
     free(w);
 }
+
+struct tw *tw_new_gpu_rank(int rank, int world, uint64_t run_id, uint64_t nonce, uint64_t t_init,
+                           uint64_t t_finalize)
+{
+    struct tw *w = tw_new(rank, world, run_id, nonce);
+    struct cs_file_header *h = tw_header(w);
+    h->t_init = t_init;
+    h->t_finalize = t_finalize;
+    h->gpu_timing = CS_GPU_CUPTI;
+    h->rank_source = CS_RANKSRC_TORCH;
+    h->flags = CS_FLAG_NO_MPI;
+    return w;
+}

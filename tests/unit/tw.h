@@ -15,6 +15,10 @@ struct tw;
 
 /* A writer for one rank (clock samples invalid, run_id and nonce as given).  Never NULL. */
 struct tw *tw_new(int rank, int world, uint64_t run_id, uint64_t nonce);
+/* A writer for a rank of a GPU job without MPI (CUPTI timing, rank from torchrun variables),
+ * traced from t_init to t_finalize.  Never NULL. */
+struct tw *tw_new_gpu_rank(int rank, int world, uint64_t run_id, uint64_t nonce, uint64_t t_init,
+                           uint64_t t_finalize);
 /* The header to adjust (clock samples, t_init, t_finalize, host, flags ...). */
 struct cs_file_header *tw_header(struct tw *w);
 /* Append an event to thread `thread`'s current block, claiming a new block when it is full. */
