@@ -40,6 +40,7 @@ struct run_opts {
     int no_analyze;
     int quiet;
     int mpi; /* --mpi 1, --no-mpi -1, else 0 (decided from the command) */
+    const char *root; /* --root HOST:PORT, or NULL */
     int prog_argc;
     char **prog_argv; /* PROGRAM ARGS..., a suffix of the caller's argv */
     struct cs__capture_opts cap; /* --capture* (capture_opts.c) */
@@ -48,8 +49,8 @@ struct run_opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: commscope run [-o DIR] [--no-analyze] [--quiet] [--mpi|--no-mpi] [--] PROGRAM "
-            "[ARGS...]\n"
+            "usage: commscope run [-o DIR] [--no-analyze] [--quiet] [--mpi|--no-mpi]\n"
+            "                     [--root HOST:PORT] [--] PROGRAM [ARGS...]\n"
             "\n"
             "Run PROGRAM with the commscope collector preloaded, then analyse the traces.\n"
             "PROGRAM is usually a launcher (mpirun, mpiexec, srun, torchrun) or a single MPI\n"
@@ -66,6 +67,9 @@ static void usage(FILE *f)
             "                    default it is preloaded for mpirun/mpiexec/orterun and for\n"
             "                    programs on the command line that link libmpi, not for\n"
             "                    torchrun, python or other programs\n"
+            "  --root HOST:PORT  host the clock/gather service for ranks without MPI on\n"
+            "                    HOST:PORT (default for jobs without MPI: this host, a free\n"
+            "                    port); ranks find it through COMMSCOPE_ROOT\n"
             "%s"
             "  -h, --help        this text\n"
             "\n"
@@ -125,6 +129,16 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             if (used < 0)
                 return -1;
             i += used - 1;
+        } else if (strcmp(a, "--root") == 0 || strncmp(a, "--root=", 7) == 0) {
+            if (a[6] == '\0' && i + 1 >= argc) {
+                usage_error("option needs HOST:PORT", a);
+                return -1;
+            }
+            o->root = a[6] == '=' ? a + 7 : argv[++i];
+            if (!cs__root_valid_spec(o->root)) {
+                usage_error("--root needs HOST:PORT (or [ADDR]:PORT), not", o->root);
+                return -1;
+            }
         } else if (strcmp(a, "--mpi") == 0) {
             o->mpi = 1;
         } else if (strcmp(a, "--no-mpi") == 0) {
@@ -641,6 +655,19 @@ int cs__cmd_run(int argc, char **argv)
         fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
         return EXIT_SETUP;
     }
+    /* Jobs without MPI (and any job given --root or COMMSCOPE_ROOT): the root service. */
+    struct cs__root_svc *svc = NULL;
+    const char *spec = o.root ? o.root : getenv("COMMSCOPE_ROOT");
+    if (spec && (!*spec || strcmp(spec, "off") == 0))
+        spec = NULL;
+    else if (spec || !mpi) {
+        char addr[320];
+        int sr = cs__root_svc_start(spec, run_dir, &svc, addr, sizeof addr);
+        if (setenv("COMMSCOPE_ROOT", sr >= 0 ? addr : "off", 1) != 0) {
+            fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
+            return EXIT_SETUP;
+        }
+    }
     size_t owned;
     char **cav = child_argv(&o, &owned);
     if (!cav) {
@@ -680,6 +707,11 @@ int cs__cmd_run(int argc, char **argv)
     if (sig)
         append_run_file(run_file, "exit_signal: %d (%s)\n", sig, strsignal(sig));
     append_run_file(run_file, "exit_status: %d\n", prog_status);
+    if (svc) {
+        char summary[600];
+        cs__root_svc_finish(svc, 30000, summary, sizeof summary);
+        append_run_file(run_file, "root_service: %s\n", summary);
+    }
     if (!o.quiet && !not_started) {
         if (sig)
             fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", prog_name, sig,

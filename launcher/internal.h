@@ -56,4 +56,18 @@ int cs__is_mpi_launcher(const char *prog);
 /* 1 when the ELF file at path links an MPI library, 0 when not, -1 not a readable ELF64 file. */
 int cs__elf_links_mpi(const char *path);
 
+/* root_service.c: the TCP clock/gather service for ranks without MPI (include/commscope/root.h).
+ * Start it on spec ("HOST:PORT"; NULL: every IPv4 interface, a free port) for run_dir; addr gets
+ * what the ranks must be told (COMMSCOPE_ROOT).  Returns 0 (hosting, *out set), 1 (spec is
+ * another node's address: nothing hosted here, addr = spec), -1 (could not; said on stderr). */
+struct cs__root_svc;
+int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_svc **out,
+                       char *addr, size_t cap);
+/* After the program: wait up to wait_ms for transfers, recover traces of ranks that did not hand
+ * theirs over from their local files on this host, warn about the rest, stop and free the
+ * service; a one-line summary goes to summary. */
+void cs__root_svc_finish(struct cs__root_svc *s, int wait_ms, char *summary, size_t cap);
+/* 1 when spec is HOST:PORT or [ADDR]:PORT. */
+int cs__root_valid_spec(const char *spec);
+
 #endif

@@ -62,6 +62,21 @@ CS_EXPORT void cs_trace_set_t_init(uint64_t t_init);
 /* Store clock sample idx (0 = at init, 1 = at finalize) into the header. */
 CS_EXPORT void cs_trace_set_clock(int idx, const struct cs_clock_sample *s);
 
+/*
+ * One round trip of a clock ping-pong: send this rank's clock t1 to the reference, and store the
+ * reference's clock on reply in *t0.  Returns 0, or non-zero when the exchange failed.
+ */
+typedef int (*cs_clock_exchange_fn)(void *ctx, uint64_t t1, uint64_t *t0);
+
+/*
+ * Measure this rank's clock against a reference by `rounds` ping-pongs through `exchange` and
+ * keep the round with the smallest round trip: out->local_ns = its middle on this clock,
+ * offset_ns = reference - local, rtt_ns = that round trip, rounds = `rounds`, valid = 1.  Stops at
+ * the first failed exchange.  Returns 0 when at least one round completed (out valid), else -1.
+ */
+CS_EXPORT int cs_clock_pingpong(uint32_t rounds, cs_clock_exchange_fn exchange, void *ctx,
+                                struct cs_clock_sample *out);
+
 /* Count an MPI_Test* call that completed nothing (not recorded as an event). */
 CS_EXPORT void cs_trace_count_test(uint64_t ns);
 

@@ -6,6 +6,7 @@
 #ifndef COMMSCOPE_CORE_FRONT_H
 #define COMMSCOPE_CORE_FRONT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "collector.h"
@@ -60,5 +61,27 @@ uint64_t cs__ident_run_id(int world_size);
  * The analyzer turns such samples (CS_FLAG_NO_MPI) into offsets to rank 0.
  */
 void cs__clock_sample_realtime(struct cs_clock_sample *s);
+
+/* ---- the root service of jobs without MPI (root.c, include/commscope/root.h) ---- */
+
+/*
+ * Where the root service is: COMMSCOPE_ROOT=HOST:PORT (or [ADDR]:PORT; "off": none), else
+ * MASTER_ADDR with port MASTER_PORT + 1.  Returns 1 with host/port and the source (for messages)
+ * filled, 0 when none is configured, -1 when the variables are malformed (warned).
+ */
+int cs__root_where(char *host, size_t hcap, char *port, size_t pcap, char *src, size_t scap);
+/*
+ * Connect (timeout COMMSCOPE_ROOT_TIMEOUT_MS, default 5000 ms, also for every later read and
+ * write), say hello (enum cs_root_kind) and read the answer.  Returns the socket with *rounds
+ * set, or -1 with the reason as a sentence fragment in err.
+ */
+int cs__root_open(const char *host, const char *port, uint32_t kind, int rank, int size,
+                  uint64_t run_id, const char *path, uint32_t *rounds, char *err, size_t cap);
+/* Run the clock rounds on fd (cs_clock_pingpong against the service's CLOCK_REALTIME).
+ * Returns 0 with *s valid, -1 when a round failed. */
+int cs__root_clock(int fd, uint32_t rounds, struct cs_clock_sample *s);
+/* Offer the closed trace at path (header nonce) and stream it.  Returns 0 when the service has
+ * it, -1 with the reason in err.  Does not close fd. */
+int cs__root_send_file(int fd, const char *path, uint64_t nonce, char *err, size_t cap);
 
 #endif

@@ -126,4 +126,14 @@ void cs__clock_sample_realtime(struct cs_clock_sample *s)
     }
     s->rounds = 8;
     s->valid = 1;
+    /* Tests only: COMMSCOPE_TEST_REALTIME_SKEW=RANK:NS makes this rank's host look NS away from
+     * the others' CLOCK_REALTIME (hosts whose time is not synchronised). */
+    const char *v = getenv("COMMSCOPE_TEST_REALTIME_SKEW");
+    if (v && *v) {
+        char *end;
+        long r = strtol(v, &end, 10);
+        long long ns = *end == ':' ? strtoll(end + 1, &end, 10) : 0;
+        if (*end == '\0' && r == cs__rank)
+            s->offset_ns += ns;
+    }
 }

@@ -57,43 +57,40 @@ static uint64_t random64(void)
     return v ? v : 1;
 }
 
+/* One ping-pong round with rank 0 over priv (cs_clock_exchange_fn). */
+static int exchange_rank0(void *ctx, uint64_t t1, uint64_t *t0)
+{
+    (void)ctx;
+    if (PMPI_Send(&t1, 1, MPI_UINT64_T, 0, TAG_CLOCK, priv) != MPI_SUCCESS ||
+        PMPI_Recv(t0, 1, MPI_UINT64_T, 0, TAG_CLOCK, priv, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return -1;
+    return 0;
+}
+
 /*
- * Clock offset to rank 0 by ping-pong on priv.  Rank 0 serves the other ranks one after the other;
- * rank r keeps the round with the smallest round trip.  Collective over priv.
+ * Clock offset to rank 0 by ping-pong on priv (cs_clock_pingpong, shared with the root service of
+ * jobs without MPI).  Rank 0 serves the other ranks one after the other; rank r keeps the round
+ * with the smallest round trip.  Collective over priv.
  */
 static void clock_measure(struct cs_clock_sample *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->rounds = rounds;
-    if (my_rank == 0) {
-        out->local_ns = cs_now();
-        out->valid = 1;
-        for (int r = 1; r < my_size; r++) {
-            for (uint32_t k = 0; k < rounds; k++) {
-                uint64_t ping = 0, t0;
-                if (PMPI_Recv(&ping, 1, MPI_UINT64_T, r, TAG_CLOCK, priv, MPI_STATUS_IGNORE) !=
-                    MPI_SUCCESS)
-                    break;
-                t0 = cs_now();
-                if (PMPI_Send(&t0, 1, MPI_UINT64_T, r, TAG_CLOCK, priv) != MPI_SUCCESS)
-                    break;
-            }
-        }
+    if (my_rank != 0) {
+        cs_clock_pingpong(rounds, exchange_rank0, NULL, out);
         return;
     }
-    uint64_t best = UINT64_MAX;
-    for (uint32_t k = 0; k < rounds; k++) {
-        uint64_t t1 = cs_now(), t0 = 0;
-        if (PMPI_Send(&t1, 1, MPI_UINT64_T, 0, TAG_CLOCK, priv) != MPI_SUCCESS ||
-            PMPI_Recv(&t0, 1, MPI_UINT64_T, 0, TAG_CLOCK, priv, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return;
-        uint64_t t2 = cs_now();
-        if (t2 - t1 < best) {
-            best = t2 - t1;
-            out->local_ns = t1 + (t2 - t1) / 2;
-            out->offset_ns = (int64_t)(t0 - out->local_ns);
-            out->rtt_ns = best;
-            out->valid = 1;
+    memset(out, 0, sizeof(*out));
+    out->rounds = rounds;
+    out->local_ns = cs_now();
+    out->valid = 1;
+    for (int r = 1; r < my_size; r++) {
+        for (uint32_t k = 0; k < rounds; k++) {
+            uint64_t ping = 0, t0;
+            if (PMPI_Recv(&ping, 1, MPI_UINT64_T, r, TAG_CLOCK, priv, MPI_STATUS_IGNORE) !=
+                MPI_SUCCESS)
+                break;
+            t0 = cs_now();
+            if (PMPI_Send(&t0, 1, MPI_UINT64_T, r, TAG_CLOCK, priv) != MPI_SUCCESS)
+                break;
         }
     }
 }

@@ -8,10 +8,14 @@
  * program MPI_Init usually comes first and opens the trace; the NCCL calls then go into it.
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "commscope/root.h"
 
 #include "../core/front.h"
 #include "../cuda/gpu.h"
@@ -83,15 +87,96 @@ ncclResult_t cs__nccl_missing(const char *name)
     return ncclSystemError;
 }
 
+/* The root service (collector/core/root.c): where, and whether the start-up session worked. */
+static struct {
+    int ok;        /* clock sample 0 came from the service: use it at exit too */
+    char host[256], port[16];
+    struct cs__ident id;
+    uint64_t run_id;
+} root;
+
+/* Clock sample 0: against the root service when one is configured and answers, else against the
+ * host's CLOCK_REALTIME, with one warning that says what that means. */
+static void root_start(const struct cs__ident *id, uint64_t run_id)
+{
+    struct cs_clock_sample s;
+    char src[320] = "", err[512] = "";
+    root.id = *id;
+    root.run_id = run_id;
+    int where = cs__root_where(root.host, sizeof root.host, root.port, sizeof root.port, src,
+                               sizeof src);
+    if (where == 1) {
+        uint32_t rounds = 0;
+        int fd = cs__root_open(root.host, root.port, CS_ROOT_START, id->rank, id->size, run_id,
+                               cs_trace_path(), &rounds, err, sizeof err);
+        if (fd >= 0) {
+            if (cs__root_clock(fd, rounds, &s) == 0)
+                root.ok = 1;
+            else
+                snprintf(err, sizeof err, "the clock rounds with %s port %s failed", root.host,
+                         root.port);
+            close(fd);
+        }
+    }
+    if (root.ok) {
+        cs__trace_set_flags(CS_FLAG_CLOCK_ROOT);
+    } else {
+        cs__clock_sample_realtime(&s);
+        if (where == 1)
+            cs_warn("root service (%s) unreachable: %s; this rank's trace stays at %s and its "
+                    "clock is aligned through this host's CLOCK_REALTIME (analyse a directory "
+                    "holding every rank's trace)",
+                    src, err, cs_trace_path());
+        else if (where == 0 && strcmp(cs_local_dir(), cs_run_dir()) != 0)
+            cs_warn("no root service (COMMSCOPE_ROOT unset, no MASTER_ADDR/MASTER_PORT): this "
+                    "rank's trace stays at %s; clocks are aligned through CLOCK_REALTIME",
+                    cs_trace_path());
+    }
+    cs_trace_set_clock(0, &s);
+}
+
 static void at_exit(void)
 {
     cs__gpu_shutdown();
     if (!opened_here || !cs_trace_header())
         return;
+    uint64_t t_fin = cs_now();
     struct cs_clock_sample s;
-    cs__clock_sample_realtime(&s);
+    char err[512] = "";
+    int fd = -1;
+    if (root.ok) {
+        uint32_t rounds = 0;
+        fd = cs__root_open(root.host, root.port, CS_ROOT_FINISH, root.id.rank, root.id.size,
+                           root.run_id, cs_trace_path(), &rounds, err, sizeof err);
+        if (fd >= 0 && cs__root_clock(fd, rounds, &s) != 0) {
+            snprintf(err, sizeof err, "the clock rounds with %s port %s failed", root.host,
+                     root.port);
+            close(fd);
+            fd = -1;
+        }
+        /* Sample 0 was taken against the service: a sample against anything else would not
+         * compare, so the exit sample is left out (the analysis uses the start offset alone). */
+        if (fd < 0)
+            memset(&s, 0, sizeof s);
+    } else {
+        cs__clock_sample_realtime(&s);
+    }
     cs_trace_set_clock(1, &s);
-    cs_trace_close(cs_now());
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s", cs_trace_path());
+    uint64_t nonce = cs_trace_header()->nonce;
+    cs_trace_close(t_fin);
+    if (fd >= 0 && cs__root_send_file(fd, path, nonce, err, sizeof err) != 0) {
+        close(fd);
+        fd = -1;
+    } else if (fd >= 0) {
+        close(fd);
+        return;
+    }
+    if (root.ok)
+        cs_warn("could not hand the trace to the root service (%s port %s) at exit: %s; it "
+                "stays at %s",
+                root.host, root.port, err, path);
 }
 
 /* Called by the core whenever a trace opens (MPI_Init or here): what this front end knows. */
@@ -114,8 +199,6 @@ static int start_without_mpi(void)
         return 1;
     struct cs__ident id;
     cs__ident_from_env(&id);
-    struct cs_clock_sample s;
-    cs__clock_sample_realtime(&s);
     struct cs_trace_params p = {.rank = id.rank,
                                 .world_size = id.size,
                                 .thread_level = 0,
@@ -126,7 +209,10 @@ static int start_without_mpi(void)
     opened_here = 1;
     cs__trace_set_flags(CS_FLAG_NO_MPI);
     cs__trace_set_identity(id.source, id.local_rank);
-    cs_trace_set_clock(0, &s);
+    /* After the open, so a test clock skew of this rank (confirmed by the open) applies. */
+    root_start(&id, p.run_id);
+    /* The program's time starts now: the clock session is the collector's. */
+    cs_trace_set_t_init(cs_now());
     atexit(at_exit);
     return 1;
 }

@@ -44,6 +44,9 @@ enum {
                                       (statically linked): its communication is not recorded */
     CS_FLAG_NO_MPI = 1u << 6,      /* opened without MPI (rank from the environment, see
                                       rank_source); clocks aligned through the run directory */
+    CS_FLAG_CLOCK_ROOT = 1u << 7,  /* with NO_MPI: the clock samples were measured by TCP
+                                      ping-pong against the root service's CLOCK_REALTIME
+                                      (else against the rank's own host's CLOCK_REALTIME) */
 };
 
 /* How a rank's GPU work was timed (cs_file_header.gpu_timing). */

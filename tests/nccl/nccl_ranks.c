@@ -5,8 +5,9 @@
  * "expect OP CALLS BYTES BYTES_RECV" lines computed from the arguments it passed.
  *
  * Usage: cs_nccl_ranks EXCHANGE_DIR ITERATIONS   (RANK and WORLD_SIZE, or SLURM_PROCID and
- * SLURM_NTASKS, from the environment)
+ * SLURM_NTASKS, from the environment; CS_TEST_KILL_RANK=r: rank r kills itself at the end)
  */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,5 +155,12 @@ int main(int argc, char **argv)
     printf("split %d %d %d\n", r % 2, hn, hr);
     if (failed)
         fprintf(stderr, "rank %d: wrong collective results\n", r);
+    /* CS_TEST_KILL_RANK=r: this rank dies by SIGKILL once its work is done (a crashed rank whose
+     * trace was never closed). */
+    const char *kill_rank = getenv("CS_TEST_KILL_RANK");
+    if (kill_rank && atoi(kill_rank) == r) {
+        fflush(stdout);
+        raise(SIGKILL);
+    }
     return failed;
 }

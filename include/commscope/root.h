@@ -1,0 +1,72 @@
+/*
+ * The root service protocol: how the collector of a rank started without MPI talks to the TCP
+ * service that `commscope run` hosts (docs/trace-format.md, "Root service protocol").  Shared by
+ * the collector (collector/core/root.c) and the service (launcher/root_service.c).
+ *
+ * Every integer is little-endian; every message has a fixed size.  One connection is one session:
+ *
+ *   client: hello (struct cs_root_hello, kind START or FINISH)
+ *   service: reply (struct cs_root_reply): "CSROOTOK" with the number of clock rounds, or
+ *            "CSROOTNO" with the reason, then the service closes
+ *   rounds x { client: u64 its clock (ns);  service: u64 its CLOCK_REALTIME (ns) }
+ *   FINISH only:
+ *     client: offer (struct cs_root_offer): the closed trace's size and header nonce
+ *     service: reply, status SEND (send it), HAVE (the run directory holds this very file already)
+ *              or REFUSED (reason in msg)
+ *     SEND:  client: `size` bytes of the file;  service: reply, status OK or REFUSED (reason)
+ */
+#ifndef COMMSCOPE_ROOT_H
+#define COMMSCOPE_ROOT_H
+
+#include <stdint.h>
+
+#define CS_ROOT_MAGIC "CSROOT\0\1"   /* hello: 8 bytes */
+#define CS_ROOT_OK_MAGIC "CSROOTOK" /* reply accepted: 8 bytes */
+#define CS_ROOT_NO_MAGIC "CSROOTNO" /* reply refused: 8 bytes, reason in msg */
+#define CS_ROOT_VERSION 1u
+#define CS_ROOT_ROUNDS_MAX 1000u
+/* The largest trace the service accepts (the collector's cap, COMMSCOPE_MAX_MB, is 1 TiB). */
+#define CS_ROOT_MAX_FILE (1ull << 40)
+
+enum cs_root_kind {
+    CS_ROOT_START = 1,  /* at trace open: clock sample 0 */
+    CS_ROOT_FINISH = 2, /* at exit: clock sample 1, then the closed trace */
+};
+
+enum cs_root_status {
+    CS_ROOT_STATUS_OK = 0,      /* hello accepted / file written */
+    CS_ROOT_STATUS_SEND = 1,    /* offer: send the file */
+    CS_ROOT_STATUS_HAVE = 2,    /* offer: already in the run directory (same nonce and size) */
+    CS_ROOT_STATUS_REFUSED = 3, /* refused: msg says why */
+};
+
+struct cs_root_hello { /* 1152 bytes */
+    char magic[8];     /* CS_ROOT_MAGIC */
+    uint32_t version;  /* CS_ROOT_VERSION */
+    uint32_t kind;     /* enum cs_root_kind */
+    int32_t rank;      /* 0 <= rank < world_size */
+    int32_t world_size;
+    uint64_t run_id;
+    int32_t pid;
+    uint32_t reserved; /* 0 */
+    char host[64];     /* NUL-terminated */
+    char path[1048];   /* the rank's local trace file, NUL-terminated (for recovery) */
+};
+
+struct cs_root_reply { /* 256 bytes */
+    char magic[8];     /* CS_ROOT_OK_MAGIC or CS_ROOT_NO_MAGIC */
+    uint32_t status;   /* enum cs_root_status */
+    uint32_t rounds;   /* hello accepted: clock rounds to run (1..CS_ROOT_ROUNDS_MAX) */
+    char msg[240];     /* NUL-terminated sentence: why refused, or "" */
+};
+
+struct cs_root_offer { /* 16 bytes */
+    uint64_t size;     /* bytes of the closed trace file */
+    uint64_t nonce;    /* its header's nonce */
+};
+
+_Static_assert(sizeof(struct cs_root_hello) == 1152, "hello layout");
+_Static_assert(sizeof(struct cs_root_reply) == 256, "reply layout");
+_Static_assert(sizeof(struct cs_root_offer) == 16, "offer layout");
+
+#endif
