@@ -124,6 +124,7 @@ struct cs__comm {
     int32_t *owned;         /* members copy owned by the run (synthesised comms) or NULL */
     struct cs__inst *spare; /* closed instances kept for reuse (all of this comm's size) */
     int incomplete;         /* NCCL: some members unknown (members[i] == -1) */
+    int multi;              /* NCCL: one process holds several members (ncclCommInitAll) */
 };
 
 /* One open collective instance (match.c). */

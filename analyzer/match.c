@@ -232,6 +232,11 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
         *v = (uint64_t)(uintptr_t)in;
     }
     struct cs__inst *in = (void *)(uintptr_t)*v;
+    /* A communicator of ncclCommInitAll (GPU records): this rank is several members, which take
+     * its records of one instance in turn (which device is which member is not kept). */
+    for (int32_t j = 0; c->multi && (in->state[idx] & 1) && j < in->n; j++)
+        if (in->members[j] == rank && !(in->state[j] & 1))
+            idx = j;
     if (in->state[idx] & 1) {
         /* The same rank twice in one instance: the sequence numbers are broken. */
         in->mixed = 1;

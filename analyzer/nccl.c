@@ -42,6 +42,13 @@ int cs__nccl_comm_add(struct cs__run *run, int rank, const struct cs_comm_record
         }
     }
     int32_t *m = c->owned;
+    /* ncclCommInitAll: one process records every member, each under its own comm rank. */
+    size_t goff = (sizeof *rec + (size_t)rec->size * sizeof rec->members[0] + 7) & ~(size_t)7;
+    struct cs_comm_gpu g = {0};
+    if (rec->record_bytes >= goff + sizeof g)
+        memcpy(&g, (const char *)rec + goff, sizeof g);
+    if (g.flags & CS_COMM_GPU_MULTI)
+        c->multi = 1;
     if (m[rec->my_rank] != -1 && m[rec->my_rank] != rank) {
         cs__problem(run,
                     "ranks %" PRId32 " and %d both claim rank %" PRId32
@@ -49,7 +56,7 @@ int cs__nccl_comm_add(struct cs__run *run, int rank, const struct cs_comm_record
                     m[rec->my_rank], rank, rec->my_rank, cs__comm_label(rec->id, b, sizeof b));
         return 0;
     }
-    for (int32_t i = 0; i < c->size; i++)
+    for (int32_t i = 0; !c->multi && i < c->size; i++)
         if (i != rec->my_rank && m[i] == rank) {
             cs__problem(run,
                         "rank %d is two members (%" PRId32 " and %" PRId32

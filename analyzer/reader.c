@@ -18,6 +18,8 @@
     (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS |  \
      CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI | CS_FLAG_CLOCK_ROOT)
 #define KNOWN_EVENT_FLAGS 0x7ffu
+/* Members one process may hold in an ncclCommInitAll communicator (devices), at most. */
+#define CS_COMM_MULTI_MAX 4096
 /* A world larger than this is a corrupted header, not a job. */
 #define MAX_WORLD (1 << 24)
 
@@ -267,13 +269,23 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
         if (c->id == 0)
             return fail(r, err, errlen, CS_ECOMM,
                         "comm record %u in block %" PRIu64 ": id 0 (byte %" PRIu64 ")", k, bi, at);
-        if (c->size < 1 || c->size > world ||
+        /* ncclCommInitAll (trailer flag CS_COMM_GPU_MULTI): one process holds every member, so
+         * the size is its device count, not bounded by the world. */
+        int multi = 0;
+        uint64_t goff = (sizeof *c + (uint64_t)(c->size > 0 ? c->size : 0) * 4 + 7) & ~7ull;
+        if (c->kind == CS_COMM_NCCL && c->size > 0 &&
+            goff + sizeof(struct cs_comm_gpu) <= c->record_bytes) {
+            uint32_t gflags;
+            memcpy(&gflags, (const char *)c + goff + 4, sizeof gflags);
+            multi = (gflags & CS_COMM_GPU_MULTI) != 0;
+        }
+        if (c->size < 1 || c->size > (multi ? CS_COMM_MULTI_MAX : world) ||
             (uint64_t)c->size * 4 > c->record_bytes - sizeof *c)
             return fail(r, err, errlen, CS_ECOMM,
                         "comm record %u in block %" PRIu64 ": size %" PRId32
                         " does not fit the world (%" PRId32 ") or the record (%" PRIu32
                         " bytes) (byte %" PRIu64 ")",
-                        k, bi, c->size, world, c->record_bytes, at);
+                        k, bi, c->size, multi ? CS_COMM_MULTI_MAX : world, c->record_bytes, at);
         if (c->my_rank < 0 || c->my_rank >= c->size)
             return fail(r, err, errlen, CS_ECOMM,
                         "comm record %u in block %" PRIu64 ": my_rank %" PRId32

@@ -191,6 +191,8 @@ void cs__ncomm_record(struct cs__ncomm *c)
         rec->members[c->rank] = h->rank;
         struct cs_comm_gpu *g = (struct cs_comm_gpu *)((char *)rec + members);
         g->cuda_dev = c->dev;
+        /* ncclCommInitAll: every member is in this process. */
+        g->flags = c->op == CS_OP_NCCL_COMM_INIT_ALL ? CS_COMM_GPU_MULTI : 0;
         cs__gpu_bus_id(c->dev, g->bus_id, sizeof g->bus_id);
         cs_trace_add_comm(rec);
         free(rec);
@@ -229,6 +231,15 @@ uint64_t cs__ncomm_id_child(uint64_t parent, uint32_t idx, int color, int kind)
     uint64_t h = mix(parent ^ 0x9e3779b97f4a7c15ull);
     h = mix(h ^ ((uint64_t)idx << 32 | (uint32_t)color));
     h = mix(h ^ (uint64_t)(uint32_t)kind);
+    return h | NCCL_ID_BIT;
+}
+
+uint64_t cs__ncomm_id_initall(int world_rank, uint32_t idx, int ndev)
+{
+    /* Only this process holds members, so the id must only differ from every other in the run:
+     * the world rank and this process's count of ncclCommInitAll calls make it so. */
+    uint64_t h = mix(0x496e6974416c6cull ^ (uint64_t)(uint32_t)world_rank << 20);
+    h = mix(h ^ ((uint64_t)idx << 32 | (uint32_t)ndev));
     return h | NCCL_ID_BIT;
 }
 

@@ -75,6 +75,8 @@ void cs__ncomm_record(struct cs__ncomm *c);
 /* Communicator ids: from unique ids, and for the idx-th child of a parent. */
 uint64_t cs__ncomm_id_from_unique(const ncclUniqueId *ids, int n, int nranks);
 uint64_t cs__ncomm_id_child(uint64_t parent, uint32_t idx, int color, int kind);
+/* The id shared by the communicators of the idx-th ncclCommInitAll call of this process. */
+uint64_t cs__ncomm_id_initall(int world_rank, uint32_t idx, int ndev);
 
 /* Bytes of one element of datatype t, 0 (warned once) for a type this build does not know. */
 uint64_t cs__nccl_type_size(ncclDataType_t t);

@@ -81,9 +81,11 @@ CS_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
 }
 
 /*
- * ncclCommInitAll makes ndev communicators inside this one process: their members are all this
- * rank, which the communicator table cannot express, so they are registered without a record
- * (their calls are recorded with id 0: no agreed membership).
+ * ncclCommInitAll makes ndev communicators inside this one process, one per device: they are the
+ * members of one communicator, so they share one id (this rank and the call's index in this
+ * process), and each writes a record with its own rank (i), size (ndev) and device, flagged
+ * CS_COMM_GPU_MULTI: the analyzer joins them into one communicator whose members are all this
+ * rank.
  */
 CS_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
@@ -95,10 +97,17 @@ CS_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *de
     if (!on || !__atomic_load_n(&cs_active, __ATOMIC_RELAXED))
         return rc;
     uint64_t t1 = cs_now();
-    for (int i = 0; made(rc) && comm && i < ndev; i++)
+    static uint32_t calls;
+    const struct cs_file_header *h = cs_trace_header();
+    uint64_t id = made(rc) && h ? cs__ncomm_id_initall(h->rank,
+                                                       __atomic_fetch_add(&calls, 1,
+                                                                          __ATOMIC_RELAXED),
+                                                       ndev)
+                                : 0;
+    for (int i = 0; id && comm && i < ndev; i++)
         if (comm[i])
-            cs__ncomm_get(comm[i]);
-    life_event(CS_OP_NCCL_COMM_INIT_ALL, t0, t1, rc, 0, ndev);
+            cs__ncomm_add(comm[i], id, ndev, i, 0, CS_OP_NCCL_COMM_INIT_ALL, 0, 0);
+    life_event(CS_OP_NCCL_COMM_INIT_ALL, t0, t1, rc, id, ndev);
     return rc;
 }
 

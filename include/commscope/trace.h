@@ -228,7 +228,7 @@ struct cs_comm_record {
  */
 struct cs_comm_gpu {
     int32_t cuda_dev;  /* CUDA device ordinal of this member; -1 unknown */
-    uint32_t flags;    /* 0 */
+    uint32_t flags;    /* CS_COMM_GPU_* bits; other bits 0 */
     char bus_id[24];   /* PCI bus id "0000:3b:00.0" (NUL-terminated); "" unknown */
 };
 
@@ -241,6 +241,10 @@ CS_STATIC_ASSERT(sizeof(struct cs_event) == CS_EVENT_SIZE, "event record must be
 CS_STATIC_ASSERT(sizeof(struct cs_block_header) == 64, "block header must be 64 bytes");
 CS_STATIC_ASSERT(sizeof(struct cs_file_header) <= CS_HEADER_SIZE, "header must fit its page");
 CS_STATIC_ASSERT(sizeof(struct cs_comm_record) == 48, "comm record header is 48 bytes");
+/* cs_comm_gpu.flags: this process holds several members of the communicator (ncclCommInitAll:
+ * one record per member, each naming this rank as members[my_rank]). */
+#define CS_COMM_GPU_MULTI 1u
+
 CS_STATIC_ASSERT(sizeof(struct cs_comm_gpu) == 32, "comm GPU extension is 32 bytes");
 
 #define CS_EVENTS_PER_BLOCK ((CS_BLOCK_SIZE - sizeof(struct cs_block_header)) / CS_EVENT_SIZE)

@@ -274,13 +274,37 @@ API ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank
                                           ncclUniqueId *ids, ncclConfig_t *config)
     ALIAS(ncclCommInitRankScalable);
 
-/* Several "devices" in one process cannot meet in a barrier from one thread: refused. */
+/*
+ * ndev "devices" of this process as the members of one communicator (device devlist[i], or i).
+ * Nobody else joins, so nobody waits at creation.  Their collectives meet in barriers like any
+ * others, so each member must be driven by its own thread (one thread per GPU, as with NCCL
+ * without groups).
+ */
 API ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
-    (void)comm;
-    (void)devlist;
-    (void)ndev;
-    return ncclInvalidUsage;
+    static _Atomic uint32_t calls;
+    if (!comm || ndev < 1 || ndev > FAKE_MAX_RANKS)
+        return ncclInvalidArgument;
+    char name[160];
+    snprintf(name, sizeof name, "fake-nccl-all-%d-%u-n%d", (int)getpid(),
+             (unsigned)atomic_fetch_add(&calls, 1), ndev);
+    for (int i = 0; i < ndev; i++) {
+        struct ncclComm *c = calloc(1, sizeof *c);
+        if (c) {
+            c->rank = i;
+            c->nranks = ndev;
+            snprintf(c->name, sizeof c->name, "%s", name);
+        }
+        if (!c || attach(c) != 0) {
+            free(c);
+            for (int k = 0; k < i; k++)
+                free(comm[k]);
+            return ncclSystemError;
+        }
+        c->dev = devlist ? devlist[i] : i;
+        comm[i] = c;
+    }
+    return ncclSuccess;
 }
 API ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     ALIAS(ncclCommInitAll);

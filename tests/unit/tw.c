@@ -217,3 +217,15 @@ struct tw *tw_new_gpu_rank(int rank, int world, uint64_t run_id, uint64_t nonce,
     h->flags = CS_FLAG_NO_MPI;
     return w;
 }
+
+void tw_comm_nccl_multi(struct tw *w, uint64_t id, int size, int my_rank, int rank, int cuda_dev)
+{
+    int32_t *m = malloc(4 * (size_t)size);
+    if (!m)
+        return;
+    for (int i = 0; i < size; i++)
+        m[i] = i == my_rank ? rank : -1;
+    struct cs_comm_gpu g = {cuda_dev, CS_COMM_GPU_MULTI, ""};
+    comm_record(w, id, CS_OP_NCCL_COMM_INIT_ALL, CS_COMM_NCCL, size, my_rank, m, &g, sizeof g);
+    free(m);
+}

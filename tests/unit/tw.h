@@ -31,6 +31,10 @@ void tw_comm(struct tw *w, uint64_t id, uint16_t op, int size, int my_rank, cons
 void tw_comm_nccl(struct tw *w, uint64_t id, int size, int my_rank, int rank, int cuda_dev,
                   const char *bus_id);
 
+/* The same for a member of an ncclCommInitAll communicator (op ncclCommInitAll, trailer flag
+ * CS_COMM_GPU_MULTI: this process holds several members). */
+void tw_comm_nccl_multi(struct tw *w, uint64_t id, int size, int my_rank, int rank, int cuda_dev);
+
 struct tw_opts {
     int partial;     /* write as a rank that died: PARTIAL, header CRC 0, blocks 0 */
     int unsealed;    /* partial: leave the last this-many blocks without CRC */
