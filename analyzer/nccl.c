@@ -130,8 +130,44 @@ size_t cs__nccl_metrics_event(struct cs__run *run, int rank, const struct cs_eve
     return row;
 }
 
+/*
+ * Ranks without MPI align through the root service (CS_FLAG_CLOCK_ROOT: all against its host's
+ * CLOCK_REALTIME) or, where it could not be reached, through their own host's CLOCK_REALTIME.  On
+ * one host the two are the same clock; across hosts a mix is only as good as the hosts' time
+ * synchronisation, which the clock uncertainty does not include: say so.
+ */
+static void clock_reference_problem(struct cs__run *run)
+{
+    int via_root = 0, via_host = 0, first_host = -1, hosts_differ = 0;
+    const char *host0 = NULL;
+    for (int r = 0; r < run->world; r++) {
+        const struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present || !(rk->h->flags & CS_FLAG_NO_MPI))
+            continue;
+        if (rk->h->flags & CS_FLAG_CLOCK_ROOT) {
+            via_root++;
+        } else {
+            via_host++;
+            if (first_host < 0)
+                first_host = r;
+        }
+        if (!host0)
+            host0 = rk->h->host;
+        else if (strncmp(host0, rk->h->host, sizeof rk->h->host) != 0)
+            hosts_differ = 1;
+    }
+    if (via_root && via_host && hosts_differ)
+        cs__problem(run,
+                    "%d rank(s) (first: rank %d) could not reach the root service and were aligned "
+                    "through their own host's CLOCK_REALTIME, %d through the root service: between "
+                    "hosts their times agree only as well as the hosts' clocks (NTP/PTP), which "
+                    "the clock uncertainty does not include",
+                    via_host, first_host, via_root);
+}
+
 void cs__nccl_header_problems(struct cs__run *run)
 {
+    clock_reference_problem(run);
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
         if (!rk->present)
