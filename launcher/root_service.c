@@ -527,7 +527,17 @@ int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_sv
         return -1;
     }
     if (spec) {
-        snprintf(s->addr, sizeof s->addr, "%s", spec);
+        /* Port 0 asks for a free port: tell the ranks the one the system chose. */
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char bound[16] = "";
+        if (getsockname(s->lfd, (struct sockaddr *)&ss, &sl) == 0)
+            getnameinfo((struct sockaddr *)&ss, sl, NULL, 0, bound, sizeof bound, NI_NUMERICSERV);
+        if (strcmp(port, "0") == 0 && bound[0])
+            snprintf(s->addr, sizeof s->addr, "%s%s%s:%s", strchr(host, ':') ? "[" : "", host,
+                     strchr(host, ':') ? "]" : "", bound);
+        else
+            snprintf(s->addr, sizeof s->addr, "%s", spec);
     } else {
         struct sockaddr_in sin;
         socklen_t sl = sizeof sin;
