@@ -18,6 +18,7 @@ the run directory.
   garbage      foreign clients (HTTP, a hello of another protocol version, a short hello) are
                refused with a specific message; the job's own traces still all arrive
   master       the ranks find the service from MASTER_ADDR and MASTER_PORT + 1 alone
+  slurm        the real srun on a private one-node Slurm started here (root and Slurm only)
   torchrun     the real torchrun (python3-torch) with --no_python (torch 1.13 spells it so;
                later versions take --no-python too), skipped without it
 
@@ -377,8 +378,110 @@ def case_master():
     check_arrived(tmp, rundir)
 
 
+SLURM_CONF = """ClusterName=cstest
+SlurmctldHost={host}
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+AuthType=auth/munge
+AuthInfo=socket={dir}/munge.sock
+CredType=cred/munge
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/ctld.pid
+SlurmdPidFile={dir}/d.pid
+SlurmctldLogFile={dir}/ctld.log
+SlurmdLogFile={dir}/d.log
+SlurmUser=root
+SlurmdUser=root
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/linear
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SwitchType=switch/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+NodeName={host} CPUs=8 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+"""
+
+
+def case_slurm():
+    """The real srun: a private one-node Slurm (munged, slurmctld, slurmd started here as root
+    with their own configuration, sockets and ports), `commscope run -- srun -n 4 ...`."""
+    tools = ["/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd"]
+    if os.geteuid() != 0 or not shutil.which("srun") or not all(map(os.path.exists, tools)):
+        print("SKIP: needs root and Slurm (slurmctld, slurmd, slurm-client, munge)")
+        sys.exit(77)
+    d = tempfile.mkdtemp(prefix="cs-slurm-")
+    os.chmod(d, 0o700)
+    for sub in ("state", "spool"):
+        os.makedirs(os.path.join(d, sub))
+    with open(os.path.join(d, "munge.key"), "wb") as f:
+        f.write(os.urandom(1024))
+    os.chmod(os.path.join(d, "munge.key"), 0o600)
+    conf = os.path.join(d, "slurm.conf")
+    with open(conf, "w") as f:
+        f.write(SLURM_CONF.format(host=socket.gethostname(), ctld_port=free_port(),
+                                  d_port=free_port(), dir=d))
+    env = dict(os.environ, SLURM_CONF=conf)
+    started = []
+    try:
+        for cmd, pid in (([tools[0], "--force", "--socket=%s/munge.sock" % d,
+                           "--key-file=%s/munge.key" % d, "--pid-file=%s/munge.pid" % d,
+                           "--log-file=%s/munge.log" % d, "--seed-file=%s/munge.seed" % d],
+                          "munge.pid"),
+                         ([tools[1], "-i"], "ctld.pid"), ([tools[2]], "d.pid")):
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30)
+            if r.returncode != 0:
+                print("SKIP: %s did not start: %s" % (cmd[0], r.stderr[-500:]))
+                sys.exit(77)
+            started.append(os.path.join(d, pid))
+        ready = False
+        for _ in range(100):
+            r = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True,
+                               text=True, timeout=30)
+            if r.stdout.strip() == "idle":
+                ready = True
+                break
+            subprocess.run(["sleep", "0.2"])
+        if not ready:
+            print("SKIP: the private Slurm node did not become idle: %r" % r.stdout)
+            sys.exit(77)
+        tmp = tempfile.mkdtemp(prefix="cs-root-slurm-")
+        exch = os.path.join(tmp, "x")
+        os.makedirs(exch)
+        os.environ["SLURM_CONF"] = conf
+        p, rundir, runfile = run_job(
+            tmp, free_port(), {"COMMSCOPE_TEST_CLOCK_SKEW": "%d:%d:0" % (SKEW_RANK, SKEW_NS)},
+            program=["srun", "-n", str(NP), PROG, exch, str(ITERS)])
+        T.check(p.returncode == 0, "commscope run -- srun exits 0 (%d): %s"
+                % (p.returncode, p.stderr[-2000:]))
+        T.check("mpi_preload: no" in runfile, "srun of an NCCL program gets no MPI collector")
+        check_arrived(tmp, rundir)
+        for r in range(NP):
+            path = os.path.join(rundir, "rank-%05d.cst" % r)
+            if os.path.exists(path):
+                hdr = T.read_trace(path)[0]
+                T.check(hdr["rank_source"] == 2 and hdr["world"] == NP and hdr["local_rank"] == r,
+                        "rank %d: identity from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (source "
+                        "%d, world %d, local %d)" % (r, hdr["rank_source"], hdr["world"],
+                                                     hdr["local_rank"]))
+        rows, rep, _ = analyze(rundir, 0)
+        check_counts(p.stdout, rows, range(NP))
+        check_alignment(rows)
+    finally:
+        # Stop the daemons this test started, newest first, by the pids they wrote.
+        for pidfile in reversed(started):
+            try:
+                os.kill(int(open(pidfile).read().split()[0]), 15)
+            except (OSError, ValueError, IndexError):
+                pass
+
+
 def main():
-    cases = {"master": case_master, "gather": case_gather, "unreachable": case_unreachable, "kill": case_kill,
+    cases = {"slurm": case_slurm, "master": case_master, "gather": case_gather, "unreachable": case_unreachable, "kill": case_kill,
              "garbage": case_garbage, "torchrun": case_torchrun}
     case = sys.argv[1] if len(sys.argv) > 1 else ""
     if case not in cases:
