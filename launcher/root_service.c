@@ -421,38 +421,10 @@ static void *accept_main(void *arg)
     return NULL;
 }
 
-/* Split "HOST:PORT" / "[ADDR]:PORT".  Returns 0 or -1. */
-static int split_addr(const char *v, char *host, size_t hcap, char *port, size_t pcap)
-{
-    const char *h = v, *colon;
-    size_t hl;
-    if (v[0] == '[') {
-        const char *rb = strchr(v, ']');
-        if (!rb || rb[1] != ':')
-            return -1;
-        h = v + 1;
-        hl = (size_t)(rb - h);
-        colon = rb + 1;
-    } else {
-        colon = strrchr(v, ':');
-        if (!colon)
-            return -1;
-        hl = (size_t)(colon - v);
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (hl == 0 || hl >= hcap || colon[1] == '\0' || *end || p < 0 || p > 65535)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    snprintf(port, pcap, "%ld", p);
-    return 0;
-}
-
 int cs__root_valid_spec(const char *spec)
 {
     char h[256], p[16];
-    return split_addr(spec, h, sizeof h, p, sizeof p) == 0;
+    return cs_root_split_addr(spec, 0, h, sizeof h, p, sizeof p) == 0;
 }
 
 static int env_num(const char *name, long lo, long hi, long def)
@@ -470,7 +442,7 @@ int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_sv
 {
     *out = NULL;
     char host[256] = "", port[16] = "0";
-    if (spec && split_addr(spec, host, sizeof host, port, sizeof port) != 0) {
+    if (spec && cs_root_split_addr(spec, 0, host, sizeof host, port, sizeof port) != 0) {
         fprintf(stderr, "commscope run: root service address '%s' is not HOST:PORT\n", spec);
         return -1;
     }

@@ -44,35 +44,6 @@ static int timeout_ms(void)
     return (int)x;
 }
 
-/* Split "HOST:PORT" or "[V6ADDR]:PORT".  Returns 0 or -1. */
-static int split_addr(const char *v, char *host, size_t hcap, char *port, size_t pcap)
-{
-    const char *colon;
-    const char *h = v;
-    size_t hl;
-    if (v[0] == '[') {
-        const char *rb = strchr(v, ']');
-        if (!rb || rb[1] != ':')
-            return -1;
-        h = v + 1;
-        hl = (size_t)(rb - h);
-        colon = rb + 1;
-    } else {
-        colon = strrchr(v, ':');
-        if (!colon)
-            return -1;
-        hl = (size_t)(colon - v);
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (hl == 0 || hl >= hcap || *end || colon[1] == '\0' || p < 1 || p > 65535)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    snprintf(port, pcap, "%ld", p);
-    return 0;
-}
-
 int cs__root_where(char *host, size_t hcap, char *port, size_t pcap, char *src, size_t scap)
 {
     const char *v = getenv("COMMSCOPE_ROOT");
@@ -80,7 +51,7 @@ int cs__root_where(char *host, size_t hcap, char *port, size_t pcap, char *src, 
         if (strcmp(v, "off") == 0)
             return 0;
         snprintf(src, scap, "COMMSCOPE_ROOT=%s", v);
-        if (split_addr(v, host, hcap, port, pcap) != 0) {
+        if (cs_root_split_addr(v, 1, host, hcap, port, pcap) != 0) {
             cs_warn("COMMSCOPE_ROOT=\"%s\" is not HOST:PORT (or [ADDR]:PORT, port 1..65535)", v);
             return -1;
         }
@@ -267,16 +238,25 @@ int cs__root_open(const char *host, const char *port, uint32_t kind, int rank, i
     return fd;
 }
 
+struct ping_ctx {
+    int fd;
+    uint32_t done; /* rounds completed */
+};
+
 static int exchange_root(void *ctx, uint64_t t1, uint64_t *t0)
 {
-    int fd = *(int *)ctx;
-    return send_all(fd, &t1, sizeof t1) != 0 || recv_all(fd, t0, sizeof *t0) != 0 ? -1 : 0;
+    struct ping_ctx *c = ctx;
+    if (send_all(c->fd, &t1, sizeof t1) != 0 || recv_all(c->fd, t0, sizeof *t0) != 0)
+        return -1;
+    c->done++;
+    return 0;
 }
 
 int cs__root_clock(int fd, uint32_t rounds, struct cs_clock_sample *s)
 {
     /* All rounds must complete: the service expects exactly `rounds` pings before the offer. */
-    if (cs_clock_pingpong(rounds, exchange_root, &fd, s) != 0)
+    struct ping_ctx c = {.fd = fd, .done = 0};
+    if (cs_clock_pingpong(rounds, exchange_root, &c, s) != 0 || c.done != rounds)
         return -1;
     return 0;
 }

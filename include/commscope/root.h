@@ -19,6 +19,9 @@
 #define COMMSCOPE_ROOT_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define CS_ROOT_MAGIC "CSROOT\0\1"   /* hello: 8 bytes */
 #define CS_ROOT_OK_MAGIC "CSROOTOK" /* reply accepted: 8 bytes */
@@ -64,6 +67,39 @@ struct cs_root_offer { /* 16 bytes */
     uint64_t size;     /* bytes of the closed trace file */
     uint64_t nonce;    /* its header's nonce */
 };
+
+/*
+ * Split a root service address "HOST:PORT" or "[IPV6ADDR]:PORT" into host and port (decimal,
+ * 0 .. 65535; min_port is the smallest accepted).  Returns 0, or -1 when it is not such an address
+ * or the host does not fit hcap.  Used by the collector and the service alike.
+ */
+static inline int cs_root_split_addr(const char *v, long min_port, char *host, size_t hcap,
+                                     char *port, size_t pcap)
+{
+    const char *h = v, *colon;
+    size_t hl;
+    if (v[0] == '[') {
+        const char *rb = strchr(v, ']');
+        if (!rb || rb[1] != ':')
+            return -1;
+        h = v + 1;
+        hl = (size_t)(rb - h);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(v, ':');
+        if (!colon)
+            return -1;
+        hl = (size_t)(colon - v);
+    }
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (hl == 0 || hl >= hcap || colon[1] == '\0' || *end || p < min_port || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    snprintf(port, pcap, "%ld", p);
+    return 0;
+}
 
 _Static_assert(sizeof(struct cs_root_hello) == 1152, "hello layout");
 _Static_assert(sizeof(struct cs_root_reply) == 256, "reply layout");
