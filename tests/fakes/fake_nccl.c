@@ -5,7 +5,8 @@
  * and the members of a communicator are processes that meet in a shared-memory file named after
  * the unique id (FAKE_NCCL_DIR, default /dev/shm).  Streams are ignored (every call completes
  * before it returns).  Supported: every collective for every type (sum only), send/recv inside
- * or outside groups, split and shrink, blocking and (reported as) non-blocking communicators.
+ * or outside groups, split and shrink, blocking and (reported as) non-blocking communicators,
+ * ncclCommInitAll (several "devices" of one process, each driven by its own thread).
  *
  * Limits, all answered with ncclInvalidArgument: at most FAKE_MAX_RANKS members and FAKE_SLOT
  * bytes per member per call.
