@@ -13,6 +13,8 @@ the run directory.
   unreachable  COMMSCOPE_ROOT names a closed port, and then a port that accepts but never
                answers: one warning per rank, the program's results and exit unchanged, traces in
                the local directories, analysable once put together
+  vanished     the service answers at start and is gone at exit: one warning per rank, closed
+               traces kept locally with the start clock sample only, analysable
   kill         rank 1 dies by SIGKILL at the end: its unclosed trace is copied from its local
                directory by the service, and its calls are all counted
   garbage      foreign clients (HTTP, a hello of another protocol version, a short hello) are
@@ -241,6 +243,71 @@ def case_unreachable():
         T.check(sorted(x["rank"] for x in rep.get("ranks", [])) == list(range(NP)),
                 "%s: the analysis sees every rank" % variant)
         check_counts("".join(so for _, so, _ in out), rows, range(NP))
+
+
+def start_only_service(nranks):
+    """A stand-in root service in a thread that serves the START sessions of nranks ranks (4
+    clock rounds against its CLOCK_REALTIME) and then goes away: the ranks' exit sessions find
+    nothing.  Returns (port, thread)."""
+    import threading
+    import time
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+
+    def serve():
+        for _ in range(nranks):
+            c, _ = lsock.accept()
+            hello = b""
+            while len(hello) < 1152:
+                hello += c.recv(1152 - len(hello))
+            c.sendall(b"CSROOTOK" + struct.pack("<II", 0, 4) + bytes(240))
+            for _ in range(4):
+                ping = b""
+                while len(ping) < 8:
+                    ping += c.recv(8 - len(ping))
+                c.sendall(struct.pack("<Q", time.clock_gettime_ns(time.CLOCK_REALTIME)))
+            c.close()
+        lsock.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return lsock.getsockname()[1], t
+
+
+def case_vanished():
+    """The service answers at start and is gone at exit: each rank warns once, keeps its closed
+    trace locally with the start sample only (aligned through the service, no drift), and the
+    traces put together are analysable."""
+    tmp = tempfile.mkdtemp(prefix="cs-root-gone-")
+    port, t = start_only_service(NP)
+    env = {"COMMSCOPE_ROOT": "127.0.0.1:%d" % port,
+           "COMMSCOPE_LOCAL_DIR": os.path.join(tmp, "local", "%r")}
+    rundir = os.path.join(tmp, "run")
+    out = T.launch(PROG, [str(ITERS)], NP, rundir, extra_env=env)
+    t.join(timeout=30)
+    T.check(all(rc == 0 for rc, _, _ in out), "every rank exits 0")
+    shared = os.path.join(tmp, "shared")
+    os.makedirs(shared)
+    for r, (_, so, se) in enumerate(out):
+        warn = [l for l in se.splitlines() if "root service" in l]
+        T.check(len(warn) == 1 and "at exit" in warn[0] and "stays at" in warn[0],
+                "rank %d warns once that it could not hand its trace over: %r" % (r, se[-800:]))
+        f = os.path.join(tmp, "local", str(r), "rank-%05d.cst" % r)
+        if T.check(os.path.exists(f), "rank %d's trace at %s" % (r, f)):
+            hdr = T.read_trace(f)[0]
+            s = clock_samples(f)
+            T.check(hdr["flags"] & FLAG_CLOCK_ROOT and not hdr["flags"] & FLAG_PARTIAL,
+                    "rank %d: closed, aligned through the service" % r)
+            T.check(s[0]["valid"] == 1 and s[0]["rounds"] == 4 and s[1]["valid"] == 0,
+                    "rank %d: start sample from the service's 4 rounds, no exit sample: %s"
+                    % (r, s))
+            shutil.copy(f, shared)
+    rows, rep, _ = analyze(shared, 0)
+    T.check(sorted(x["rank"] for x in rep.get("ranks", [])) == list(range(NP)),
+            "the analysis sees every rank")
+    check_counts("".join(so for _, so, _ in out), rows, range(NP))
+    check_alignment(rows)
 
 
 def case_kill():
@@ -481,7 +548,7 @@ def case_slurm():
 
 
 def main():
-    cases = {"slurm": case_slurm, "master": case_master, "gather": case_gather, "unreachable": case_unreachable, "kill": case_kill,
+    cases = {"vanished": case_vanished, "slurm": case_slurm, "master": case_master, "gather": case_gather, "unreachable": case_unreachable, "kill": case_kill,
              "garbage": case_garbage, "torchrun": case_torchrun}
     case = sys.argv[1] if len(sys.argv) > 1 else ""
     if case not in cases:
