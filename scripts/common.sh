@@ -3,7 +3,8 @@
 # Debian 12 packages commscope needs to build and test.
 CS_PACKAGES=(build-essential cmake libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev
              libpcap-dev python3 iproute2 chromium libyajl-dev zlib1g-dev
-             python3-torch)  # torchrun for the root_torchrun test (~146 MB, ~85 s to install)
+             python3-torch   # torchrun for the root_torchrun test (~146 MB, ~85 s to install)
+             slurmctld slurmd slurm-client munge)  # srun for the root_slurm test (~60 s)
 
 # Install whatever is missing: with apt-get when root, else print the exact command and exit 1.
 cs_install_packages() {
