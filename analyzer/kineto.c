@@ -1128,6 +1128,12 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
                     K->cand[i].count, K->cand[i].name);
     if (!rc)
         rc = cs__analyze(run, rep);
+    /* The step timeline draws host calls, of which an import holds only the collectives' CPU
+     * side: the HTML report shows the GPU overlap instead. */
+    if (rep->views && !rep->views->timeline)
+        snprintf(rep->views->timeline_note, sizeof rep->views->timeline_note,
+                 "the step timeline of host calls is not drawn for Kineto imports (their host "
+                 "side holds only the collective calls); the GPU overlap is below");
     if (rep->ranks) {
         rep->kineto = K;
         K = NULL;
