@@ -17,6 +17,7 @@
  * uncertainty is half the spread of those differences.
  */
 #include "kineto.h"
+#include "steps.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1130,6 +1131,10 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
         rc = cs__analyze(run, rep);
     /* The step timeline draws host calls, of which an import holds only the collectives' CPU
      * side: the HTML report shows the GPU overlap instead. */
+    /* Step markers of an import are its ProfilerStep#N ranges (converted to MPI_Pcontrol). */
+    if (rep->steps && strcmp(rep->steps->source, "marker") == 0)
+        snprintf(rep->steps->detail, sizeof rep->steps->detail,
+                 "ProfilerStep#N ranges of the PyTorch profiler");
     if (rep->views && !rep->views->timeline)
         snprintf(rep->views->timeline_note, sizeof rep->views->timeline_note,
                  "the step timeline of host calls is not drawn for Kineto imports (their host "
