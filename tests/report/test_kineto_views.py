@@ -16,7 +16,8 @@ Checked against: JSON ranks[] (gpu_comm_s, compute_s, gpu_overlapped_s, exposed_
 breakdown (compute_s; collective_s + waiting_s = exposed on these ranks, which have no MPI calls;
 waiting_s = min(wait_s, exposed)), the verdict's GPU sentence in the text, JSON and HTML reports
 (totals and the hidden share), the HTML "On the GPU" sentence and per-GPU table, and the HTML
-breakdown bars' data attributes.
+breakdown bars' data attributes; with Chromium installed, the page renders without console
+errors and shows the JSON report's key numbers.
 """
 import gzip
 import html as htmlmod
@@ -181,6 +182,15 @@ def case(tmp, name, inputs, files):
         check(abs(got[0] - exp[0]) <= 6e-7 and abs(got[1] - tot[1] / 1e9) <= 6e-7 and
               abs(got[2] - tot[1] / tot[0]) <= 6e-5 and abs(got[3] - exp[2]) <= 6e-7,
               "%s HTML overlap sentence %r vs %r" % (name, got, (exp[0], tot[1] / 1e9, exp[2])))
+    # Rendered in headless Chromium (when installed): no console errors, the JSON's key numbers
+    # in the page (tests/report/test_reports.py's check).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import test_reports  # noqa: E402
+    exe = test_reports.chromium()
+    if exe:
+        test_reports.check_html(exe, ht, rep)
+        failures.extend("%s (Chromium): %s" % (name, f) for f in test_reports.failures)
+        del test_reports.failures[:]
     print("%s: %d ranks, NCCL %.6f s, overlapped %.6f s, exposed %.6f s (computed here)"
           % (name, len(want), tot[0] / 1e9, tot[1] / 1e9, tot[2] / 1e9))
 
