@@ -177,7 +177,19 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
                 b->first_rank, clamp0(b->wall_s), clamp0(b->seg_s[CS_SEG_COMPUTE]), clamp0(comm),
                 clamp0(b->seg_s[CS_SEG_WAIT]), i * (size_t)rh);
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>", lw - 6, rh - 3, cls);
-        esc(f, b->label);
+        /* Long labels (hosts named by long file names: Kineto imports) are cut to what the
+         * margin holds; the whole label is the text's tooltip. */
+        if (strlen(b->label) > 36) {
+            char cut[40];
+            snprintf(cut, sizeof cut, "%.33s", b->label);
+            fputs("<title>", f);
+            esc(f, b->label);
+            fputs("</title>", f);
+            esc(f, cut);
+            fputs("&#8230;", f);
+        } else {
+            esc(f, b->label);
+        }
         fputs("</text>", f);
         double x = lw;
         for (int s = 0; s < CS_SEG_N; s++) {
