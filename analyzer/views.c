@@ -378,13 +378,17 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
             .kind = CS_FIND_COMM_SHARE,
             .rank = b->rank,
             .v = {wall > 0 ? 100.0 * comm / wall : 0, 100.0 * best_share, 100.0 * waiting / comm}};
+        /* Waits are measured at complete instances only: with none, the share is unknown. */
+        if (!rep->matched && rep->incomplete)
+            f.v[2] = NAN;
         snprintf(f.host, sizeof f.host, "%s", b->host);
         add_finding(o, f);
     } else {
         add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_COMM, .rank = -1});
     }
     cs__views_gpu_finding(rep, o);
-    if (isfinite(rep->load_balance)) {
+    /* One rank is balanced with itself: no statement then. */
+    if (isfinite(rep->load_balance) && rep->nranks > 1) {
         const struct cs_report_rank *m = &rep->ranks[maxc];
         struct cs_report_finding f = {.kind = rep->load_balance < 0.95 ? CS_FIND_IMBALANCE
                                                                        : CS_FIND_BALANCED,

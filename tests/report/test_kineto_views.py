@@ -182,6 +182,18 @@ def case(tmp, name, inputs, files):
         check(abs(got[0] - exp[0]) <= 6e-7 and abs(got[1] - tot[1] / 1e9) <= 6e-7 and
               abs(got[2] - tot[1] / tot[0]) <= 6e-5 and abs(got[3] - exp[2]) <= 6e-7,
               "%s HTML overlap sentence %r vs %r" % (name, got, (exp[0], tot[1] / 1e9, exp[2])))
+    # Verdict statements that need what the input has: one rank of sixteen has no load balance
+    # and no complete instance to measure waits at.
+    verdict = " ".join(rep["verdict"])
+    if len(want) == 1:
+        check("load balance" not in verdict, "%s: no load-balance statement for one rank: %s"
+              % (name, verdict))
+        check(rep["instances"]["matched"] == 0 and "waiting for other ranks is unknown: no "
+              "collective instance is complete" in verdict, "%s: waiting share unknown: %s"
+              % (name, verdict))
+    else:
+        check("load balance" in verdict and "of the communication time is waiting" in verdict,
+              "%s: load balance and waiting share stated: %s" % (name, verdict))
     # Rendered in headless Chromium (when installed): no console errors, the JSON's key numbers
     # in the page (tests/report/test_reports.py's check).
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
