@@ -22,7 +22,7 @@
 
 #include "internal.h"
 
-#define CS_PF_MAX_LANES 256 /* per track; a slice that fits none of them is not written */
+#define CS_PF_MAX_LANES 256       /* per track; a slice that fits none of them is not written */
 #define CS_PF_LANE_TID 1500000000 /* first track number of extra lanes */
 
 struct cs__pf_lane {

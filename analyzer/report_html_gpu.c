@@ -58,8 +58,9 @@ void cs__report_gpu_html(const struct cs_report *rep, FILE *f)
         for (size_t i = 0; i < nb; i++) {
             const struct cs_report_gpu_dev *d = &g->devs[i];
             double seg[3] = {d->compute_s - d->overlapped_s, d->overlapped_s, d->exposed_s};
-            fprintf(f, "<g transform=\"translate(0,%zu)\"><text x=\"%d\" y=\"%d\" "
-                       "text-anchor=\"end\">rank %d GPU %" PRId32 "</text>",
+            fprintf(f,
+                    "<g transform=\"translate(0,%zu)\"><text x=\"%d\" y=\"%d\" "
+                    "text-anchor=\"end\">rank %d GPU %" PRId32 "</text>",
                     i * (size_t)rh, lw - 6, rh - 3, d->rank, d->device);
             double x = lw;
             for (int k = 0; k < 3; k++) {

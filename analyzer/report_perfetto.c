@@ -149,11 +149,11 @@ static int slice_tid(struct cs__perfetto *p, long i, int tid, int64_t tb, int64_
     size_t n = strlen(name);
     name[n > 1 ? n - 1 : 0] = 0;
     ev_open(p, 'M', t->rank, lt, 0);
-    fprintf(p->f, ",\"name\":\"thread_name\",\"args\":{\"name\":%s \\u00b7 lane %d\"}}", name, lane);
+    fprintf(p->f, ",\"name\":\"thread_name\",\"args\":{\"name\":%s \\u00b7 lane %d\"}}", name,
+            lane);
     if (t->sort != INT32_MIN) {
         ev_open(p, 'M', t->rank, lt, 0);
-        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}",
-                t->sort);
+        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", t->sort);
     }
     return lt;
 }
