@@ -50,6 +50,7 @@ static void usage(FILE *f)
                "examples:\n"
                "  commscope analyze ./commscope-20250101-120000\n"
                "  commscope analyze RUN --quiet --json report.json --html report.html\n"
+               "  commscope analyze --from kineto traces/ --html report.html --perfetto t.json\n"
                "  commscope analyze RUN --perfetto trace.json --perfetto-window 10:12 "
                "--perfetto-ranks 0-7\n"
                "  commscope analyze RUN --perfetto steps.json --perfetto-steps 5:6\n"

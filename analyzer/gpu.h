@@ -62,5 +62,7 @@ void cs__gpu_report_free(struct cs_report *rep);
 void cs__report_gpu_text(const struct cs_report *rep, FILE *out);
 /* Continues the top-level JSON object of cs__report_json (key "gpu"; nothing without GPU). */
 void cs__report_gpu_json(const struct cs_report *rep, FILE *out);
+/* report_html_gpu.c: the HTML report's GPU overlap (nothing without GPU records). */
+void cs__report_gpu_html(const struct cs_report *rep, FILE *f);
 
 #endif

@@ -425,7 +425,7 @@ void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs
 void cs__vsteps_build(struct cs__run *run, struct cs_report *rep);
 /* views_gpu.c: the report views of ranks with GPU records (their GPU timeline). */
 double cs__views_gpu_comm(const struct cs_report_rank *r);
-void cs__views_gpu_segments(const struct cs_report_rank *r, double *seg);
+void cs__views_gpu_segments(const struct cs_report_rank *r, double nccl_wait_s, double *seg);
 void cs__views_gpu_finding(const struct cs_report *rep, struct cs_report_views *o);
 /* The step index rank is in now (during the merge), -1 outside steps or without steps. */
 int cs__vsteps_current(const struct cs__run *run, int rank);

@@ -17,6 +17,7 @@
  * uncertainty is half the spread of those differences.
  */
 #include "kineto.h"
+#include "steps.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1128,6 +1129,16 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
                     K->cand[i].count, K->cand[i].name);
     if (!rc)
         rc = cs__analyze(run, rep);
+    /* The step timeline draws host calls, of which an import holds only the collectives' CPU
+     * side: the HTML report shows the GPU overlap instead. */
+    /* Step markers of an import are its ProfilerStep#N ranges (converted to MPI_Pcontrol). */
+    if (rep->steps && strcmp(rep->steps->source, "marker") == 0)
+        snprintf(rep->steps->detail, sizeof rep->steps->detail,
+                 "ProfilerStep#N ranges of the PyTorch profiler");
+    if (rep->views && !rep->views->timeline)
+        snprintf(rep->views->timeline_note, sizeof rep->views->timeline_note,
+                 "the step timeline of host calls is not drawn for Kineto imports (their host "
+                 "side holds only the collective calls); the GPU overlap is below");
     if (rep->ranks) {
         rep->kineto = K;
         K = NULL;

@@ -353,7 +353,10 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         o->time_s = ns_s((double)r->time_ns);
         o->algbw_gbps = o->busbw_gbps = NAN;
         if (oi->kind == CS_KIND_COLL || oi->kind == CS_KIND_ICOLL || oi->kind == CS_KIND_NCOLL) {
-            if (r->inst_ns > 0) {
+            /* No bytes (sizes not recorded, e.g. Kineto traces of PyTorch < 2.1): no bandwidth,
+             * except for barriers, which move none by definition. */
+            if (r->inst_ns > 0 &&
+                (r->inst_bytes > 0 || oi->busbw == CS_BW_ZERO)) {
                 o->algbw_gbps = r->inst_bytes / r->inst_ns; /* bytes/ns = GB/s */
                 o->busbw_gbps = o->algbw_gbps * cs_op_busbw_factor(r->op, o->comm_size);
             }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "internal.h"
 #include "steps.h"
 
@@ -91,7 +92,7 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
         [CS_FIND_COMM_SHARE] = "breakdown", [CS_FIND_IMBALANCE] = "ranks",
         [CS_FIND_BALANCED] = "efficiency",  [CS_FIND_INCOMPLETE] = "facts",
         [CS_FIND_NO_COMM] = "ops",          [CS_FIND_GRAD_SYNC] = "steps",
-        [CS_FIND_GPU_COMM] = "breakdown",
+        [CS_FIND_GPU_COMM] = "overlap",
     };
     fputs("<ul class=\"verdict\">\n", f);
     for (size_t i = 0; i < v->nfindings; i++) {
@@ -104,11 +105,26 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
     fputs("</ul>\n", f);
 }
 
-static void legend(FILE *f)
+/* The part of a bar's wall time in no segment: on ranks with GPU records, time in which neither a
+ * kernel nor an MPI call of theirs ran (docs/metrics.md); 0 on other ranks up to rounding. */
+static double rest_of(const struct cs_report_bar *b)
+{
+    double sum = 0;
+    for (int s = 0; s < CS_SEG_N; s++)
+        sum += clamp0(b->seg_s[s]);
+    double r = clamp0(b->wall_s) - sum;
+    return r > 1e-6 * clamp0(b->wall_s) ? r : 0;
+}
+#define REST_COLOR "#d9d9d9"
+#define REST_NAME "no kernel and no MPI call (ranks with GPU records)"
+
+static void legend(FILE *f, int rest)
 {
     fputs("<p class=\"legend\">", f);
     for (int s = 0; s < CS_SEG_N; s++)
         fprintf(f, "<span><i style=\"background:%s\"></i>%s</span> ", seg_color[s], seg_name[s]);
+    if (rest)
+        fprintf(f, "<span><i style=\"background:%s\"></i>%s</span> ", REST_COLOR, REST_NAME);
     fputs("</p>\n", f);
 }
 
@@ -122,16 +138,27 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
     if (strcmp(v->bars_by, "rank") != 0)
         fprintf(f, "<p>%zu ranks: one bar per %s, each the mean of its ranks.</p>\n", rep->nranks,
                 v->bars_by);
-    legend(f);
+    int rest = 0;
+    for (size_t i = 0; i < v->nbars; i++)
+        rest |= rest_of(&v->bars[i]) > 0;
+    legend(f, rest);
     fputs("<p><label>Sort by <select id=\"sortby\"><option value=\"rank\">rank</option>"
           "<option value=\"wall\">wall time</option><option value=\"compute\">compute</option>"
           "<option value=\"comm\">communication</option><option value=\"wait\">waiting</option>"
           "</select></label></p>\n",
           f);
+    /* Bars are as long as the wall time, or as their segments where those add up to more (ranks
+     * with several GPUs). */
     double max = 0;
-    for (size_t i = 0; i < v->nbars; i++)
-        if (clamp0(v->bars[i].wall_s) > max)
-            max = v->bars[i].wall_s;
+    for (size_t i = 0; i < v->nbars; i++) {
+        double len = 0;
+        for (int s = 0; s < CS_SEG_N; s++)
+            len += clamp0(v->bars[i].seg_s[s]);
+        if (clamp0(v->bars[i].wall_s) > len)
+            len = v->bars[i].wall_s;
+        if (len > max)
+            max = len;
+    }
     /* Rows stay tall enough for their labels: at most CS_VIEW_MAX_ROWS bars of 11 px. */
     int rh = v->nbars <= 32 ? 18 : v->nbars <= 64 ? 13 : 11, lw = 230, pw = 600;
     const char *cls = rh < 18 ? " class=\"small\"" : "";
@@ -150,7 +177,19 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
                 b->first_rank, clamp0(b->wall_s), clamp0(b->seg_s[CS_SEG_COMPUTE]), clamp0(comm),
                 clamp0(b->seg_s[CS_SEG_WAIT]), i * (size_t)rh);
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>", lw - 6, rh - 3, cls);
-        esc(f, b->label);
+        /* Long labels (hosts named by long file names: Kineto imports) are cut to what the
+         * margin holds; the whole label is the text's tooltip. */
+        if (strlen(b->label) > 36) {
+            char cut[40];
+            snprintf(cut, sizeof cut, "%.33s", b->label);
+            fputs("<title>", f);
+            esc(f, b->label);
+            fputs("</title>", f);
+            esc(f, cut);
+            fputs("&#8230;", f);
+        } else {
+            esc(f, b->label);
+        }
         fputs("</text>", f);
         double x = lw;
         for (int s = 0; s < CS_SEG_N; s++) {
@@ -161,6 +200,15 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
                     x, w, rh - 2, seg_color[s]);
             esc(f, b->label);
             fprintf(f, ": %s %.6f s</title></rect>", seg_name[s], b->seg_s[s]);
+            x += w;
+        }
+        double r = rest_of(b);
+        if (r > 0) {
+            double w = max > 0 ? r / max * pw : 0;
+            fprintf(f, "<rect x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>",
+                    x, w, rh - 2, REST_COLOR);
+            esc(f, b->label);
+            fprintf(f, ": %s %.6f s</title></rect>", REST_NAME, r);
             x += w;
         }
         fprintf(f, "<text x=\"%.2f\" y=\"%d\"%s>%.6f s</text></g>\n", x + 4, rh - 3, cls,
@@ -569,7 +617,9 @@ static void sec_overlap(const struct cs_report *rep, FILE *f)
         timeline_svg(v->timeline, f);
     else if (v)
         na(f, v->timeline_note[0] ? v->timeline_note : "no step timeline was built");
-    if (!s)
+    cs__report_gpu_html(rep, f);
+    /* The host-side ratio has no value on runs whose communication is all on the GPU. */
+    if (!s || (rep->gpu && !isfinite(s->overlap_ratio)))
         return;
     fputs("<p>Overlap ratio over the whole run (time requests were in flight while the rank "
           "computed, over the time communication was in flight): ",
@@ -913,7 +963,16 @@ static void sec_facts(const struct cs_report *rep, FILE *f)
     snprintf(b, sizeof b, "%d expected, %d found, on %d host%s", rep->ranks_expected,
              rep->ranks_found, rep->hosts, rep->hosts == 1 ? "" : "s");
     fact(f, "ranks", b);
-    if (v) {
+    int kineto = strcmp(rep->source, "kineto") == 0;
+    if (v && kineto) {
+        snprintf(b, sizeof b, "%.6f s from the first trace's start to the last rank's end",
+                 v->span_s);
+        fact(f, "span", b);
+        fact(f, "timing source",
+             "PyTorch profiler (Kineto) traces: each host's wall clock, ranks corrected by the "
+             "end times of collective instances (see the Kineto import in the JSON and text "
+             "reports)");
+    } else if (v) {
         snprintf(b, sizeof b, "%.6f s from the first MPI_Init to the last rank's end", v->span_s);
         fact(f, "span", b);
         snprintf(b, sizeof b,
@@ -922,6 +981,8 @@ static void sec_facts(const struct cs_report *rep, FILE *f)
                  v->clock_linear, v->clock_linear == 1 ? "" : "s", v->clock_constant,
                  v->clock_none);
         fact(f, "timing source", b);
+    }
+    if (v) {
         snprintf(b, sizeof b,
                  "largest offset %.9f s, uncertainty %.9f s, largest drift %.3f ppm, %" PRIu64
                  " causality violations repaired",

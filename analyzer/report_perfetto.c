@@ -15,6 +15,8 @@
  *   MPI_Pcontrol markers as instant events;
  *   GPU records as slices on a track per (rank, device, stream), NCCL kernels per (rank, device,
  *   communicator), with a "launch" arrow from the host NCCL call of the launch (gpu_event).
+ * Slices that overlap without nesting on one track go to extra lanes of it ("<track> · lane 2",
+ * perfetto_lanes.h), so every track nests.
  * Timestamps are rank 0's aligned clock (µs with ns precision, as the format wants).
  * --perfetto-steps A:B keeps the calls a rank makes inside its steps A..B (the step analysis'
  * boundaries, per rank: steps.c), so the export follows each rank's own steps.
@@ -26,6 +28,7 @@
 
 #include "internal.h"
 #include "json.h"
+#include "perfetto_lanes.h"
 
 /* A host NCCL call's slice, kept so the GPU records of its launch can point back to it. */
 struct launch_slice {
@@ -34,6 +37,22 @@ struct launch_slice {
     int tid;
 };
 #define CS_PF_LAUNCHES 64 /* per rank: the most recent launches kept (a ring) */
+
+/* A GPU record waiting in its rank's reorder heap, with the host slice its launch arrow starts
+ * on (found when the record arrived; arrow_tid -1: none). */
+struct gpu_pend {
+    struct cs_event ev;
+    int64_t tb, te, arrow_ts;
+    uint64_t order;
+    int arrow_tid;
+};
+
+/* Per rank: GPU records held back so that each track receives them in start order (CUPTI
+ * delivers them in completion order); up to CS_PF_GPU_REORDER at a time. */
+struct gpu_heap {
+    struct gpu_pend *v;
+    size_t n;
+};
 
 struct pending_async {
     uint16_t op;
@@ -45,7 +64,7 @@ struct cs__perfetto {
     int first;
     int64_t w0, w1;         /* aligned window, inclusive */
     unsigned char *sel;     /* [world] rank selected */
-    struct cs__map threads; /* (rank, thread) -> 1 once named */
+    struct cs__pf_tracks tracks; /* (rank, track number): name and lanes (perfetto_lanes.h) */
     struct cs__map flows;   /* (comm, seq) -> flow id << 24 | members seen */
     struct cs__map async;   /* (rank, request) -> struct pending_async * */
     uint64_t next_flow;
@@ -56,6 +75,8 @@ struct cs__perfetto {
     int64_t *step_begin;     /* [world] aligned begin of it */
     struct cs__map gpu_tid;  /* (device | NCCL bit, stream or comm) -> GPU track number */
     struct launch_slice **launches; /* [world] ring of CS_PF_LAUNCHES, NULL until used */
+    struct gpu_heap *gpu_heap;      /* [world] GPU records held back (gpu_event) */
+    uint64_t gpu_order;             /* arrival number of the next GPU record */
     unsigned *launch_next;          /* [world] next ring slot */
 };
 
@@ -63,6 +84,7 @@ struct cs__perfetto {
 #define CS_PF_COMM_TID 1000 /* first communicator track */
 #define CS_PF_GPU_TID 1000000 /* first GPU track (one per device and stream / communicator) */
 #define CS_PF_NCCL_BIT (1ull << 40)
+#define CS_PF_GPU_REORDER 256 /* GPU records a rank may deliver out of start order, per rank */
 
 /* Microseconds with three decimals, exact from integer ns. */
 static const char *us(char *buf, size_t n, int64_t ns)
@@ -81,6 +103,69 @@ static void ev_open(struct cs__perfetto *p, char ph, int pid, int tid, int64_t t
     fprintf(p->f, "{\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"ts\":%s", ph, pid, tid,
             us(t, sizeof t, ts));
     p->written++;
+}
+
+/* Track (rank, tid), named name (with sort index sort unless INT32_MIN) when new; its index in
+ * p->tracks, -1 without memory.  name is called only for a new track. */
+static long track_use(struct cs__perfetto *p, int rank, int tid, int sort,
+                      void (*name)(char *, size_t, const void *), const void *arg)
+{
+    int fresh;
+    long i = cs__pf_track(&p->tracks, rank, tid, &fresh);
+    if (i < 0 || !fresh)
+        return i;
+    struct cs__pf_track *t = &p->tracks.v[i];
+    name(t->name, sizeof t->name, arg);
+    t->sort = sort;
+    ev_open(p, 'M', rank, tid, 0);
+    fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", p->f);
+    cs__json_str(p->f, t->name);
+    fputs("}}", p->f);
+    if (sort != INT32_MIN) {
+        ev_open(p, 'M', rank, tid, 0);
+        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", sort);
+    }
+    return i;
+}
+
+/* The track number a slice [tb, te] of track i (number tid) is written on: the track itself or
+ * one of its lanes (named when new).  -1: the slice is not written (too many lanes). */
+static int slice_tid(struct cs__perfetto *p, long i, int tid, int64_t tb, int64_t te)
+{
+    if (i < 0)
+        return tid;
+    int lane, lt = cs__pf_lane(&p->tracks, i, tb, te, &lane);
+    if (lt < 0 || !lane)
+        return lt;
+    const struct cs__pf_track *t = &p->tracks.v[i];
+    /* "<track> · lane N": the escaped track name, its closing quote replaced. */
+    char name[6 * sizeof t->name + 8] = "\"\"";
+    FILE *m = fmemopen(name, sizeof name, "w");
+    if (m) {
+        cs__json_str(m, t->name);
+        fclose(m);
+    }
+    name[sizeof name - 1] = 0;
+    size_t n = strlen(name);
+    name[n > 1 ? n - 1 : 0] = 0;
+    ev_open(p, 'M', t->rank, lt, 0);
+    fprintf(p->f, ",\"name\":\"thread_name\",\"args\":{\"name\":%s \\u00b7 lane %d\"}}", name,
+            lane);
+    if (t->sort != INT32_MIN) {
+        ev_open(p, 'M', t->rank, lt, 0);
+        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", t->sort);
+    }
+    return lt;
+}
+
+static void name_text(char *buf, size_t n, const void *arg)
+{
+    snprintf(buf, n, "%s", (const char *)arg);
+}
+
+static void name_thread(char *buf, size_t n, const void *arg)
+{
+    snprintf(buf, n, "thread %d", *(const int *)arg - 1);
 }
 
 /* Parse "0-3,8,10-11" into sel[world].  Returns 0, or -1 with a sentence in err. */
@@ -128,12 +213,14 @@ int cs__perfetto_begin(struct cs__run *run)
     if (!p || !(p->sel = calloc(w + 1, 1)) || !(p->step_cur = calloc(w + 1, sizeof *p->step_cur)) ||
         !(p->step_begin = calloc(w + 1, sizeof *p->step_begin)) ||
         !(p->launches = calloc(w + 1, sizeof *p->launches)) ||
-        !(p->launch_next = calloc(w + 1, sizeof *p->launch_next))) {
+        !(p->launch_next = calloc(w + 1, sizeof *p->launch_next)) ||
+        !(p->gpu_heap = calloc(w + 1, sizeof *p->gpu_heap))) {
         if (p) {
             free(p->sel);
             free(p->step_cur);
             free(p->step_begin);
             free(p->launches);
+            free(p->launch_next);
         }
         free(p);
         cs__problem(run, "out of memory for the Perfetto export; %s not written",
@@ -299,29 +386,35 @@ static void flow_point(struct cs__run *run, int rank, int tid, const struct cs_e
         *v = id << 24 | seen;
 }
 
-/* The track of communicator comm's collectives on rank (named on first use). */
-static int comm_track(struct cs__run *run, int rank, uint64_t comm)
+struct comm_name_arg {
+    struct cs__run *run;
+    uint64_t comm;
+};
+
+static void name_comm(char *buf, size_t n, const void *arg)
+{
+    const struct comm_name_arg *a = arg;
+    char c[40];
+    const char *role = cs__vsteps_role(a->run, a->comm);
+    snprintf(buf, n, "collectives on %s%s%s%s", cs__comm_label(a->comm, c, sizeof c),
+             role ? " (" : "", role ? role : "", role ? ")" : "");
+}
+
+/* The track of communicator comm's collectives on rank (named on first use); its index in
+ * p->tracks in *track. */
+static int comm_track(struct cs__run *run, int rank, uint64_t comm, long *track)
 {
     struct cs__perfetto *p = run->perfetto;
     int fresh;
     uint64_t *v = cs__map_put(&p->comm_tid, comm, 0, &fresh);
+    *track = -1;
     if (!v)
         return 1;
     if (fresh)
         *v = p->comm_tid.n; /* numbered in order of first use: the same number on every rank */
     int tid = CS_PF_COMM_TID + (int)*v - 1;
-    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, (uint64_t)tid, &fresh);
-    if (named && fresh) {
-        char c[40];
-        const char *role = cs__vsteps_role(run, comm);
-        *named = 1;
-        ev_open(p, 'M', rank, tid, 0);
-        fprintf(p->f, ",\"name\":\"thread_name\",\"args\":{\"name\":\"collectives on %s%s%s%s\"}}",
-                cs__comm_label(comm, c, sizeof c), role ? " (" : "", role ? role : "",
-                role ? ")" : "");
-        ev_open(p, 'M', rank, tid, 0);
-        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid);
-    }
+    struct comm_name_arg a = {run, comm};
+    *track = track_use(p, rank, tid, tid, name_comm, &a);
     return tid;
 }
 
@@ -334,16 +427,11 @@ static void step_emit(struct cs__run *run, int rank, int step, int64_t from, int
     if ((o->steps && (step < o->step_from || (o->step_to >= 0 && step > o->step_to))) ||
         to < p->w0 || from > p->w1)
         return;
-    int fresh;
-    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, CS_PF_STEP_TID, &fresh);
-    if (named && fresh) {
-        *named = 1;
-        ev_open(p, 'M', rank, CS_PF_STEP_TID, 0);
-        fputs(",\"name\":\"thread_name\",\"args\":{\"name\":\"steps\"}}", p->f);
-        ev_open(p, 'M', rank, CS_PF_STEP_TID, 0);
-        fputs(",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":-1}}", p->f);
-    }
-    ev_open(p, 'X', rank, CS_PF_STEP_TID, from);
+    long ti = track_use(p, rank, CS_PF_STEP_TID, -1, name_text, "steps");
+    int tid = slice_tid(p, ti, CS_PF_STEP_TID, from, to > from ? to : from);
+    if (tid < 0)
+        return;
+    ev_open(p, 'X', rank, tid, from);
     fprintf(p->f, ",\"dur\":%s,\"name\":\"step %d\",\"cat\":\"step\",\"args\":{\"step\":%d}}",
             us(t, sizeof t, to > from ? to - from : 0), step, step);
 }
@@ -378,53 +466,84 @@ static void launch_keep(struct cs__perfetto *p, int rank, uint64_t launch, int t
 
 /* The track of GPU work on rank: per device and CUDA stream, NCCL kernels per device and
  * communicator (their records carry the communicator, not the stream); named on first use. */
-static int gpu_track(struct cs__run *run, int rank, const struct cs_event *ev)
+static void name_gpu(char *buf, size_t n, const void *arg)
+{
+    const struct cs_event *ev = arg;
+    char c[40];
+    if (ev->op == CS_OP_GPU_NCCL)
+        snprintf(buf, n, "GPU %" PRId32 " NCCL kernels on %s", ev->aux,
+                 ev->comm ? cs__comm_label(ev->comm, c, sizeof c) : "an unknown communicator");
+    else
+        snprintf(buf, n, "GPU %" PRId32 " stream %" PRIu32, ev->aux, ev->seq);
+}
+
+static int gpu_track(struct cs__run *run, int rank, const struct cs_event *ev, long *track)
 {
     struct cs__perfetto *p = run->perfetto;
     int nccl = ev->op == CS_OP_GPU_NCCL, fresh;
     uint64_t a = (uint64_t)(uint32_t)ev->aux | (nccl ? CS_PF_NCCL_BIT : 0);
     uint64_t *v = cs__map_put(&p->gpu_tid, a, nccl ? ev->comm : ev->seq, &fresh);
+    *track = -1;
     if (!v)
         return CS_PF_GPU_TID;
     if (fresh)
         *v = p->gpu_tid.n;
     int tid = CS_PF_GPU_TID + (int)*v - 1;
-    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, (uint64_t)tid, &fresh);
-    if (named && fresh) {
-        char name[96], c[40];
-        *named = 1;
-        if (nccl)
-            snprintf(name, sizeof name, "GPU %" PRId32 " NCCL kernels on %s", ev->aux,
-                     ev->comm ? cs__comm_label(ev->comm, c, sizeof c) : "an unknown communicator");
-        else
-            snprintf(name, sizeof name, "GPU %" PRId32 " stream %" PRIu32, ev->aux, ev->seq);
-        ev_open(p, 'M', rank, tid, 0);
-        fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", p->f);
-        cs__json_str(p->f, name);
-        fputs("}}", p->f);
-        ev_open(p, 'M', rank, tid, 0);
-        fprintf(p->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}", tid);
-    }
+    *track = track_use(p, rank, tid, tid, name_gpu, ev);
     return tid;
 }
 
-/* One GPU record: a slice on its GPU track; an NCCL kernel also gets an arrow from the host call
- * of its launch when that call's slice was written (and does not start after the kernel). */
-static void gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb,
-                      int64_t te)
+static int pend_before(const struct gpu_pend *a, const struct gpu_pend *b)
+{
+    if (a->tb != b->tb)
+        return a->tb < b->tb;
+    if (a->te != b->te)
+        return a->te > b->te; /* the longer first, so the shorter can nest in it */
+    return a->order < b->order;
+}
+
+static void heap_push(struct gpu_heap *h, const struct gpu_pend *x)
+{
+    size_t i = h->n++;
+    while (i > 0 && pend_before(x, &h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = *x;
+}
+
+static struct gpu_pend heap_pop(struct gpu_heap *h)
+{
+    struct gpu_pend top = h->v[0], x = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && pend_before(&h->v[c + 1], &h->v[c]))
+            c++;
+        if (!pend_before(&h->v[c], &x))
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n)
+        h->v[i] = x;
+    return top;
+}
+
+/* Write one GPU record: a slice on its GPU track (or a lane of it), and the launch arrow. */
+static void gpu_emit(struct cs__run *run, int rank, const struct gpu_pend *g)
 {
     struct cs__perfetto *p = run->perfetto;
-    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    const struct cs_event *ev = &g->ev;
+    int64_t tb = g->tb, te = g->te;
     FILE *f = p->f;
     char t[40], c[40];
-    if (o->steps) {
-        int s = cs__vsteps_current(run, rank);
-        if (s < o->step_from || (o->step_to >= 0 && s > o->step_to))
-            return;
-    }
-    if (te < p->w0 || tb > p->w1)
+    long ti;
+    int tid = gpu_track(run, rank, ev, &ti);
+    if ((tid = slice_tid(p, ti, tid, tb, te)) < 0)
         return;
-    int tid = gpu_track(run, rank, ev);
     static const char *const kinds[] = {"kernel", "memcpy", "memset", "NCCL kernel"};
     const char *kind = ev->op >= CS_OP_GPU_KERNEL && ev->op <= CS_OP_GPU_NCCL
                            ? kinds[ev->op - CS_OP_GPU_KERNEL]
@@ -444,20 +563,80 @@ static void gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, 
     if (ev->op == CS_OP_GPU_MEMCPY || ev->op == CS_OP_GPU_MEMSET)
         fprintf(f, ",\"bytes\":%" PRIu64, ev->bytes);
     fputs(ev->flags & CS_EV_GPU_EVENTS ? ",\"timing\":\"CUDA events\"}}" : "}}", f);
-    if (ev->op != CS_OP_GPU_NCCL || !ev->request || !p->launches[rank])
+    if (g->arrow_tid < 0)
         return;
-    const struct launch_slice *ring = p->launches[rank];
-    int64_t at = te > tb ? tb + 1 : tb;
-    for (unsigned i = 0; i < CS_PF_LAUNCHES; i++) {
-        if (ring[i].launch != ev->request || ring[i].tb > at)
-            continue;
-        uint64_t id = p->next_flow++; /* shared with the collective arrows: ids stay unique */
-        ev_open(p, 's', rank, ring[i].tid, ring[i].tb);
-        fprintf(f, ",\"name\":\"launch\",\"cat\":\"gpu\",\"id\":%" PRIu64 "}", id);
-        ev_open(p, 'f', rank, tid, at);
-        fprintf(f, ",\"name\":\"launch\",\"cat\":\"gpu\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", id);
-        break;
+    uint64_t id = p->next_flow++; /* shared with the collective arrows: ids stay unique */
+    ev_open(p, 's', rank, g->arrow_tid, g->arrow_ts);
+    fprintf(f, ",\"name\":\"launch\",\"cat\":\"gpu\",\"id\":%" PRIu64 "}", id);
+    ev_open(p, 'f', rank, tid, te > tb ? tb + 1 : tb);
+    fprintf(f, ",\"name\":\"launch\",\"cat\":\"gpu\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", id);
+}
+
+/* One GPU record: kept in its rank's reorder heap (written at once without memory for it); an
+ * NCCL kernel also gets an arrow from the host call of its launch when that call's slice was
+ * written (and does not start after the kernel). */
+static void gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb,
+                      int64_t te)
+{
+    struct cs__perfetto *p = run->perfetto;
+    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    if (o->steps) {
+        int s = cs__vsteps_current(run, rank);
+        if (s < o->step_from || (o->step_to >= 0 && s > o->step_to))
+            return;
     }
+    if (te < p->w0 || tb > p->w1)
+        return;
+    struct gpu_pend g = {.ev = *ev, .tb = tb, .te = te, .order = p->gpu_order++, .arrow_tid = -1};
+    if (ev->op == CS_OP_GPU_NCCL && ev->request && p->launches[rank]) {
+        const struct launch_slice *ring = p->launches[rank];
+        int64_t at = te > tb ? tb + 1 : tb;
+        for (unsigned i = 0; i < CS_PF_LAUNCHES; i++) {
+            if (ring[i].launch != ev->request || ring[i].tb > at)
+                continue;
+            g.arrow_tid = ring[i].tid;
+            g.arrow_ts = ring[i].tb;
+            break;
+        }
+    }
+    struct gpu_heap *h = &p->gpu_heap[rank];
+    if (!h->v && !(h->v = malloc((CS_PF_GPU_REORDER + 1) * sizeof *h->v))) {
+        gpu_emit(run, rank, &g);
+        return;
+    }
+    heap_push(h, &g);
+    if (h->n > CS_PF_GPU_REORDER) {
+        struct gpu_pend first = heap_pop(h);
+        gpu_emit(run, rank, &first);
+    }
+}
+
+/* The slice of a host call on track number tid, with its collective flow point and its launch
+ * kept for the GPU arrows. */
+static void slice(struct cs__run *run, int rank, int tid, const struct cs_event *ev,
+                  enum cs_op_kind k, int64_t tb, int64_t te)
+{
+    struct cs__perfetto *p = run->perfetto;
+    FILE *f = p->f;
+    char t[40], c[40];
+    ev_open(p, 'X', rank, tid, tb);
+    fprintf(f, ",\"dur\":%s,\"name\":\"%s\",\"cat\":\"%s\",\"args\":{", us(t, sizeof t, te - tb),
+            cs_op_name(ev->op), kind_cat(k));
+    if (ev->comm)
+        fprintf(f, "\"comm\":\"%s\",", cs__comm_label(ev->comm, c, sizeof c));
+    if (k == CS_KIND_COLL || k == CS_KIND_ICOLL)
+        fprintf(f, "\"seq\":%" PRIu32 ",", ev->seq);
+    if (ev->peer >= 0)
+        fprintf(f, "\"%s\":%" PRId32 ",", k == CS_KIND_P2P || k == CS_KIND_IP2P ? "peer" : "root",
+                ev->peer);
+    if (ev->flags & CS_EV_NONBLOCKING)
+        fprintf(f, "\"request\":%" PRIu64 ",", ev->request);
+    fprintf(f, "\"bytes\":%" PRIu64 ",\"bytes_recv\":%" PRIu64 "}}", ev->bytes, ev->bytes_recv);
+
+    if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) && ev->comm)
+        flow_point(run, rank, tid, ev, tb, te);
+    if ((k == CS_KIND_NCOLL || k == CS_KIND_NP2P) && ev->request)
+        launch_keep(p, rank, ev->request, tid, tb, te);
 }
 
 void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
@@ -468,7 +647,6 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
         return;
     int tid = (int)cs_reader_thread(run->ranks[rank].rd) + 1;
     FILE *f = p->f;
-    char t[40], c[40];
     if (k == CS_KIND_DONE) {
         /* Close the async slice of the request, if its start was written. */
         uint64_t *v = cs__map_get(&p->async, (uint64_t)rank, ev->request);
@@ -499,14 +677,11 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
     if (te < p->w0 || tb > p->w1)
         return;
     int fresh;
+    long ti;
     if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_NCOLL) && ev->comm)
-        tid = comm_track(run, rank, ev->comm);
-    uint64_t *named = cs__map_put(&p->threads, (uint64_t)rank, (uint64_t)tid, &fresh);
-    if (named && fresh) {
-        *named = 1;
-        ev_open(p, 'M', rank, tid, 0);
-        fprintf(f, ",\"name\":\"thread_name\",\"args\":{\"name\":\"thread %d\"}}", tid - 1);
-    }
+        tid = comm_track(run, rank, ev->comm, &ti);
+    else
+        ti = track_use(p, rank, tid, INT32_MIN, name_thread, &tid);
     if (k == CS_KIND_MARK) {
         ev_open(p, 'i', rank, tid, tb);
         fprintf(f,
@@ -514,24 +689,10 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
                 cs_op_name(ev->op), ev->aux);
         return;
     }
-    ev_open(p, 'X', rank, tid, tb);
-    fprintf(f, ",\"dur\":%s,\"name\":\"%s\",\"cat\":\"%s\",\"args\":{", us(t, sizeof t, te - tb),
-            cs_op_name(ev->op), kind_cat(k));
-    if (ev->comm)
-        fprintf(f, "\"comm\":\"%s\",", cs__comm_label(ev->comm, c, sizeof c));
-    if (k == CS_KIND_COLL || k == CS_KIND_ICOLL)
-        fprintf(f, "\"seq\":%" PRIu32 ",", ev->seq);
-    if (ev->peer >= 0)
-        fprintf(f, "\"%s\":%" PRId32 ",", k == CS_KIND_P2P || k == CS_KIND_IP2P ? "peer" : "root",
-                ev->peer);
-    if (ev->flags & CS_EV_NONBLOCKING)
-        fprintf(f, "\"request\":%" PRIu64 ",", ev->request);
-    fprintf(f, "\"bytes\":%" PRIu64 ",\"bytes_recv\":%" PRIu64 "}}", ev->bytes, ev->bytes_recv);
-
-    if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) && ev->comm)
-        flow_point(run, rank, tid, ev, tb, te);
-    if ((k == CS_KIND_NCOLL || k == CS_KIND_NP2P) && ev->request)
-        launch_keep(p, rank, ev->request, tid, tb, te);
+    /* The slice's lane: its flow points and launch arrows bind to it there. */
+    int st = slice_tid(p, ti, tid, tb, te);
+    if (st >= 0)
+        slice(run, rank, st, ev, k, tb, te);
     if (k == CS_KIND_ICOLL || k == CS_KIND_IP2P) {
         struct pending_async *a = malloc(sizeof *a);
         uint64_t *v = a ? cs__map_put(&p->async, (uint64_t)rank, ev->request, &fresh) : NULL;
@@ -585,6 +746,16 @@ int cs__perfetto_finish(struct cs__run *run)
         fputs(",\"args\":{\"completion\":\"not recorded\"}}", p->f);
         free(a);
     }
+    /* GPU records still held back, in start order. */
+    for (int r = 0; r < run->world; r++) {
+        struct gpu_heap *h = &p->gpu_heap[r];
+        while (h->n) {
+            struct gpu_pend g = heap_pop(h);
+            gpu_emit(run, r, &g);
+        }
+        free(h->v);
+    }
+    free(p->gpu_heap);
     /* Steps still open: they end at their rank's last event. */
     for (int r = 0; r < run->world; r++)
         if (p->sel[r] && p->step_cur[r] >= 0)
@@ -599,7 +770,12 @@ int cs__perfetto_finish(struct cs__run *run)
     free(p->launches);
     free(p->launch_next);
     cs__map_free(&p->gpu_tid);
-    cs__map_free(&p->threads);
+    if (p->tracks.dropped)
+        cs__problem(run,
+                    "%s: %" PRIu64 " slices not written: they overlap slices on all %d lanes of "
+                    "their track",
+                    run->perfetto_opts->path, p->tracks.dropped, CS_PF_MAX_LANES);
+    cs__pf_tracks_free(&p->tracks);
     cs__map_free(&p->flows);
     cs__map_free(&p->async);
     free(p->sel);

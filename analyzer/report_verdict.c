@@ -42,6 +42,14 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
                      f->rank, f->host, f->count, f->total, pct, f->v[1]);
         break;
     case CS_FIND_COMM_SHARE:
+        if (!isfinite(f->v[2])) {
+            snprintf(buf, n,
+                     "Communication takes %.1f %% of the ranks' wall time (most: rank %d on %s, "
+                     "%.1f %%); how much of it is waiting for other ranks is unknown: no "
+                     "collective instance is complete.",
+                     f->v[0], f->rank, f->host, f->v[1]);
+            break;
+        }
         snprintf(buf, n,
                  "Communication takes %.1f %% of the ranks' wall time (most: rank %d on %s, "
                  "%.1f %%); %.1f %% of the communication time is waiting for other ranks to "

@@ -26,8 +26,9 @@ struct cs__views {
     uint64_t (*kind_ns)[3]; /* [world]: collective, point-to-point, completion call time */
     uint64_t *eligible;     /* [world] */
     double *wait_nb;        /* [world] ns of wait_ns at non-blocking collectives */
+    double *wait_nccl;      /* [world] ns of wait_ns at NCCL collectives (GPU arrivals) */
     uint16_t last_op;       /* cs__views_wait's op cache (0 none) */
-    int last_eligible, last_nb;
+    int last_eligible, last_nb, last_nccl;
     double *heat; /* [world * CS_VIEW_HEAT_BINS] ns of waiting */
     int p2p_block;
     size_t p2p_n;
@@ -56,9 +57,10 @@ int cs__views_init(struct cs__run *run)
     v->kind_ns = calloc(w + 1, sizeof *v->kind_ns);
     v->eligible = calloc(w + 1, sizeof *v->eligible);
     v->wait_nb = calloc(w + 1, sizeof *v->wait_nb);
+    v->wait_nccl = calloc(w + 1, sizeof *v->wait_nccl);
     v->heat = calloc(w * CS_VIEW_HEAT_BINS + 1, sizeof *v->heat);
     v->p2p = calloc(v->p2p_n * v->p2p_n + 1, sizeof *v->p2p);
-    if (!v->kind_ns || !v->eligible || !v->wait_nb || !v->heat || !v->p2p) {
+    if (!v->kind_ns || !v->eligible || !v->wait_nb || !v->wait_nccl || !v->heat || !v->p2p) {
         run->views = v;
         cs__views_free(run);
         return CS_ENOMEM;
@@ -94,6 +96,7 @@ void cs__views_free(struct cs__run *run)
     free(v->kind_ns);
     free(v->eligible);
     free(v->wait_nb);
+    free(v->wait_nccl);
     free(v->heat);
     free(v->p2p);
     cs__map_free(&v->bw_by_key);
@@ -216,11 +219,14 @@ void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, i
         v->last_op = in->op;
         v->last_eligible = oi->pattern == CS_PAT_NXN || oi->pattern == CS_PAT_NTO1;
         v->last_nb = oi->kind == CS_KIND_ICOLL;
+        v->last_nccl = oi->kind == CS_KIND_NCOLL;
     }
     if (v->last_eligible && in->n > 1)
         v->eligible[r]++;
     if (wait_ns > 0 && v->last_nb)
         v->wait_nb[r] += (double)wait_ns;
+    if (wait_ns > 0 && v->last_nccl)
+        v->wait_nccl[r] += (double)wait_ns;
     if (wait_ns > 0) {
         v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
         if (run->vsteps)
@@ -372,13 +378,17 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
             .kind = CS_FIND_COMM_SHARE,
             .rank = b->rank,
             .v = {wall > 0 ? 100.0 * comm / wall : 0, 100.0 * best_share, 100.0 * waiting / comm}};
+        /* Waits are measured at complete instances only: with none, the share is unknown. */
+        if (!rep->matched && rep->incomplete)
+            f.v[2] = NAN;
         snprintf(f.host, sizeof f.host, "%s", b->host);
         add_finding(o, f);
     } else {
         add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_COMM, .rank = -1});
     }
     cs__views_gpu_finding(rep, o);
-    if (isfinite(rep->load_balance)) {
+    /* One rank is balanced with itself: no statement then. */
+    if (isfinite(rep->load_balance) && rep->nranks > 1) {
         const struct cs_report_rank *m = &rep->ranks[maxc];
         struct cs_report_finding f = {.kind = rep->load_balance < 0.95 ? CS_FIND_IMBALANCE
                                                                        : CS_FIND_BALANCED,
@@ -472,7 +482,8 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         /* Waiting at a blocking collective happens inside the call; waiting at a non-blocking
          * one is exposed only in the wait/test calls that complete it (else compute hid it).
          * Each part is taken out of those calls' time and never counts more than it. */
-        double nb = v->wait_nb[r->rank] / 1e9, bl = r->wait_s - nb;
+        double nb = v->wait_nb[r->rank] / 1e9, nccl = v->wait_nccl[r->rank] / 1e9,
+               bl = r->wait_s - nb - nccl;
         double in_coll = bl < coll ? (bl > 0 ? bl : 0) : coll;
         double in_done = nb < done ? nb : done;
         o->seg_s[i][CS_SEG_COMPUTE] = r->compute_s;
@@ -480,9 +491,10 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         o->seg_s[i][CS_SEG_P2P] = p2p;
         o->seg_s[i][CS_SEG_COMPLETION] = done - in_done;
         o->seg_s[i][CS_SEG_WAIT] = in_coll + in_done;
-        /* A rank with GPU records: its collectives are timed on the GPU (views_gpu.c). */
+        /* A rank with GPU records: its NCCL collectives are timed on the GPU, its MPI calls
+         * (above) on the host (views_gpu.c). */
         if (isfinite(r->gpu_comm_s))
-            cs__views_gpu_segments(r, o->seg_s[i]);
+            cs__views_gpu_segments(r, nccl, o->seg_s[i]);
         o->eligible[i] = v->eligible[r->rank];
         int64_t e = rk->t_first + (int64_t)llround(r->wall_s * 1e9);
         if (e > t_end)

@@ -1,31 +1,33 @@
 /*
- * The report views of ranks with GPU records (NCCL + CUPTI, Kineto imports): their collectives
- * run as kernels, so the time segments and the verdict take the GPU timeline (gpu.c) instead of
- * the host's call times.  Definitions in docs/metrics.md ("Report views").
+ * The report views of ranks with GPU records (NCCL + CUPTI, Kineto imports): their NCCL
+ * collectives run as kernels, so their part of the time segments and the verdict comes from the
+ * GPU timeline (gpu.c); MPI calls of the same rank keep their host call times.  Definitions in
+ * docs/metrics.md ("Report views").
  */
 #include <math.h>
 
 #include "internal.h"
 
-/* The rank's communication time: the union of its communication kernels with GPU records,
- * its MPI call time otherwise. */
+/* The rank's communication time: its MPI communication calls plus, with GPU records, the union
+ * of its NCCL kernels (ranks[].comm_s is that sum on such ranks: metrics.c). */
 double cs__views_gpu_comm(const struct cs_report_rank *r)
 {
-    return isfinite(r->gpu_comm_s) ? r->gpu_comm_s : r->comm_s;
+    return r->comm_s;
 }
 
-/* Compute: the union of compute kernels; waiting: the rank's wait at instances (GPU arrivals),
- * at most its exposed communication; collective: the rest of the exposed communication.
- * Point-to-point and completion keep the host's MPI call times. */
-void cs__views_gpu_segments(const struct cs_report_rank *r, double *seg)
+/* seg holds the host segments of the rank's MPI calls (views.c, NCCL waits left out of them).
+ * Compute becomes the union of compute kernels; the NCCL part is added: waiting at NCCL
+ * instances (GPU arrivals), at most the exposed NCCL kernel time, and the rest of that exposed
+ * time as collective. */
+void cs__views_gpu_segments(const struct cs_report_rank *r, double nccl_wait_s, double *seg)
 {
     double exposed = isfinite(r->exposed_comm_s) && r->exposed_comm_s > 0 ? r->exposed_comm_s : 0;
-    double wait = r->wait_s > 0 ? r->wait_s : 0;
+    double wait = nccl_wait_s > 0 ? nccl_wait_s : 0;
     if (wait > exposed)
         wait = exposed;
     seg[CS_SEG_COMPUTE] = r->compute_s;
-    seg[CS_SEG_COLL] = exposed - wait;
-    seg[CS_SEG_WAIT] = wait;
+    seg[CS_SEG_COLL] += exposed - wait;
+    seg[CS_SEG_WAIT] += wait;
 }
 
 /* One sentence on the GPU communication of all ranks with GPU records: its total, the share

@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "  --json FILE  also write the comparison as JSON to FILE ('-' for stdout)\n"
             "  -q, --quiet  no text table\n"
             "  -h, --help   this text\n\n"
+            "examples:\n"
+            "  commscope compare runs/np8 runs/np16 runs/np32\n"
+            "  commscope compare runs/np8 runs/np64 --weak --json scaling.json\n\n"
             "exit status: 0 compared; 2 usage error; 3 a run could not be analysed.\n");
 }
 

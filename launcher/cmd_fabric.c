@@ -39,17 +39,22 @@ static void usage(FILE *f)
         "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
         "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
         "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
-        "  --quiet                 no text report\n"
+        "  -q, --quiet             no text report\n"
+        "  -h, --help              this text\n"
         "  -o, --output DIR        with --capture: the run directory of the benchmark's\n"
         "                          traces and wire files (default ./commscope-fabric-\n"
         "                          YYYYmmdd-HHMMSS)\n"
         "%s\n"
         "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or cs_fabric\n"
         "next to the commscope executable; it must be reachable on every node.\n"
-        "Exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
-        "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n"
         "With --capture the benchmark runs under `commscope run --capture` and every link's\n"
-        "verdict gets the wire evidence of its pair test (docs/wire.md).\n",
+        "verdict gets the wire evidence of its pair test (docs/wire.md).\n\n"
+        "examples:\n"
+        "  commscope fabric -- mpirun -np 16 --map-by ppr:1:node --hostfile hosts\n"
+        "  commscope fabric --json fabric.json --max-bytes 16M -- srun -N 16 --ntasks-per-node 1\n"
+        "  commscope fabric --capture auto -o fab -- mpirun -np 4 --map-by ppr:1:node\n\n"
+        "exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
+        "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n",
         cs__capture_usage());
 }
 
@@ -203,7 +208,7 @@ int cs__cmd_fabric(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--quiet")) {
+        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             quiet = 1;
             continue;
         }

@@ -135,10 +135,14 @@ static void topology(FILE *ports, const char *xml_path)
 
 int cs__cmd_node_snapshot(int argc, char **argv)
 {
-    if (argc != 2 || !strcmp(argv[1], "--help")) {
+    if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc == 2 ? stdout : stderr,
                 "usage: commscope node-snapshot PREFIX\n\nInternal: started by the MPI "
-                "collector on each node's first rank; writes PREFIX.xml and PREFIX.ports.\n");
+                "collector on each node's first rank; writes PREFIX.xml and PREFIX.ports.\n\n"
+                "example:\n"
+                "  commscope node-snapshot RUN_DIR/topology/node1\n\n"
+                "exit status: 0 (problems are written into PREFIX.ports as error lines), 1 when\n"
+                "PREFIX.ports cannot be written, 2 usage error.\n");
         return argc == 2 ? 0 : CS__EXIT_USAGE;
     }
     char xml[4096], ports_path[4096];

@@ -23,8 +23,13 @@ static void usage(FILE *f)
         "  --topology FILE  read an hwloc XML export or an NCCL topology file instead of this\n"
         "                   machine (repeatable; default $COMMSCOPE_TOPOLOGY, else live)\n"
         "  --json FILE      also write commscope-topology/1 JSON to FILE ('-': stdout)\n"
-        "  --quiet          no text summary\n\n"
-        "Exit status: 0, 1 when a topology could not be read (the others are still shown),\n"
+        "  -q, --quiet      no text summary\n"
+        "  -h, --help       this text\n\n"
+        "examples:\n"
+        "  commscope topo\n"
+        "  commscope topo --json node.json --quiet\n"
+        "  commscope topo --topology RUN_DIR/topology/node1.xml\n\n"
+        "exit status: 0, 1 when a topology could not be read (the others are still shown),\n"
         "2 on a usage error.\n");
 }
 
@@ -52,7 +57,7 @@ int cs__cmd_topo(int argc, char **argv)
                 json = argv[++i];
             else
                 files[n_files++] = argv[++i];
-        } else if (!strcmp(a, "--quiet")) {
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             quiet = 1;
         } else {
             fprintf(stderr,

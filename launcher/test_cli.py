@@ -69,12 +69,16 @@ def main():
     check(p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr, "unknown command %r" % (p,))
     p = run(["--frobnicate"])
     check(p.returncode == 2 and "--frobnicate" in p.stderr, "unknown top option %r" % (p,))
-    for cmd in ("run", "analyze", "version"):
-        p = run([cmd, "--help"])
-        check(p.returncode == 0 and "usage: commscope " + cmd in p.stdout + p.stderr,
-              "%s --help: %r" % (cmd, p))
-        check("example" in p.stdout and "exit status" in p.stdout,
-              "%s --help has examples and exit statuses: %r" % (cmd, p.stdout))
+    for cmd in ("run", "analyze", "version", "topo", "fabric", "compare", "node-snapshot"):
+        for opt in ("--help", "-h"):
+            p = run([cmd, opt])
+            check(p.returncode == 0 and "usage: commscope " + cmd in p.stdout,
+                  "%s %s: %r" % (cmd, opt, p))
+            check("\n  commscope " + cmd in p.stdout.split("example", 1)[-1]
+                  and "exit status" in p.stdout,
+                  "%s %s has examples and exit statuses: %r" % (cmd, opt, p.stdout))
+    p = run(["topo", "-q"])
+    check(p.returncode in (0, 1) and p.stdout == "", "topo -q prints no summary: %r" % (p,))
     p = run(["help", "run"])
     check(p.returncode == 0 and "usage: commscope run" in p.stdout, "help run %r" % (p,))
     p = run(["version"])

@@ -4,8 +4,11 @@ validate(path) returns (errors, stats): errors is a list of sentences (empty whe
 counts what was found.  Checked:
   - the file is JSON with a traceEvents list; every event has ph, pid and a numeric ts;
   - every pid has a process_name "rank N (...)" and every (pid, tid) with slices a thread_name;
-  - complete slices ("X") have dur >= 0 and nest on each (pid, tid) track: a slice either lies
-    inside the enclosing one or starts at or after its end;
+  - complete slices ("X") have dur >= 0, and on every (pid, tid) track all slices (X, and B/E
+    pairs) nest strictly: in integer nanoseconds (the file's times are µs with three decimals), a
+    slice either lies inside the slice enclosing it or starts at or after that one's end; two
+    slices beginning together nest when one ends no later than the other; every offending pair of
+    every track is reported;
   - every "B" has its "E" on the same track, names matching, in order;
   - async slices: every "b" has exactly one "e" with the same (pid, cat, id, name), not earlier;
     no "e" without its "b";
@@ -20,7 +23,7 @@ import re
 def validate(path):
     errs = []
     stats = {"X": 0, "flows": 0, "flows_finished": 0, "async": 0, "counters": 0, "pids": set(),
-             "slices_by_name": {}}
+             "slices_by_name": {}, "tracks_checked": 0, "nesting_errors": 0}
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -73,6 +76,8 @@ def validate(path):
                 name, bts = st.pop()
                 if ts < bts or (e.get("name") not in (None, name)):
                     errs.append("%s: E %r does not close B %r" % (where, e.get("name"), name))
+                else:
+                    tracks.setdefault((pid, tid), []).append((bts, ts, name))
         elif ph in ("b", "e"):
             ident = e.get("id2", {}).get("local") if "id2" in e else e.get("id")
             key = (pid, e.get("cat"), ident, e.get("name"))
@@ -112,23 +117,25 @@ def validate(path):
         if t not in tnames:
             errs.append("track pid %s tid %s has slices but no thread_name" % t)
 
-    # Nesting per track.
+    # Nesting per track, strictly, in integer ns (times are whole ns written as µs with three
+    # decimals, so rounding the floats to ns is exact).
     starts = {}
     for key, sl in tracks.items():
-        sl.sort(key=lambda s: (s[0], -s[1]))
+        stats["tracks_checked"] += 1
+        ns = sorted(((round(s[0] * 1000), round(s[1] * 1000), s[2]) for s in sl),
+                    key=lambda s: (s[0], -s[1]))
         stack = []
-        # Times are whole ns written as us with three decimals; ts + dur in floats can miss by
-        # far less than half a ns (adjacent step slices), so compare to half a ns.
-        eps = 5e-4
-        for s in sl:
-            while stack and s[0] >= stack[-1][1] - eps:
+        for s in ns:
+            while stack and s[0] >= stack[-1][1]:
                 stack.pop()
-            if stack and s[1] > stack[-1][1] + eps:
-                errs.append("pid %s tid %s: slice %s [%s, %s] overlaps %s [%s, %s] without nesting"
-                            % (key[0], key[1], s[2], s[0], s[1], stack[-1][2], stack[-1][0],
-                               stack[-1][1]))
-                break
+            if stack and s[1] > stack[-1][1]:
+                stats["nesting_errors"] += 1
+                errs.append("pid %s tid %s: slice %s [%.3f, %.3f] overlaps %s [%.3f, %.3f] without "
+                            "nesting" % (key[0], key[1], s[2], s[0] / 1000, s[1] / 1000,
+                                         stack[-1][2], stack[-1][0] / 1000, stack[-1][1] / 1000))
+                continue  # left out, so the next slices are checked against the valid ones
             stack.append(s)
+        sl.sort(key=lambda s: (s[0], -s[1]))
         starts[key] = ([s[0] for s in sl], sl)
 
     def inside_slice(pid, tid, ts):
