@@ -32,6 +32,9 @@ static int is_red(unsigned op)
     case CS_OP_IREDUCE:
     case CS_OP_IREDUCE_SCATTER:
     case CS_OP_IREDUCE_SCATTER_BLOCK:
+    case CS_OP_NCCL_ALLREDUCE:
+    case CS_OP_NCCL_REDUCE:
+    case CS_OP_NCCL_REDUCE_SCATTER:
         return 1;
     default:
         return 0;
@@ -47,6 +50,7 @@ static int is_a2a(unsigned op)
     case CS_OP_IALLTOALL:
     case CS_OP_IALLTOALLV:
     case CS_OP_IALLTOALLW:
+    case CS_OP_NCCL_ALLTOALL:
         return 1;
     default:
         return 0;
@@ -55,7 +59,8 @@ static int is_a2a(unsigned op)
 
 static int is_traffic(enum cs_op_kind k)
 {
-    return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P;
+    return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
+           k == CS_KIND_NCOLL || k == CS_KIND_NP2P;
 }
 
 static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
@@ -230,8 +235,8 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
                 cl->calls++;
                 cl->red += is_red(ev->op);
                 cl->a2a += is_a2a(ev->op);
-                cl->p2p += k == CS_KIND_P2P || k == CS_KIND_IP2P;
-                cl->coll += k == CS_KIND_COLL || k == CS_KIND_ICOLL;
+                cl->p2p += k == CS_KIND_P2P || k == CS_KIND_IP2P || k == CS_KIND_NP2P;
+                cl->coll += k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_NCOLL;
             }
         }
         if (d_count) {
@@ -261,6 +266,9 @@ int cs__steps_begin(struct cs__run *run)
         return CS_ENOMEM;
     for (int r = 0; r < run->world; r++)
         S->r[r].step = -1;
+    if (cs__sgpu_init(run, S))
+        cs__problem(run, "out of memory for the GPU step budget; GPU ranks are budgeted from the"
+                         " host");
     snprintf(S->source, sizeof S->source, "none");
     S->marker_op = CS_OP_PCONTROL;
     const char *env = getenv("COMMSCOPE_STEP_MARKER");
@@ -390,6 +398,10 @@ static void close_step(struct cs__steps *S, struct cs__srank *sr, int64_t t, int
     sr->in_step = 0;
     sr->cur.n = 1;
     sr->cur.dur = t > sr->begin ? (double)(t - sr->begin) : 0;
+    if (sr->gpu) {
+        sr->cur.gn = 1;
+        sr->cur.gdur = sr->cur.dur;
+    }
     struct cs__budget *g = step_slot(S, (size_t)sr->step);
     if (g)
         budget_add(g, &sr->cur);
@@ -432,6 +444,11 @@ static void add_late(struct cs__steps *S, struct cs__srank *sr, int k, size_t of
     *(double *)((char *)(k == 0 ? &sr->first : &sr->rest) + off) += v;
 }
 
+void cs__steps_add(struct cs__steps *S, int rank, int k, size_t off, double v)
+{
+    add_late(S, &S->r[rank], k, off, v);
+}
+
 /* The wait call of the rank is booked to communicator ci's dimension (-1: none known). */
 static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int red)
 {
@@ -462,9 +479,19 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         close_step(S, sr, tb, 1);
         if (b > 0)
             open_step(sr, tb);
+        if (sr->gpu)
+            cs__sgpu_boundary(S, rank, tb, b > 0 ? sr->step : -1);
     }
     if (ev->op == CS_OP_FINALIZE && !sr->fin)
         sr->fin = tb;
+    if (sr->gpu) {
+        /* The budget of a rank with a GPU timeline comes from its GPUs (steps_gpu.c). */
+        if (k == CS_KIND_NCOLL || k == CS_KIND_NP2P || k == CS_KIND_GROUP)
+            cs__sgpu_launch(S, rank, ev);
+        else if (k == CS_KIND_GPU)
+            cs__sgpu_record(run, S, rank, ev, tb, te);
+        return;
+    }
     struct cs__budget *bu = sr->in_step ? &sr->cur : NULL;
     if (k != CS_KIND_DONE) {
         sr->busy += dur;
@@ -578,7 +605,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
 {
     struct cs__steps *S = run->steps;
-    if (!S || cs_op_info(in->op)->kind != CS_KIND_COLL || in->n < 2)
+    enum cs_op_kind ik = cs_op_info(in->op)->kind;
+    if (!S || (ik != CS_KIND_COLL && ik != CS_KIND_NCOLL) || in->n < 2)
         return;
     int ci = cs__groups_comm(run, S, in->comm);
     enum cs__dim dim = dim_of(S, ci);
@@ -615,7 +643,8 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (ci >= 0)
             S->classes[S->comms[ci].cls].wait += (double)w;
     }
-    cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
+    if (ik == CS_KIND_COLL)
+        cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
 }
 
 void cs__steps_finish(struct cs__run *run)
@@ -635,6 +664,8 @@ void cs__steps_finish(struct cs__run *run)
          * rank's last event) and is kept out of the statistics (it may hold shut-down work). */
         if (r == S->ref)
             S->tail = sr->in_step;
+        if (sr->gpu)
+            cs__sgpu_finish_rank(S, r, sr->fin ? sr->fin : rk->t_last_end);
         close_step(S, sr, sr->fin ? sr->fin : rk->t_last_end, 0);
         int n = sr->step + 1;
         if (S->count_min < 0 || n < S->count_min)
@@ -642,6 +673,7 @@ void cs__steps_finish(struct cs__run *run)
         if (n > S->count_max)
             S->count_max = n;
     }
+    cs__sgpu_finish(run, S);
 }
 
 int cs__steps_boundary(struct cs__run *run, const struct cs_event *ev, enum cs_op_kind k,
@@ -665,6 +697,7 @@ void cs__steps_free(struct cs__run *run)
         free(q);
     }
     cs__groups_free(S);
+    cs__sgpu_free(S);
     cs__map_free(&S->best);
     free(S->g);
     free(S->r);

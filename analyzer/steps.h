@@ -39,6 +39,9 @@ struct cs__budget {
     double grad_ovl;          /* gradient-sync requests in flight while the rank computed */
     double ovl, span;         /* all communication: overlapped time, time in flight */
     double other_mpi;         /* MPI calls that are not communication (markers, comm creation) */
+    /* Ranks with a GPU timeline (steps_gpu.c): their rank-steps and step time, and the time the
+     * GPUs computed or ran nothing; blocked/wait/ovl/span then hold GPU times, mpi 0. */
+    double gn, gdur, gcompute, gidle;
 };
 
 /* A class of communicators: the ones one MPI_Comm_split (dup, create) call made on all ranks. */
