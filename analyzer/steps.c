@@ -13,6 +13,7 @@
  * the waits of blocking collectives when their instance completes (into the step the member
  * arrived in), and each request's overlap at its completion record.  Formulas: docs/metrics.md.
  */
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -190,12 +191,32 @@ static int detect_best(const struct detect *d, int *score_out)
 
 /* ---- markers and anchors ---- */
 
+/* NVTX range names that mark steps when COMMSCOPE_STEP_NVTX does not say (docs/metrics.md). */
+static const char *const nvtx_default[] = {"ProfilerStep#*", "step",      "step[ #_:-]*",
+                                           "Step",           "Step[ #_:-]*", "train_step*",
+                                           "iteration",      "iteration[ #_:-]*"};
+
+/* Whether NVTX record ev (a range begin or end) names a step range. */
+static int nvtx_step(const struct cs__steps *S, const struct cs_event *ev)
+{
+    char name[CS_NVTX_NAME_MAX + 1];
+    cs_event_nvtx_name(ev, name);
+    if (S->nvtx_pat[0])
+        return fnmatch(S->nvtx_pat, name, 0) == 0;
+    for (size_t i = 0; i < sizeof nvtx_default / sizeof nvtx_default[0]; i++)
+        if (fnmatch(nvtx_default[i], name, 0) == 0)
+            return 1;
+    return 0;
+}
+
 /* 1 starts a step, -1 ends one (MPI_Pcontrol(0)), 0 neither. */
 static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                     enum cs_op_kind k, uint64_t *occ)
 {
     if (S->mode == 1 && ev->op == S->marker_op)
         return ev->op == CS_OP_PCONTROL && ev->aux == 0 ? -1 : 1;
+    if (S->mode == 3 && (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END))
+        return nvtx_step(S, ev) ? (ev->op == CS_OP_NVTX_RANGE_BEGIN ? 1 : -1) : 0;
     if (S->mode == 2 && ev->op == S->anchor_op && ev->bytes == S->anchor_bytes && is_traffic(k) &&
         cls_of(run, S, ev->comm) == S->anchor_cls)
         return (*occ)++ % S->anchor_m == 0;
@@ -216,12 +237,14 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
 {
     struct cs_reader *rd = run->ranks[r].rd;
     const struct cs_event *ev;
-    uint64_t anchors = 0, occ = 0;
+    uint64_t anchors = 0, occ = 0, nvtx = 0;
     *markers = 0;
     while ((ev = cs_reader_next(rd))) {
         enum cs_op_kind k = cs_op_info(ev->op)->kind;
         if (ev->op == S->marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
             (*markers)++;
+        if (ev->op == CS_OP_NVTX_RANGE_BEGIN && nvtx_step(S, ev))
+            nvtx++;
         if (!is_traffic(k))
             continue;
         if (S->mode == 2 && boundary(run, S, ev, k, &occ) == 1)
@@ -251,7 +274,8 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
         }
     }
     cs_reader_rewind(rd);
-    return S->mode == 1 ? *markers : anchors;
+    S->nvtx_steps = nvtx;
+    return S->mode == 1 ? *markers : S->mode == 3 ? nvtx : anchors;
 }
 
 int cs__steps_begin(struct cs__run *run)
@@ -282,6 +306,9 @@ int cs__steps_begin(struct cs__run *run)
         else
             S->marker_op = (uint16_t)op;
     }
+    const char *nv = getenv("COMMSCOPE_STEP_NVTX");
+    if (nv && *nv)
+        snprintf(S->nvtx_pat, sizeof S->nvtx_pat, "%s", nv);
     for (int r = 0; r < run->world && S->ref < 0; r++)
         if (run->ranks[r].present)
             S->ref = r;
@@ -294,7 +321,15 @@ int cs__steps_begin(struct cs__run *run)
     uint64_t markers;
     prepass(run, S, S->ref, 1, d, NULL, &markers);
     double steps = 0;
-    if (markers > 0) {
+    /* NVTX step ranges: first when COMMSCOPE_STEP_NVTX names them, else after the markers. */
+    if (S->nvtx_steps > 0 && (S->nvtx_pat[0] || markers == 0)) {
+        S->mode = 3;
+        steps = (double)S->nvtx_steps;
+        snprintf(S->source, sizeof S->source, "nvtx");
+        snprintf(S->detail, sizeof S->detail, "NVTX ranges named %s",
+                 S->nvtx_pat[0] ? S->nvtx_pat
+                                : "ProfilerStep#*, step, step #N, Step, train_step*, iteration");
+    } else if (markers > 0) {
         S->mode = 1;
         steps = (double)markers;
         snprintf(S->source, sizeof S->source, "marker");

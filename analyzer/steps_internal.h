@@ -36,7 +36,9 @@ struct cs__sreq {
 };
 
 struct cs__steps {
-    int mode; /* 0 none, 1 markers, 2 pattern */
+    int mode; /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
+    char nvtx_pat[128];  /* COMMSCOPE_STEP_NVTX ("" the default names) */
+    uint64_t nvtx_steps; /* step ranges begun on the rank of the last pre-pass */
     uint16_t marker_op;
     uint16_t anchor_op;
     int anchor_cls;
