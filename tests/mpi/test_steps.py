@@ -206,6 +206,27 @@ def case_replay(a, tmp):
               "%s: faster collectives do not lengthen the step: %r" % (name, w))
 
 
+def case_replay_nb(a, tmp):
+    """The replay with non-blocking point-to-point (MPI_Irecv/MPI_Isend + MPI_Wait in the
+    pipeline's backward pass, cs_test_pipeline) reproduces the measured step time within 5 %,
+    over the world and as PP 2 x DP 2; hiding communication never lengthens a step."""
+    prog = os.path.join(t.BIN, "cs_test_pipeline")
+    for pp in (4, 2):
+        name = "pipeline-pp%d" % pp
+        rundir = os.path.join(tmp, name)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--pp", str(pp), "--steps", "8"])
+        rep = t.load_report(rundir)
+        w = whatif(rep)
+        if not w:
+            continue
+        err = abs(w["replayed_step_s"] - w["measured_step_s"]) / w["measured_step_s"]
+        check(err <= 0.05, "%s: replay within 5%% of the measured step (%.6f): %r"
+              % (name, err, w))
+        check(w["full_overlap_step_s"] <= w["replayed_step_s"] * 1.0001,
+              "%s: hiding all communication does not lengthen the step: %r" % (name, w))
+        check(w["note"] is None, "%s: no dependency cut: %r" % (name, w["note"]))
+
+
 def case_straggler(a, tmp):
     """What-if (a): with one rank slowed, bringing every rank's compute to the median shrinks
     the step time most of the way to the unslowed run's; without a straggler it changes little."""
@@ -437,7 +458,8 @@ def case_nvtx(a, tmp):
 
 
 CASES = {"groups_pp": case_groups_pp, "groups_ep": case_groups_ep, "marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
-         "groups_2d": case_groups_2d, "no_steps": case_no_steps, "nvtx": case_nvtx}
+         "groups_2d": case_groups_2d, "no_steps": case_no_steps, "nvtx": case_nvtx,
+         "replay_nb": case_replay_nb}
 
 
 def main():
