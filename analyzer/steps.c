@@ -678,8 +678,7 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (ci >= 0)
             S->classes[S->comms[ci].cls].wait += (double)w;
     }
-    if (ik == CS_KIND_COLL)
-        cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
+    cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
 }
 
 void cs__steps_finish(struct cs__run *run)

@@ -90,6 +90,11 @@ void cs__sgpu_finish_rank(struct cs__steps *S, int rank, int64_t end);
 void cs__sgpu_finish(struct cs__run *run, struct cs__steps *S);
 void cs__sgpu_free(struct cs__steps *S);
 
+/* whatif_gpu.c: when every present rank has a GPU timeline, replay the GPU kernels instead of
+ * the host calls and overwrite o's replayed values (left unchanged otherwise). */
+void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end,
+                    double measured_s, struct cs_report_whatif *o);
+
 /* whatif.c */
 /* s_i of member i of a collective with arrivals arr: the latest of its own arrival and those its
  * pattern waits for; *ok = 0 when one of those is not known yet (have[j] == 0; have NULL: all). */

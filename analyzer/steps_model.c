@@ -232,6 +232,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     }
     o->overlap_ratio = span > 0 ? ovl / span : NAN;
     cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
+    cs__whatif_gpu(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
     /* The run's step state stays for the step views (views_steps.c); analyze.c frees it. */
 }
 
