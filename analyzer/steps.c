@@ -671,6 +671,12 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (w <= 0)
             continue;
         struct cs__srank *sr = &S->r[in->members[i]];
+        if (sr->gpu && ik == CS_KIND_NCOLL) {
+            /* On a GPU timeline the waiting interval is placed among the kernels: only its part
+             * not hidden by compute kernels is waiting (steps_gpu.c). */
+            cs__sgpu_wait(run, S, in->members[i], ci, a[i], a[i] + w, grad);
+            continue;
+        }
         int k = step_of(sr, a[i]);
         add_late(S, sr, k, offsetof(struct cs__budget, wait) + dim * sizeof(double), (double)w);
         if (grad)

@@ -22,7 +22,8 @@
 
 #define REORDER 1024
 
-enum { IT_COMPUTE = -1, IT_BOUNDARY = -2 }; /* else: slot index */
+/* else: slot index of an NCCL kernel; IT_WAIT - slot: a member's waiting interval on that slot */
+enum { IT_COMPUTE = -1, IT_BOUNDARY = -2, IT_WAIT = -3 };
 
 struct item {
     int64_t b, e;
@@ -32,9 +33,10 @@ struct item {
 };
 
 struct slot {
-    int ci;       /* step-analysis communicator index, -1 unknown */
-    int64_t s, e; /* the union's current piece; e <= s none */
-    int grad;     /* a kernel of a reduction launch is in the piece */
+    int ci;         /* step-analysis communicator index, -1 unknown */
+    int64_t s, e;   /* the union's current piece; e <= s none */
+    int grad;       /* a kernel of a reduction launch is in the piece */
+    int64_t ws, we; /* the current piece of its members' waiting intervals */
 };
 
 struct grank {
@@ -55,7 +57,7 @@ struct cs__sgpu {
     int world;
     struct grank *r; /* [world] */
     struct cs__map red; /* (rank, launch id) -> 1: launches that hold a reduction */
-    uint64_t late;
+    uint64_t late, late_waits;
     int oom;
 };
 
@@ -123,6 +125,8 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
     for (size_t i = 0; i < g->nslots; i++) {
         PT(g->slots[i].s);
         PT(g->slots[i].e);
+        PT(g->slots[i].ws);
+        PT(g->slots[i].we);
     }
 #undef PT
     /* Few points (two per communicator and two for compute): insertion sort. */
@@ -177,14 +181,23 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
                     add(S, rank, k, OFF(grad_ovl), L);
             } else {
                 double share = L / m;
+                /* Exposed while the member waited for the others: waiting. */
+                int waiting = sl->we > sl->ws && sl->ws <= x && sl->we >= y;
                 if (sc) {
                     sc->blocked += share;
                     cl->blocked += share;
+                    if (waiting)
+                        cl->wait += share;
                 }
                 if (k >= 0) {
                     add(S, rank, k, OFF(blocked) + (size_t)d * sizeof(double), share);
                     if (grad)
                         add(S, rank, k, OFF(grad_blocked), share);
+                    if (waiting) {
+                        add(S, rank, k, OFF(wait) + (size_t)d * sizeof(double), share);
+                        if (grad)
+                            add(S, rank, k, OFF(grad_wait), share);
+                    }
                 }
             }
         }
@@ -216,6 +229,8 @@ static void place(struct cs__sgpu *G, struct cs__steps *S, int rank, struct gran
         /* Older than what was swept: only its part after w can still be placed. */
         if (it.what != IT_BOUNDARY)
             G->late++;
+        if (it.what <= IT_WAIT)
+            G->late_waits++;
         it.b = g->w;
         if (it.e < it.b)
             it.e = it.b;
@@ -226,6 +241,10 @@ static void place(struct cs__sgpu *G, struct cs__steps *S, int rank, struct gran
     } else if (it.what == IT_COMPUTE) {
         int fresh;
         extend(&g->cs, &g->ce, it.b, it.e, &fresh);
+    } else if (it.what <= IT_WAIT) {
+        struct slot *sl = &g->slots[IT_WAIT - it.what];
+        int fresh;
+        extend(&sl->ws, &sl->we, it.b, it.e, &fresh);
     } else {
         struct slot *sl = &g->slots[it.what];
         int fresh;
@@ -277,6 +296,46 @@ static void push(struct cs__sgpu *G, struct cs__steps *S, int rank, struct grank
     g->heap[i] = it;
 }
 
+/* The rank's slot of communicator ci (added when new); -1 out of memory. */
+static int slot_of(struct cs__sgpu *G, struct grank *g, int ci)
+{
+    size_t i = 0;
+    while (i < g->nslots && g->slots[i].ci != ci)
+        i++;
+    if (i < g->nslots)
+        return (int)i;
+    if (g->nslots == g->capslots) {
+        size_t cap = g->capslots ? 2 * g->capslots : 4;
+        void *p = realloc(g->slots, cap * sizeof *g->slots);
+        if (p)
+            g->slots = p;
+        void *q = p ? realloc(g->pts, (4 * cap + 4) * sizeof *g->pts) : NULL;
+        if (!q) {
+            G->oom = 1;
+            return -1;
+        }
+        g->pts = q;
+        g->capslots = cap;
+    }
+    g->slots[g->nslots] = (struct slot){.ci = ci};
+    return (int)g->nslots++;
+}
+
+void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, int64_t b,
+                   int64_t e, int grad)
+{
+    (void)run;
+    (void)grad; /* the slot's kernels say whether it is gradient sync */
+    struct cs__sgpu *G = S->gpu;
+    if (!G || G->oom || e <= b)
+        return;
+    struct grank *g = &G->r[rank];
+    int i = slot_of(G, g, ci);
+    if (i < 0)
+        return;
+    push(G, S, rank, g, (struct item){.b = b, .e = e, .what = IT_WAIT - i});
+}
+
 void cs__sgpu_launch(struct cs__steps *S, int rank, const struct cs_event *ev)
 {
     struct cs__sgpu *G = S->gpu;
@@ -305,27 +364,10 @@ void cs__sgpu_record(struct cs__run *run, struct cs__steps *S, int rank, const s
                 cs__map_del(&G->red, (uint64_t)rank, ev->request);
         }
         it.red = g->last_red;
-        int ci = cs__groups_comm(run, S, ev->comm);
-        size_t i = 0;
-        while (i < g->nslots && g->slots[i].ci != ci)
-            i++;
-        if (i == g->nslots) {
-            if (g->nslots == g->capslots) {
-                size_t cap = g->capslots ? 2 * g->capslots : 4;
-                void *p = realloc(g->slots, cap * sizeof *g->slots);
-                void *q = p ? realloc(g->pts, (2 * cap + 4) * sizeof *g->pts) : NULL;
-                if (p)
-                    g->slots = p;
-                if (!q) {
-                    G->oom = 1;
-                    return;
-                }
-                g->pts = q;
-                g->capslots = cap;
-            }
-            g->slots[g->nslots++] = (struct slot){.ci = ci};
-        }
-        it.what = (int32_t)i;
+        int i = slot_of(G, g, cs__groups_comm(run, S, ev->comm));
+        if (i < 0)
+            return;
+        it.what = i;
     } else if (!g->pts && !(g->pts = malloc(4 * sizeof *g->pts))) {
         G->oom = 1;
         return;
@@ -370,11 +412,16 @@ void cs__sgpu_finish(struct cs__run *run, struct cs__steps *S)
         return;
     if (G->oom)
         cs__problem(run, "out of memory in the GPU step budget; GPU ranks' budgets are partial");
-    if (G->late)
+    if (G->late_waits)
+        cs__problem(run,
+                    "%llu waits at NCCL instances reached the GPU step budget after the kernels "
+                    "around them were accounted; only their later part counts as waiting",
+                    (unsigned long long)G->late_waits);
+    if (G->late > G->late_waits)
         cs__problem(run,
                     "%llu GPU records reached the step budget more than %d records out of start "
                     "order; only their part after the records already placed was counted",
-                    (unsigned long long)G->late, REORDER);
+                    (unsigned long long)(G->late - G->late_waits), REORDER);
 }
 
 void cs__sgpu_free(struct cs__steps *S)

@@ -83,6 +83,10 @@ void cs__sgpu_launch(struct cs__steps *S, int rank, const struct cs_event *ev);
 /* A GPU record. */
 void cs__sgpu_record(struct cs__run *run, struct cs__steps *S, int rank, const struct cs_event *ev,
                      int64_t tb, int64_t te);
+/* Member `rank` of an NCCL instance on communicator ci waited [b, e) (grad: a gradient-sync
+ * reduction): booked as waiting where its kernel ran exposed. */
+void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, int64_t b,
+                   int64_t e, int grad);
 /* Step `step` begins at aligned t on the rank (-1: the open step ends there). */
 void cs__sgpu_boundary(struct cs__steps *S, int rank, int64_t t, int step);
 /* The rank's last step ends at `end`: place everything left. */
