@@ -77,6 +77,9 @@ struct gp {
     double *sum[SC_N];
     int *cnt;
     uint64_t cut, dropped, forced;
+    int64_t *arr; /* scratch: one instance's arrivals */
+    size_t caparr;
+    int oom;
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -393,16 +396,17 @@ static void replay(struct gp *P, int sc)
                 } else {
                     if (it->inst >= 0) {
                         struct gin *g = &P->in[it->inst];
-                        int64_t *arr = malloc((size_t)g->n * sizeof *arr);
                         int ok = 0;
-                        if (arr) {
+                        if (!grow((void **)&P->arr, &P->caparr, (size_t)g->n, sizeof *P->arr)) {
                             for (int32_t j = 0; j < g->n; j++)
-                                arr[j] = (int64_t)llround(g->pA[j]);
+                                P->arr[j] = (int64_t)llround(g->pA[j]);
                             double s = (double)cs__whatif_sync(cs_op_info(g->op)->pattern, g->root,
-                                                               g->n, arr, g->has, it->idx, &ok);
-                            free(arr);
+                                                               g->n, P->arr, g->has, it->idx, &ok);
                             if (ok && s > S)
                                 S = s;
+                        } else {
+                            P->oom = 1;
+                            ok = 1; /* without memory the member waits for nothing */
                         }
                         if (!ok) {
                             left = 1;
@@ -524,7 +528,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
         if (!any)
             break;
     }
-    if (bad) {
+    if (bad || P.oom) {
         snprintf(o->note, sizeof o->note, "out of memory for the GPU what-if replay");
     } else {
         double v[SC_N] = {0};
@@ -561,6 +565,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
         free(P.in[x].has);
     }
     free(P.in);
+    free(P.arr);
     cs__map_free(&P.imap);
     if (P.r)
         for (int r = 0; r < world; r++) {
