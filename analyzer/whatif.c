@@ -14,7 +14,9 @@
  *   MPI_Recv              the matching send's arrival (same communicator, source, destination and
  *                         tag, in order)
  *   blocking send         the receive's arrival, when the send ended after it (rendezvous)
- *   anything else         nothing (local; non-blocking operations keep their measured times)
+ *   Isend/Irecv           nothing; matched with its partner like a blocking send / receive
+ *   completion of those   the partner's arrival, unless it came after the completion ended
+ *   anything else         nothing (local)
  *
  * With measured arrival a_i and end e_i, s_i = max(a_i, arrivals it waits for) and x_i = e_i - s_i
  * (the time after the last dependency).  The replay sets A_i = E_prev + gap, S_i from the replayed
