@@ -215,8 +215,15 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
 {
     if (S->mode == 1 && ev->op == S->marker_op)
         return ev->op == CS_OP_PCONTROL && ev->aux == 0 ? -1 : 1;
-    if (S->mode == 3 && (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END))
-        return nvtx_step(S, ev) ? (ev->op == CS_OP_NVTX_RANGE_BEGIN ? 1 : -1) : 0;
+    if (S->mode == 3 && (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END)) {
+        /* Only the outermost step range counts (a "train_step" inside "ProfilerStep#3" is the
+         * same step): *occ is the rank's depth of open step ranges. */
+        if (!nvtx_step(S, ev))
+            return 0;
+        if (ev->op == CS_OP_NVTX_RANGE_BEGIN)
+            return (*occ)++ == 0;
+        return *occ > 0 && --*occ == 0 ? -1 : 0;
+    }
     if (S->mode == 2 && ev->op == S->anchor_op && ev->bytes == S->anchor_bytes && is_traffic(k) &&
         cls_of(run, S, ev->comm) == S->anchor_cls)
         return (*occ)++ % S->anchor_m == 0;
@@ -237,14 +244,20 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
 {
     struct cs_reader *rd = run->ranks[r].rd;
     const struct cs_event *ev;
-    uint64_t anchors = 0, occ = 0, nvtx = 0;
+    uint64_t anchors = 0, occ = 0, nvtx = 0, nvtx_depth = 0;
     *markers = 0;
     while ((ev = cs_reader_next(rd))) {
         enum cs_op_kind k = cs_op_info(ev->op)->kind;
         if (ev->op == S->marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
             (*markers)++;
-        if (ev->op == CS_OP_NVTX_RANGE_BEGIN && nvtx_step(S, ev))
-            nvtx++;
+        if ((ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END) &&
+            nvtx_step(S, ev)) {
+            /* outermost step ranges only, as boundary() counts them */
+            if (ev->op == CS_OP_NVTX_RANGE_BEGIN)
+                nvtx += nvtx_depth++ == 0;
+            else if (nvtx_depth > 0)
+                nvtx_depth--;
+        }
         if (!is_traffic(k))
             continue;
         if (S->mode == 2 && boundary(run, S, ev, k, &occ) == 1)

@@ -3,8 +3,9 @@
  * needs no GPU and no library: without an injection library every call is a no-op).
  *
  * Each of --steps steps is an NVTX push/pop range "ProfilerStep#K" holding a nested "forward"
- * range (push/pop), a "data" start/end range, a busy compute phase and an all-reduce; a mark
- * "checkpoint" follows step 1.  The program measures, on CLOCK_MONOTONIC (the collector's clock),
+ * range (push/pop), a "data" start/end range, a nested "train_step" range (a step name too: only
+ * the outermost counts), a busy compute phase and an all-reduce; a mark "checkpoint" follows
+ * step 1.  The program measures, on CLOCK_MONOTONIC (the collector's clock),
  * the time just before and just after each push and pop of the step ranges and prints them:
  *   nvtx_steps: rank R step K a=NS b=NS c=NS d=NS
  * (a before the push, b after it, c before the pop, d after it), so the test can hold the recorded
@@ -58,8 +59,10 @@ int main(int argc, char **argv)
         nvtxRangeId_t data = nvtxRangeStartA("data");
         burn(300000);
         nvtxRangeEnd(data);
+        nvtxRangePushA("train_step");
         nvtxRangePushA("forward");
         buf[0] = burn(2000000 + 500000 * (uint64_t)rank);
+        nvtxRangePop();
         nvtxRangePop();
         MPI_Allreduce(buf, out, 256, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         uint64_t c = now();

@@ -408,8 +408,9 @@ def case_nvtx(a, tmp):
     # Every step range is closed by its pop: no tail; the first is warm-up.
     check(s["tail_excluded"] == 0 and s["warmup_excluded"] == 1 and s["timed"] == n - 1,
           "tail %r warm-up %r timed %r" % (s["tail_excluded"], s["warmup_excluded"], s["timed"]))
-    # The recorded ranges, per rank in order: begins setup, then per step (step, data, forward);
-    # ends setup, then per step (data, forward, step); one mark.
+    # The recorded ranges, per rank in order: begins setup, then per step (step, data,
+    # train_step, forward); ends setup, then per step (data, forward, train_step, step); one mark.
+    # The nested "train_step" matches the default step names too: only the outermost counts.
     events = t.read_events_csv(evcsv)
     slack = 10000  # ns: alignment onto rank 0's clock (same host) and the clock conversion
     for r in range(a.np):
@@ -417,14 +418,14 @@ def case_nvtx(a, tmp):
         begins = [int(e["t_begin_ns"]) for e in mine if e["op"] == "nvtx_range_begin"]
         ends = [int(e["t_begin_ns"]) for e in mine if e["op"] == "nvtx_range_end"]
         marks = [e for e in mine if e["op"] == "nvtx_mark"]
-        check(len(begins) == 1 + 3 * n and len(ends) == 1 + 3 * n and len(marks) == 1,
+        check(len(begins) == 1 + 4 * n and len(ends) == 1 + 4 * n and len(marks) == 1,
               "rank %d: %d range begins, %d ends, %d marks (expected %d, %d, 1)"
-              % (r, len(begins), len(ends), len(marks), 1 + 3 * n, 1 + 3 * n))
-        if len(begins) != 1 + 3 * n or len(ends) != 1 + 3 * n or r not in truth:
+              % (r, len(begins), len(ends), len(marks), 1 + 4 * n, 1 + 4 * n))
+        if len(begins) != 1 + 4 * n or len(ends) != 1 + 4 * n or r not in truth:
             continue
         for k in range(n):
             ta, tb, tc, td = truth[r][k]
-            b, e = begins[1 + 3 * k], ends[3 + 3 * k]
+            b, e = begins[1 + 4 * k], ends[4 + 4 * k]
             check(ta - slack <= b <= tb + slack,
                   "rank %d step %d: range begin %d inside the push bracket [%d, %d]"
                   % (r, k, b, ta, tb))
