@@ -682,6 +682,28 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
         tid = comm_track(run, rank, ev->comm, &ti);
     else
         ti = track_use(p, rank, tid, INT32_MIN, name_thread, &tid);
+    if (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END ||
+        ev->op == CS_OP_NVTX_MARK) {
+        /* NVTX: push/pop ranges nest per thread, so they are slices; start/end ranges (which
+         * may overlap or end on another thread) and marks are instants with the name. */
+        char name[CS_NVTX_NAME_MAX + 1];
+        cs_event_nvtx_name(ev, name);
+        int slice = ev->aux > 0 && ev->op != CS_OP_NVTX_MARK;
+        ev_open(p, slice ? (ev->op == CS_OP_NVTX_RANGE_BEGIN ? 'B' : 'E') : 'i', rank, tid, tb);
+        if (!slice)
+            fputs(",\"s\":\"t\"", f);
+        fputs(",\"cat\":\"nvtx\",\"name\":", f);
+        if (slice || ev->op == CS_OP_NVTX_MARK)
+            cs__json_str(f, name);
+        else {
+            char label[CS_NVTX_NAME_MAX + 16];
+            snprintf(label, sizeof label, "%s %s",
+                     ev->op == CS_OP_NVTX_RANGE_BEGIN ? "start" : "end", name);
+            cs__json_str(f, label);
+        }
+        fputs("}", f);
+        return;
+    }
     if (k == CS_KIND_MARK) {
         ev_open(p, 'i', rank, tid, tb);
         fprintf(f,

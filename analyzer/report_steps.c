@@ -179,6 +179,16 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
     }
     fprintf(out, "(Grad_sync and the comm columns exclude waiting for other ranks, which is in"
                  " Wait; idle cannot be told from compute without a GPU timeline)\n");
+    /* Ranks with a GPU timeline: Compute is kernel time, and the rest of the step is idle. */
+    for (size_t i = 0; i <= s->nranks; i++) {
+        const struct cs_report_budget *bg = i ? &s->ranks[i - 1] : &s->total;
+        if (!isfinite(bg->idle_s))
+            continue;
+        char who[16];
+        snprintf(who, sizeof who, i ? "%d" : "all", bg->rank);
+        fprintf(out, "%6s idle on the GPU %.6f (Compute, Grad_sync, comm and Wait from kernels)\n",
+                who, bg->idle_s);
+    }
 
     fprintf(out, "\n@--- Gradient synchronisation and overlap %s\n", "------------------------");
     fprintf(out, "grad_sync_share %s  exposed_s %s  overlapped_s %s  total_s %s per step\n",

@@ -13,6 +13,7 @@
  * the waits of blocking collectives when their instance completes (into the step the member
  * arrived in), and each request's overlap at its completion record.  Formulas: docs/metrics.md.
  */
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -32,6 +33,9 @@ static int is_red(unsigned op)
     case CS_OP_IREDUCE:
     case CS_OP_IREDUCE_SCATTER:
     case CS_OP_IREDUCE_SCATTER_BLOCK:
+    case CS_OP_NCCL_ALLREDUCE:
+    case CS_OP_NCCL_REDUCE:
+    case CS_OP_NCCL_REDUCE_SCATTER:
         return 1;
     default:
         return 0;
@@ -47,6 +51,7 @@ static int is_a2a(unsigned op)
     case CS_OP_IALLTOALL:
     case CS_OP_IALLTOALLV:
     case CS_OP_IALLTOALLW:
+    case CS_OP_NCCL_ALLTOALL:
         return 1;
     default:
         return 0;
@@ -55,7 +60,8 @@ static int is_a2a(unsigned op)
 
 static int is_traffic(enum cs_op_kind k)
 {
-    return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P;
+    return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
+           k == CS_KIND_NCOLL || k == CS_KIND_NP2P;
 }
 
 static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
@@ -185,12 +191,39 @@ static int detect_best(const struct detect *d, int *score_out)
 
 /* ---- markers and anchors ---- */
 
+/* NVTX range names that mark steps when COMMSCOPE_STEP_NVTX does not say (docs/metrics.md). */
+static const char *const nvtx_default[] = {"ProfilerStep#*", "step",      "step[ #_:-]*",
+                                           "Step",           "Step[ #_:-]*", "train_step*",
+                                           "iteration",      "iteration[ #_:-]*"};
+
+/* Whether NVTX record ev (a range begin or end) names a step range. */
+static int nvtx_step(const struct cs__steps *S, const struct cs_event *ev)
+{
+    char name[CS_NVTX_NAME_MAX + 1];
+    cs_event_nvtx_name(ev, name);
+    if (S->nvtx_pat[0])
+        return fnmatch(S->nvtx_pat, name, 0) == 0;
+    for (size_t i = 0; i < sizeof nvtx_default / sizeof nvtx_default[0]; i++)
+        if (fnmatch(nvtx_default[i], name, 0) == 0)
+            return 1;
+    return 0;
+}
+
 /* 1 starts a step, -1 ends one (MPI_Pcontrol(0)), 0 neither. */
 static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                     enum cs_op_kind k, uint64_t *occ)
 {
     if (S->mode == 1 && ev->op == S->marker_op)
         return ev->op == CS_OP_PCONTROL && ev->aux == 0 ? -1 : 1;
+    if (S->mode == 3 && (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END)) {
+        /* Only the outermost step range counts (a "train_step" inside "ProfilerStep#3" is the
+         * same step): *occ is the rank's depth of open step ranges. */
+        if (!nvtx_step(S, ev))
+            return 0;
+        if (ev->op == CS_OP_NVTX_RANGE_BEGIN)
+            return (*occ)++ == 0;
+        return *occ > 0 && --*occ == 0 ? -1 : 0;
+    }
     if (S->mode == 2 && ev->op == S->anchor_op && ev->bytes == S->anchor_bytes && is_traffic(k) &&
         cls_of(run, S, ev->comm) == S->anchor_cls)
         return (*occ)++ % S->anchor_m == 0;
@@ -211,12 +244,20 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
 {
     struct cs_reader *rd = run->ranks[r].rd;
     const struct cs_event *ev;
-    uint64_t anchors = 0, occ = 0;
+    uint64_t anchors = 0, occ = 0, nvtx = 0, nvtx_depth = 0;
     *markers = 0;
     while ((ev = cs_reader_next(rd))) {
         enum cs_op_kind k = cs_op_info(ev->op)->kind;
         if (ev->op == S->marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
             (*markers)++;
+        if ((ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END) &&
+            nvtx_step(S, ev)) {
+            /* outermost step ranges only, as boundary() counts them */
+            if (ev->op == CS_OP_NVTX_RANGE_BEGIN)
+                nvtx += nvtx_depth++ == 0;
+            else if (nvtx_depth > 0)
+                nvtx_depth--;
+        }
         if (!is_traffic(k))
             continue;
         if (S->mode == 2 && boundary(run, S, ev, k, &occ) == 1)
@@ -230,8 +271,8 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
                 cl->calls++;
                 cl->red += is_red(ev->op);
                 cl->a2a += is_a2a(ev->op);
-                cl->p2p += k == CS_KIND_P2P || k == CS_KIND_IP2P;
-                cl->coll += k == CS_KIND_COLL || k == CS_KIND_ICOLL;
+                cl->p2p += k == CS_KIND_P2P || k == CS_KIND_IP2P || k == CS_KIND_NP2P;
+                cl->coll += k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_NCOLL;
             }
         }
         if (d_count) {
@@ -246,7 +287,8 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
         }
     }
     cs_reader_rewind(rd);
-    return S->mode == 1 ? *markers : anchors;
+    S->nvtx_steps = nvtx;
+    return S->mode == 1 ? *markers : S->mode == 3 ? nvtx : anchors;
 }
 
 int cs__steps_begin(struct cs__run *run)
@@ -261,6 +303,9 @@ int cs__steps_begin(struct cs__run *run)
         return CS_ENOMEM;
     for (int r = 0; r < run->world; r++)
         S->r[r].step = -1;
+    if (cs__sgpu_init(run, S))
+        cs__problem(run, "out of memory for the GPU step budget; GPU ranks are budgeted from the"
+                         " host");
     snprintf(S->source, sizeof S->source, "none");
     S->marker_op = CS_OP_PCONTROL;
     const char *env = getenv("COMMSCOPE_STEP_MARKER");
@@ -274,6 +319,9 @@ int cs__steps_begin(struct cs__run *run)
         else
             S->marker_op = (uint16_t)op;
     }
+    const char *nv = getenv("COMMSCOPE_STEP_NVTX");
+    if (nv && *nv)
+        snprintf(S->nvtx_pat, sizeof S->nvtx_pat, "%s", nv);
     for (int r = 0; r < run->world && S->ref < 0; r++)
         if (run->ranks[r].present)
             S->ref = r;
@@ -286,7 +334,15 @@ int cs__steps_begin(struct cs__run *run)
     uint64_t markers;
     prepass(run, S, S->ref, 1, d, NULL, &markers);
     double steps = 0;
-    if (markers > 0) {
+    /* NVTX step ranges: first when COMMSCOPE_STEP_NVTX names them, else after the markers. */
+    if (S->nvtx_steps > 0 && (S->nvtx_pat[0] || markers == 0)) {
+        S->mode = 3;
+        steps = (double)S->nvtx_steps;
+        snprintf(S->source, sizeof S->source, "nvtx");
+        snprintf(S->detail, sizeof S->detail, "NVTX ranges named %s",
+                 S->nvtx_pat[0] ? S->nvtx_pat
+                                : "ProfilerStep#*, step, step #N, Step, train_step*, iteration");
+    } else if (markers > 0) {
         S->mode = 1;
         steps = (double)markers;
         snprintf(S->source, sizeof S->source, "marker");
@@ -390,6 +446,10 @@ static void close_step(struct cs__steps *S, struct cs__srank *sr, int64_t t, int
     sr->in_step = 0;
     sr->cur.n = 1;
     sr->cur.dur = t > sr->begin ? (double)(t - sr->begin) : 0;
+    if (sr->gpu) {
+        sr->cur.gn = 1;
+        sr->cur.gdur = sr->cur.dur;
+    }
     struct cs__budget *g = step_slot(S, (size_t)sr->step);
     if (g)
         budget_add(g, &sr->cur);
@@ -432,6 +492,11 @@ static void add_late(struct cs__steps *S, struct cs__srank *sr, int k, size_t of
     *(double *)((char *)(k == 0 ? &sr->first : &sr->rest) + off) += v;
 }
 
+void cs__steps_add(struct cs__steps *S, int rank, int k, size_t off, double v)
+{
+    add_late(S, &S->r[rank], k, off, v);
+}
+
 /* The wait call of the rank is booked to communicator ci's dimension (-1: none known). */
 static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int red)
 {
@@ -462,9 +527,19 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         close_step(S, sr, tb, 1);
         if (b > 0)
             open_step(sr, tb);
+        if (sr->gpu)
+            cs__sgpu_boundary(S, rank, tb, b > 0 ? sr->step : -1);
     }
     if (ev->op == CS_OP_FINALIZE && !sr->fin)
         sr->fin = tb;
+    if (sr->gpu) {
+        /* The budget of a rank with a GPU timeline comes from its GPUs (steps_gpu.c). */
+        if (k == CS_KIND_NCOLL || k == CS_KIND_NP2P || k == CS_KIND_GROUP)
+            cs__sgpu_launch(S, rank, ev);
+        else if (k == CS_KIND_GPU)
+            cs__sgpu_record(run, S, rank, ev, tb, te);
+        return;
+    }
     struct cs__budget *bu = sr->in_step ? &sr->cur : NULL;
     if (k != CS_KIND_DONE) {
         sr->busy += dur;
@@ -578,7 +653,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
 {
     struct cs__steps *S = run->steps;
-    if (!S || cs_op_info(in->op)->kind != CS_KIND_COLL || in->n < 2)
+    enum cs_op_kind ik = cs_op_info(in->op)->kind;
+    if (!S || (ik != CS_KIND_COLL && ik != CS_KIND_NCOLL) || in->n < 2)
         return;
     int ci = cs__groups_comm(run, S, in->comm);
     enum cs__dim dim = dim_of(S, ci);
@@ -608,6 +684,12 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (w <= 0)
             continue;
         struct cs__srank *sr = &S->r[in->members[i]];
+        if (sr->gpu && ik == CS_KIND_NCOLL) {
+            /* On a GPU timeline the waiting interval is placed among the kernels: only its part
+             * not hidden by compute kernels is waiting (steps_gpu.c). */
+            cs__sgpu_wait(run, S, in->members[i], ci, a[i], a[i] + w, grad);
+            continue;
+        }
         int k = step_of(sr, a[i]);
         add_late(S, sr, k, offsetof(struct cs__budget, wait) + dim * sizeof(double), (double)w);
         if (grad)
@@ -635,6 +717,8 @@ void cs__steps_finish(struct cs__run *run)
          * rank's last event) and is kept out of the statistics (it may hold shut-down work). */
         if (r == S->ref)
             S->tail = sr->in_step;
+        if (sr->gpu)
+            cs__sgpu_finish_rank(S, r, sr->fin ? sr->fin : rk->t_last_end);
         close_step(S, sr, sr->fin ? sr->fin : rk->t_last_end, 0);
         int n = sr->step + 1;
         if (S->count_min < 0 || n < S->count_min)
@@ -642,6 +726,7 @@ void cs__steps_finish(struct cs__run *run)
         if (n > S->count_max)
             S->count_max = n;
     }
+    cs__sgpu_finish(run, S);
 }
 
 int cs__steps_boundary(struct cs__run *run, const struct cs_event *ev, enum cs_op_kind k,
@@ -665,6 +750,7 @@ void cs__steps_free(struct cs__run *run)
         free(q);
     }
     cs__groups_free(S);
+    cs__sgpu_free(S);
     cs__map_free(&S->best);
     free(S->g);
     free(S->r);

@@ -39,6 +39,9 @@ struct cs__budget {
     double grad_ovl;          /* gradient-sync requests in flight while the rank computed */
     double ovl, span;         /* all communication: overlapped time, time in flight */
     double other_mpi;         /* MPI calls that are not communication (markers, comm creation) */
+    /* Ranks with a GPU timeline (steps_gpu.c): their rank-steps and step time, and the time the
+     * GPUs computed or ran nothing; blocked/wait/ovl/span then hold GPU times, mpi 0. */
+    double gn, gdur, gcompute, gidle;
 };
 
 /* A class of communicators: the ones one MPI_Comm_split (dup, create) call made on all ranks. */
@@ -123,7 +126,7 @@ struct cs_report_whatif {
 struct cs_report_steps {
     /* steps */
     int count, warmup_excluded, tail_excluded, timed;
-    char source[16];  /* "marker", "pattern" or "none" */
+    char source[16];  /* "marker", "nvtx", "pattern" or "none" */
     char detail[160]; /* which marker op, or which call anchors the pattern */
     char note[256];   /* why something could not be computed ("" when all could) */
     double mean_s, median_s, p95_s;

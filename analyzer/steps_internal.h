@@ -23,6 +23,7 @@ struct cs__srank {
     uint64_t occ;       /* occurrences of the pattern's anchor so far */
     uint64_t last_comm; /* the communicator of the rank's last call, and its index + 1 */
     int last_ci;
+    int gpu; /* the budget comes from the GPU timeline (steps_gpu.c) */
 };
 
 /* A request in flight (non-blocking initiation until its completion record). */
@@ -35,7 +36,9 @@ struct cs__sreq {
 };
 
 struct cs__steps {
-    int mode; /* 0 none, 1 markers, 2 pattern */
+    int mode; /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
+    char nvtx_pat[128];  /* COMMSCOPE_STEP_NVTX ("" the default names) */
+    uint64_t nvtx_steps; /* step ranges begun on the rank of the last pre-pass */
     uint16_t marker_op;
     uint16_t anchor_op;
     int anchor_cls;
@@ -61,12 +64,40 @@ struct cs__steps {
     size_t nclasses, capclasses;
     /* whatif.c: (op | (class + 1) << 16, bytes) -> shortest transfer time in ns + 1 */
     struct cs__map best;
+    /* steps_gpu.c */
+    struct cs__sgpu *gpu;
 };
 
 /* steps.c: 1 when ev starts a step, -1 when it ends one, 0 neither; *occ counts the pattern's
  * anchors seen on the rank so far. */
 int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                           enum cs_op_kind k, uint64_t *occ);
+
+/* steps.c: add v to the double at offset off of step k of the rank (open or closed). */
+void cs__steps_add(struct cs__steps *S, int rank, int k, size_t off, double v);
+
+/* steps_gpu.c: the step budget of ranks with a CUPTI GPU timeline. */
+int cs__sgpu_init(struct cs__run *run, struct cs__steps *S);
+/* A host NCCL call (its launch id's reduction flag). */
+void cs__sgpu_launch(struct cs__steps *S, int rank, const struct cs_event *ev);
+/* A GPU record. */
+void cs__sgpu_record(struct cs__run *run, struct cs__steps *S, int rank, const struct cs_event *ev,
+                     int64_t tb, int64_t te);
+/* Member `rank` of an NCCL instance on communicator ci waited [b, e) (grad: a gradient-sync
+ * reduction): booked as waiting where its kernel ran exposed. */
+void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, int64_t b,
+                   int64_t e, int grad);
+/* Step `step` begins at aligned t on the rank (-1: the open step ends there). */
+void cs__sgpu_boundary(struct cs__steps *S, int rank, int64_t t, int step);
+/* The rank's last step ends at `end`: place everything left. */
+void cs__sgpu_finish_rank(struct cs__steps *S, int rank, int64_t end);
+void cs__sgpu_finish(struct cs__run *run, struct cs__steps *S);
+void cs__sgpu_free(struct cs__steps *S);
+
+/* whatif_gpu.c: when every present rank has a GPU timeline, replay the GPU kernels instead of
+ * the host calls and overwrite o's replayed values (left unchanged otherwise). */
+void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end,
+                    double measured_s, struct cs_report_whatif *o);
 
 /* whatif.c */
 /* s_i of member i of a collective with arrivals arr: the latest of its own arrival and those its

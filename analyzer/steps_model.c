@@ -15,23 +15,34 @@ static int dbl_cmp(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* Waiting counted in a sum of rank-steps: at most the blocked (on GPU ranks: exposed) time it
+ * is part of.  Host waits never exceed their calls, so the cap only acts on GPU ranks, whose
+ * waiting kernels may be hidden behind compute kernels (as in the report views). */
+static double capped(double wait, double blocked)
+{
+    return wait < blocked ? wait : (blocked > 0 ? blocked : 0);
+}
+
 static void fill_budget(struct cs_report_budget *o, const struct cs__budget *b, int rank)
 {
     *o = (struct cs_report_budget){.rank = rank, .steps = b->n};
     double n = b->n > 0 ? b->n * 1e9 : NAN;
-    double grad = b->grad_blocked - b->grad_wait, wait = 0;
+    double grad = b->grad_blocked - capped(b->grad_wait, b->grad_blocked), wait = 0;
     o->step_s = b->dur / n;
-    o->compute_s = (b->dur - b->mpi) / n;
+    /* Host ranks: step time outside MPI calls; GPU ranks: time a compute kernel ran. */
+    o->compute_s = (b->dur - b->gdur - b->mpi + b->gcompute) / n;
     o->grad_sync_s = grad / n;
     for (int d = 0; d < CS_DIM_N; d++) {
-        double x = b->blocked[d] - b->wait[d] - (d == CS_DIM_DP ? grad : 0);
-        o->comm_s[d] = x / n;
-        wait += b->wait[d];
+        double w = capped(b->wait[d], b->blocked[d]);
+        double x = b->blocked[d] - w - (d == CS_DIM_DP ? grad : 0);
+        o->comm_s[d] = (x > 0 ? x : 0) / n;
+        wait += w;
     }
     o->wait_s = wait / n;
     o->other_mpi_s = b->other_mpi / n;
-    /* Host-side traces cannot tell a rank that waits on its GPU from one that computes. */
-    o->idle_s = NAN;
+    /* Host-side traces cannot tell a rank that waits on its GPU from one that computes: idle
+     * is known only when every rank-step summed had a GPU timeline. */
+    o->idle_s = b->n > 0 && b->gn == b->n ? b->gidle / n : NAN;
 }
 
 static void pop_split(const struct cs_report *rep, struct cs_report_steps *o)
@@ -168,7 +179,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
         double rs = tot.n * 1e9;
         o->grad_share = tot.grad_blocked / tot.dur;
         o->grad_exposed_s = tot.grad_blocked / rs;
-        o->grad_wait_s = tot.grad_wait / rs;
+        o->grad_wait_s = capped(tot.grad_wait, tot.grad_blocked) / rs;
         o->grad_overlapped_s = tot.grad_ovl / rs;
         o->grad_total_s = (tot.grad_blocked + tot.grad_ovl) / rs;
     }
@@ -221,6 +232,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     }
     o->overlap_ratio = span > 0 ? ovl / span : NAN;
     cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
+    cs__whatif_gpu(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
     /* The run's step state stays for the step views (views_steps.c); analyze.c frees it. */
 }
 

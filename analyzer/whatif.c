@@ -14,7 +14,9 @@
  *   MPI_Recv              the matching send's arrival (same communicator, source, destination and
  *                         tag, in order)
  *   blocking send         the receive's arrival, when the send ended after it (rendezvous)
- *   anything else         nothing (local; non-blocking operations keep their measured times)
+ *   Isend/Irecv           nothing; matched with its partner like a blocking send / receive
+ *   completion of those   the partner's arrival, unless it came after the completion ended
+ *   anything else         nothing (local)
  *
  * With measured arrival a_i and end e_i, s_i = max(a_i, arrivals it waits for) and x_i = e_i - s_i
  * (the time after the last dependency).  The replay sets A_i = E_prev + gap, S_i from the replayed
@@ -115,6 +117,8 @@ struct item {
     int32_t doff, dn;   /* completion call: the non-blocking collectives it completed */
     unsigned char comm; /* a communication call */
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
+    unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner (pr, pi), waits for
+                         * nothing; the completion call of its request waits instead */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
     uint16_t op;
     /* replay state of the current scenario: the replayed arrival, valid once it arrived (an item
@@ -264,6 +268,50 @@ static int32_t inst_of(struct replay *P, const struct cs_event *ev)
     return (int32_t)P->nin - 1;
 }
 
+/* Non-blocking point-to-point (docs/metrics.md, "What-if"): an MPI_Isend / MPI_Irecv with a
+ * known peer and tag is matched with its partner (blocking or not) like a blocking one, by
+ * (communicator, tag, source, destination) in order; the completion call of its request then
+ * waits for the partner's arrival. */
+#define DEP_P2P (-2) /* struct wdep.inst of such a dependency; idx = the initiation's item */
+
+static int nbp_linkable(const struct replay *P, const struct cs_event *ev)
+{
+    return (ev->op == CS_OP_ISEND || ev->op == CS_OP_IRECV) && ev->peer >= 0 &&
+           ev->peer < P->world && ev->aux >= 0 &&
+           !(ev->flags & (CS_EV_PROC_NULL | CS_EV_ANY_SOURCE));
+}
+
+static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
+                    const struct cs_event *ev)
+{
+    int send = ev->op == CS_OP_ISEND;
+    int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
+    uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)ev->aux);
+    uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
+    int fresh;
+    uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
+    if (!c)
+        return -1;
+    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
+    if (!pv)
+        return -1;
+    uint64_t me = (uint64_t)r << 32 | (uint32_t)(w->n - 1);
+    if (fresh) {
+        *pv = (me << 1 | (uint64_t)send) + 1;
+    } else if (*pv && ((*pv - 1) & 1) != (uint64_t)send) {
+        uint64_t other = (*pv - 1) >> 1;
+        it->pr = (int32_t)(other >> 32);
+        it->pi = (int32_t)(uint32_t)other;
+        *pv = 0; /* linked */
+    }
+    it->nbp = 1;
+    uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, &fresh);
+    if (!q)
+        return -1;
+    *q = ((uint64_t)1 << 63 | (uint32_t)(w->n - 1)) + 1;
+    return 0;
+}
+
 /* Read rank r's events of the next window into P->w[r].it.  first_window: the events before the
  * first step boundary. */
 static int read_window(struct replay *P, int r, int first_window)
@@ -301,7 +349,10 @@ static int read_window(struct replay *P, int r, int first_window)
             if (!last->dn)
                 last->doff = (int32_t)P->ndep;
             last->dn++;
-            P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
+            if (v >> 63) /* a non-blocking send or receive: its initiation item */
+                P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
+            else
+                P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
             continue;
         }
         double a = (double)cs__clock_map(&rk->clk, ev->t_begin) - P->origin;
@@ -397,6 +448,9 @@ static int read_window(struct replay *P, int r, int first_window)
                 it->pi = (int32_t)(uint32_t)other;
                 *pv = 0; /* linked */
             }
+        } else if (k == CS_KIND_IP2P && nbp_linkable(P, ev)) {
+            if (link_nbp(P, r, w, it, ev))
+                return -1;
         }
     }
 }
@@ -423,7 +477,7 @@ static void resolve(struct replay *P)
         struct wrank *w = &P->w[r];
         for (size_t i = 0; i < w->n; i++) {
             struct item *it = &w->it[i];
-            if (it->pr < 0)
+            if (it->pr < 0 || it->nbp)
                 continue;
             const struct item *o = &P->w[it->pr].it[it->pi];
             if (o->a > it->e) {
@@ -488,6 +542,17 @@ static void resolve(struct replay *P)
             double s = it->a;
             for (int32_t d = 0; d < it->dn; d++) {
                 struct wdep *dp = &P->dep[it->doff + d];
+                if (dp->inst == DEP_P2P) {
+                    /* The partner's arrival, unless it came after this completion ended (an
+                     * eager send completes without its receive; or a clock error). */
+                    const struct item *ini = &w->it[dp->idx];
+                    const struct item *o = ini->pr >= 0 ? &P->w[ini->pr].it[ini->pi] : NULL;
+                    if (!o || o->a > it->e)
+                        dp->inst = -1;
+                    else if (o->a > s)
+                        s = o->a;
+                    continue;
+                }
                 struct winst *in = &P->in[dp->inst];
                 if (in->broken || in->seen != in->n) {
                     dp->inst = -1;
@@ -568,11 +633,19 @@ static double try_item(struct replay *P, const struct wrank *w, int sc)
     const struct item *it = &w->it[w->cur];
     int forced = w->cur_forced;
     double S = it->A;
-    if (forced || it->init) {
+    if (forced || it->init || it->nbp) {
         /* waits for nothing */
     } else if (it->dn) {
         for (int32_t d = 0; d < it->dn; d++) {
             const struct wdep *dp = &P->dep[it->doff + d];
+            if (dp->inst == DEP_P2P) {
+                const struct item *ini = &w->it[dp->idx];
+                if (!arrived(&P->w[ini->pr], (size_t)ini->pi))
+                    return NAN;
+                if (P->w[ini->pr].it[ini->pi].A > S)
+                    S = P->w[ini->pr].it[ini->pi].A;
+                continue;
+            }
             if (dp->inst < 0)
                 continue;
             double s = inst_sync(P, &P->in[dp->inst], dp->idx);

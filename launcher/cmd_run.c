@@ -361,7 +361,7 @@ static char **child_argv(const struct run_opts *o, size_t *owned)
     if (!env)
         return NULL;
     int mpi = is_openmpi_launcher(o->prog_argv[0]);
-    size_t extra = mpi ? 2 * (1 + nenv) : 0;
+    size_t extra = mpi ? 2 * (2 + nenv) : 0;
     char **av = calloc((size_t)o->prog_argc + extra + 1, sizeof(*av));
     if (!av) {
         free(env);
@@ -387,6 +387,11 @@ static char **child_argv(const struct run_opts *o, size_t *owned)
             av[k++] = "-x";
             av[k++] = name;
             ++*owned;
+        }
+        /* NVTX's injection library (set by cs__cmd_run unless the user chose one). */
+        if (getenv("NVTX_INJECTION64_PATH")) {
+            av[k++] = "-x";
+            av[k++] = "NVTX_INJECTION64_PATH";
         }
     }
     for (int i = 1; i < o->prog_argc; i++)
@@ -650,7 +655,13 @@ int cs__cmd_run(int argc, char **argv)
 
     char why[PATH_MAX + 64];
     int mpi = cs__choose_mpi_preload(o.mpi, o.prog_argc, o.prog_argv, why, sizeof why);
+    /* NVTX ranges: libcommscope.so is an NVTX injection library (collector/nvtx/inject.c).  A
+     * value the user set (Nsight Systems sets its own) wins: NVTX loads one injection only. */
+    char nvtx[PATH_MAX + 32];
+    snprintf(nvtx, sizeof nvtx, "%s/" LIB_CORE, libdir);
+    int nvtx_set = !getenv("NVTX_INJECTION64_PATH");
     if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir, mpi) != 0 ||
+        (nvtx_set && setenv("NVTX_INJECTION64_PATH", nvtx, 1) != 0) ||
         cs__capture_env(&o.cap, "run") != 0) {
         fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
         return EXIT_SETUP;
@@ -683,6 +694,14 @@ int cs__cmd_run(int argc, char **argv)
         return rc;
     }
     append_run_file(run_file, "mpi_preload: %s (%s)\n", mpi ? "yes" : "no", why);
+    if (nvtx_set)
+        append_run_file(run_file, "nvtx: NVTX_INJECTION64_PATH=%s/" LIB_CORE " (NVTX ranges recorded)\n",
+                        libdir);
+    else
+        append_run_file(run_file,
+                        "nvtx: NVTX_INJECTION64_PATH was already set (%s): NVTX ranges are not"
+                        " recorded\n",
+                        getenv("NVTX_INJECTION64_PATH"));
     if (!o.quiet)
         fprintf(stderr, "commscope: run directory %s\n", run_dir);
 

@@ -175,8 +175,20 @@ def main():
             env=dict(env, COMMSCOPE_MAX_MB="5", COMMSCOPE_B="1"))
     args = [l[4:] for l in p.stdout.splitlines() if l.startswith("ARG ")]
     want = ["-x", "LD_PRELOAD", "-x", "COMMSCOPE_DIR", "-x", "COMMSCOPE_B", "-x",
-            "COMMSCOPE_LIBDIR", "-x", "COMMSCOPE_MAX_MB", "-np", "2", "prog", "-x"]
+            "COMMSCOPE_LIBDIR", "-x", "COMMSCOPE_MAX_MB", "-x", "NVTX_INJECTION64_PATH", "-np",
+            "2", "prog", "-x"]
     check(args == want, "mpirun arguments %r" % args)
+    # NVTX: commscope run makes libcommscope.so the injection library, unless one was set.
+    kv = dict(read_kv(os.path.join(tmp, "rmpi", "commscope-run.txt")))
+    check(kv.get("nvtx", "").startswith("NVTX_INJECTION64_PATH=") and
+          kv.get("nvtx", "").split("=", 1)[1].split(" ")[0].endswith("/libcommscope.so"),
+          "run file: nvtx injection %r" % kv.get("nvtx"))
+    run(["run", "-o", os.path.join(tmp, "rnsys"), "--no-analyze", "--",
+         os.path.join(bindir, "srun"), "-n", "2", "prog"],
+        env=dict(env, NVTX_INJECTION64_PATH="/opt/nsight/libToolsInjection64.so"))
+    kv = dict(read_kv(os.path.join(tmp, "rnsys", "commscope-run.txt")))
+    check("already set (/opt/nsight/libToolsInjection64.so)" in kv.get("nvtx", ""),
+          "run file: a user's NVTX injection is kept and said: %r" % kv.get("nvtx"))
     p = run(["run", "-o", os.path.join(tmp, "rsrun"), "--no-analyze", "--",
              os.path.join(bindir, "srun"), "-n", "2", "prog"], env=env)
     args = [l[4:] for l in p.stdout.splitlines() if l.startswith("ARG ")]

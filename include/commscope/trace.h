@@ -176,6 +176,15 @@ enum {
  *   request     CS_OP_GPU_NCCL: launch id of the NCCL call or group; else 0
  *   peer        -1
  *   aux         CUDA device ordinal
+ *
+ * NVTX records (CS_OP_NVTX_*, instants: t_begin == t_end):
+ *   comm..request  bytes 16-47 hold the range's or mark's name: its first CS_NVTX_NAME_MAX - 1
+ *               bytes, NUL-terminated and NUL-padded (cs_event_nvtx_name)
+ *   seq         FNV-1a 32-bit hash of the whole name (0 for no name)
+ *   peer        -1
+ *   aux         push/pop ranges: nesting depth on the thread (1 = outermost); start/end
+ *               ranges and marks: 0
+ *   flags       0
  */
 struct cs_event {
     uint64_t t_begin;
@@ -190,6 +199,18 @@ struct cs_event {
     uint16_t flags;
     int32_t aux;
 };
+
+/* NVTX records: bytes of the name stored in the event (NUL included). */
+#define CS_NVTX_NAME_MAX 32
+
+/* The name of an NVTX record (CS_OP_NVTX_*), NUL-terminated, into out. */
+static inline void cs_event_nvtx_name(const struct cs_event *ev, char out[CS_NVTX_NAME_MAX + 1])
+{
+    const unsigned char *p = (const unsigned char *)ev + 16; /* comm .. request */
+    for (int i = 0; i < CS_NVTX_NAME_MAX; i++)
+        out[i] = (char)p[i];
+    out[CS_NVTX_NAME_MAX] = '\0';
+}
 
 enum cs_comm_kind {
     CS_COMM_MPI = 1,

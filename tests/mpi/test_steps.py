@@ -206,6 +206,27 @@ def case_replay(a, tmp):
               "%s: faster collectives do not lengthen the step: %r" % (name, w))
 
 
+def case_replay_nb(a, tmp):
+    """The replay with non-blocking point-to-point (MPI_Irecv/MPI_Isend + MPI_Wait in the
+    pipeline's backward pass, cs_test_pipeline) reproduces the measured step time within 5 %,
+    over the world and as PP 2 x DP 2; hiding communication never lengthens a step."""
+    prog = os.path.join(t.BIN, "cs_test_pipeline")
+    for pp in (4, 2):
+        name = "pipeline-pp%d" % pp
+        rundir = os.path.join(tmp, name)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--pp", str(pp), "--steps", "8"])
+        rep = t.load_report(rundir)
+        w = whatif(rep)
+        if not w:
+            continue
+        err = abs(w["replayed_step_s"] - w["measured_step_s"]) / w["measured_step_s"]
+        check(err <= 0.05, "%s: replay within 5%% of the measured step (%.6f): %r"
+              % (name, err, w))
+        check(w["full_overlap_step_s"] <= w["replayed_step_s"] * 1.0001,
+              "%s: hiding all communication does not lengthen the step: %r" % (name, w))
+        check(w["note"] is None, "%s: no dependency cut: %r" % (name, w["note"]))
+
+
 def case_straggler(a, tmp):
     """What-if (a): with one rank slowed, bringing every rank's compute to the median shrinks
     the step time most of the way to the unslowed run's; without a straggler it changes little."""
@@ -355,8 +376,91 @@ def case_groups_ep(a, tmp):
     check_groups(rep, truth)
 
 
+def case_nvtx(a, tmp):
+    """NVTX step ranges (cs_test_nvtx_steps, the real NVTX v3 header): libcommscope.so as the NVTX
+    injection library records every range and mark; steps come from the "ProfilerStep#K" ranges,
+    their count exact and their times inside the program's own brackets around push and pop."""
+    prog = os.path.join(t.BIN, "cs_test_nvtx_steps")
+    if not os.access(prog, os.X_OK):
+        print("skip: cs_test_nvtx_steps not built (no /usr/local/cuda/include/nvtx3)")
+        raise SystemExit(77)
+    n = 6
+    rundir = os.path.join(tmp, "run")
+    p = t.commscope_run(rundir, t.MPIRUN + ["-np", str(a.np), prog, "--steps", str(n)],
+                        extra=["--no-analyze"])
+    js = os.path.join(tmp, "r.json")
+    evcsv = os.path.join(tmp, "events.csv")
+    t.run([t.COMMSCOPE, "analyze", rundir, "--json", js, "--events", evcsv, "--quiet"],
+          check_rc=0)
+    import json
+    with open(js) as f:
+        rep = json.load(f)
+    truth = {}
+    for m in re.finditer(r"^nvtx_steps: rank (\d+) step (\d+) a=(\d+) b=(\d+) c=(\d+) d=(\d+)",
+                         p.stdout, re.M):
+        truth.setdefault(int(m.group(1)), {})[int(m.group(2))] = tuple(
+            int(m.group(i)) for i in range(3, 7))
+    check(sorted(truth) == list(range(a.np)) and all(len(v) == n for v in truth.values()),
+          "the program printed every rank's steps: %r" % {r: len(v) for r, v in truth.items()})
+    s = rep["steps"]
+    check(s["source"] == "nvtx", "step source %r" % s["source"])
+    check(s["count"] == n, "step count: commscope %r, program %d" % (s["count"], n))
+    # Every step range is closed by its pop: no tail; the first is warm-up.
+    check(s["tail_excluded"] == 0 and s["warmup_excluded"] == 1 and s["timed"] == n - 1,
+          "tail %r warm-up %r timed %r" % (s["tail_excluded"], s["warmup_excluded"], s["timed"]))
+    # The recorded ranges, per rank in order: begins setup, then per step (step, data,
+    # train_step, forward); ends setup, then per step (data, forward, train_step, step); one mark.
+    # The nested "train_step" matches the default step names too: only the outermost counts.
+    events = t.read_events_csv(evcsv)
+    slack = 10000  # ns: alignment onto rank 0's clock (same host) and the clock conversion
+    for r in range(a.np):
+        mine = [e for e in events if int(e["rank"]) == r]
+        begins = [int(e["t_begin_ns"]) for e in mine if e["op"] == "nvtx_range_begin"]
+        ends = [int(e["t_begin_ns"]) for e in mine if e["op"] == "nvtx_range_end"]
+        marks = [e for e in mine if e["op"] == "nvtx_mark"]
+        check(len(begins) == 1 + 4 * n and len(ends) == 1 + 4 * n and len(marks) == 1,
+              "rank %d: %d range begins, %d ends, %d marks (expected %d, %d, 1)"
+              % (r, len(begins), len(ends), len(marks), 1 + 4 * n, 1 + 4 * n))
+        if len(begins) != 1 + 4 * n or len(ends) != 1 + 4 * n or r not in truth:
+            continue
+        for k in range(n):
+            ta, tb, tc, td = truth[r][k]
+            b, e = begins[1 + 4 * k], ends[4 + 4 * k]
+            check(ta - slack <= b <= tb + slack,
+                  "rank %d step %d: range begin %d inside the push bracket [%d, %d]"
+                  % (r, k, b, ta, tb))
+            check(tc - slack <= e <= td + slack,
+                  "rank %d step %d: range end %d inside the pop bracket [%d, %d]"
+                  % (r, k, e, tc, td))
+    # Step times: the mean over ranks of the range's length, between the program's inner and
+    # outer brackets.
+    for ps in s["per_step"]:
+        k = ps["index"]
+        if any(k not in truth.get(r, {}) for r in range(a.np)):
+            continue
+        lo = sum(truth[r][k][2] - truth[r][k][1] for r in range(a.np)) / a.np / 1e9
+        hi = sum(truth[r][k][3] - truth[r][k][0] for r in range(a.np)) / a.np / 1e9
+        check(lo - 2 * slack / 1e9 <= ps["time_s"] <= hi + 2 * slack / 1e9,
+              "step %d time %.9f within the program's [%.9f, %.9f]" % (k, ps["time_s"], lo, hi))
+    check_budget_sums(rep)
+    # The Perfetto export shows the push/pop ranges as slices on each rank's thread track.
+    pf = os.path.join(tmp, "trace.json")
+    t.run([t.COMMSCOPE, "analyze", rundir, "--perfetto", pf, "--quiet"], check_rc=0)
+    with open(pf) as f:
+        d = json.load(f)
+    evs = d["traceEvents"] if isinstance(d, dict) else d
+    steps_b = [e for e in evs if e.get("cat") == "nvtx" and e.get("ph") == "B"
+               and e.get("name", "").startswith("ProfilerStep#")]
+    steps_e = [e for e in evs if e.get("cat") == "nvtx" and e.get("ph") == "E"
+               and e.get("name", "").startswith("ProfilerStep#")]
+    check(len(steps_b) == n * a.np and len(steps_e) == n * a.np,
+          "Perfetto: %d step slices begun, %d ended (expected %d)"
+          % (len(steps_b), len(steps_e), n * a.np))
+
+
 CASES = {"groups_pp": case_groups_pp, "groups_ep": case_groups_ep, "marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
-         "groups_2d": case_groups_2d, "no_steps": case_no_steps}
+         "groups_2d": case_groups_2d, "no_steps": case_no_steps, "nvtx": case_nvtx,
+         "replay_nb": case_replay_nb}
 
 
 def main():

@@ -1,0 +1,241 @@
+/*
+ * The per-step budget, gradient synchronisation and overlap of ranks with a GPU timeline, on a
+ * scripted kernel timeline (traces written by tw.c, every time known): compute from compute
+ * kernels, exposed gradient sync and other data-parallel communication from NCCL kernels not
+ * hidden by compute, waiting from GPU arrivals, idle where the GPU ran nothing; a kernel crossing
+ * a step boundary split between the steps; GPU records delivered out of order.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cs_test.h"
+#include "gpu.h"
+#include "internal.h"
+#include "steps.h"
+#include "tw.h"
+
+#define US 1000ull
+#define T0 (1000000ull * US)
+#define STEPS 4
+
+static struct cs_event ev_at(uint16_t op, uint64_t b, uint64_t e)
+{
+    return (struct cs_event){.t_begin = T0 + b * US, .t_end = T0 + e * US, .peer = -1, .op = op};
+}
+
+/* The host's NCCL call of launch `launch` (collective `seq` on the world communicator). */
+static void host_call(struct tw *w, uint16_t op, uint64_t t, uint32_t seq, uint64_t launch,
+                      int root)
+{
+    struct cs_event e = ev_at(op, t, t + 2);
+    e.comm = CS_COMM_WORLD_ID;
+    e.bytes = e.bytes_recv = 4096;
+    e.request = launch;
+    e.seq = seq;
+    e.aux = 7;
+    e.flags = root ? CS_EV_ROOT : 0;
+    tw_event(w, 0, &e);
+}
+
+static struct cs_event kernel(uint64_t b, uint64_t e)
+{
+    struct cs_event k = ev_at(CS_OP_GPU_KERNEL, b, e);
+    k.seq = 7;
+    return k;
+}
+
+static struct cs_event nccl_kernel(uint64_t b, uint64_t e, uint32_t seq, uint64_t launch)
+{
+    struct cs_event k = ev_at(CS_OP_GPU_NCCL, b, e);
+    k.comm = CS_COMM_WORLD_ID;
+    k.seq = seq;
+    k.request = launch;
+    k.bytes_recv = 1;
+    return k;
+}
+
+/*
+ * Two ranks, steps marked by MPI_Pcontrol(1) at 0, 1000, 2000, 3000 us and closed by
+ * MPI_Pcontrol(0) at 4000 us.  In step k (times relative to 1000 k):
+ *   rank 0: compute [100,400) [350,500), and [950,1050) across the boundary into step k+1;
+ *           ncclAllReduce kernel [450,700) (overlapped [450,500), exposed 200); it waits for
+ *           rank 1's arrival at 600 over [450,600), of which [500,600) is exposed: waiting 100
+ *           (the part under the compute kernel is hidden, not waiting);
+ *           ncclBroadcast kernel [800,850) (root).
+ *   rank 1: compute [0,600); ncclAllReduce kernel [600,700); ncclBroadcast kernel [800,850).
+ *   both:   a second ncclAllReduce kernel [700,720) (both arrive at 700: no wait).
+ * Per step from step 1 on, rank 0: compute 400 + 100 (the crossing kernel's two halves),
+ * gradient sync 220 - 100 = 120, other DP (broadcast) 50, waiting 100, idle 230 = 1000;
+ * rank 1: compute 600, gradient sync 120, other DP 50, waiting 0, idle 230 = 1000.
+ */
+static void write_run(const char *dir)
+{
+    for (int r = 0; r < 2; r++) {
+        struct tw *w = tw_new_gpu_rank(r, 2, 0x5157, 70 + (uint64_t)r, T0, T0 + 5000 * US);
+        struct cs_event g[STEPS * 8];
+        size_t ng = 0;
+        for (uint64_t k = 0; k <= STEPS; k++) {
+            uint64_t o = 1000 * k;
+            struct cs_event m = ev_at(CS_OP_PCONTROL, o, o);
+            m.aux = k < STEPS ? 1 : 0;
+            tw_event(w, 0, &m);
+            if (k == STEPS)
+                break;
+            uint32_t q = (uint32_t)(3 * k);
+            host_call(w, CS_OP_NCCL_ALLREDUCE, o + 10, q, q + 1, 0);
+            host_call(w, CS_OP_NCCL_ALLREDUCE, o + 15, q + 1, q + 2, 0);
+            host_call(w, CS_OP_NCCL_BROADCAST, o + 20, q + 2, q + 3, r == 0);
+            if (r == 0) {
+                g[ng++] = kernel(o + 100, o + 400);
+                g[ng++] = kernel(o + 350, o + 500);
+                g[ng++] = kernel(o + 950, o + 1050);
+                g[ng++] = nccl_kernel(o + 450, o + 700, q, q + 1);
+            } else {
+                g[ng++] = kernel(o, o + 600);
+                g[ng++] = nccl_kernel(o + 600, o + 700, q, q + 1);
+            }
+            g[ng++] = nccl_kernel(o + 700, o + 720, q + 1, q + 2);
+            g[ng++] = nccl_kernel(o + 800, o + 850, q + 2, q + 3);
+        }
+        /* GPU records come in CUPTI buffers, not in start order: write them reversed in pairs. */
+        for (size_t i = 0; i + 1 < ng; i += 2) {
+            tw_event(w, 1, &g[i + 1]);
+            tw_event(w, 1, &g[i]);
+        }
+        if (ng % 2)
+            tw_event(w, 1, &g[ng - 1]);
+        char p[600];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        CHECK(tw_write(w, p, NULL) > 0);
+        tw_free(w);
+    }
+}
+
+int main(void)
+{
+    char root[] = "/tmp/cs-test-stepsgpu-XXXXXX";
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    write_run(root);
+    struct cs__run run;
+    struct cs_report rep;
+    char err[512];
+    CHECK_INT(cs__analyze_dir(root, &run, &rep, err, sizeof err, NULL), ==, 0);
+    const double u = 1e-6, eps = 1e-12;
+    const struct cs_report_steps *s = rep.steps;
+    CHECK(s != NULL);
+    if (s) {
+        CHECK_STR(s->source, "marker");
+        CHECK_INT(s->count, ==, STEPS);
+        CHECK_INT(s->warmup_excluded, ==, 1);
+        CHECK_INT(s->tail_excluded, ==, 0);
+        CHECK_INT(s->timed, ==, STEPS - 1);
+        CHECK_NEAR(s->mean_s, 1000 * u, eps);
+        /* the world communicator does one all-reduce per step: data parallel */
+        CHECK_INT(s->ngroups, ==, 1);
+        if (s->ngroups)
+            CHECK_INT(s->groups[0].role, ==, CS_DIM_DP);
+        const struct cs_report_budget *t = &s->total;
+        CHECK_NEAR(t->steps, 2.0 * (STEPS - 1), 0);
+        CHECK_NEAR(t->step_s, 1000 * u, eps);
+        CHECK_NEAR(t->compute_s, (500 + 600) / 2.0 * u, eps);
+        CHECK_NEAR(t->grad_sync_s, (120 + 120) / 2.0 * u, eps);
+        CHECK_NEAR(t->comm_s[CS_DIM_DP], 50 * u, eps);
+        CHECK_NEAR(t->comm_s[CS_DIM_TP], 0, 0);
+        CHECK_NEAR(t->comm_s[CS_DIM_OTHER], 0, 0);
+        CHECK_NEAR(t->wait_s, 100 / 2.0 * u, eps);
+        CHECK_NEAR(t->other_mpi_s, 0, 0);
+        CHECK_NEAR(t->idle_s, 230 * u, eps);
+        CHECK_INT(s->nranks, ==, 2);
+        if (s->nranks == 2) {
+            const struct cs_report_budget *a = &s->ranks[0], *b = &s->ranks[1];
+            CHECK_NEAR(a->compute_s, 500 * u, eps);
+            CHECK_NEAR(a->grad_sync_s, 120 * u, eps);
+            CHECK_NEAR(a->comm_s[CS_DIM_DP], 50 * u, eps);
+            CHECK_NEAR(a->wait_s, 100 * u, eps);
+            CHECK_NEAR(a->idle_s, 230 * u, eps);
+            CHECK_NEAR(b->compute_s, 600 * u, eps);
+            CHECK_NEAR(b->grad_sync_s, 120 * u, eps);
+            CHECK_NEAR(b->comm_s[CS_DIM_DP], 50 * u, eps);
+            CHECK_NEAR(b->wait_s, 0, 0);
+            CHECK_NEAR(b->idle_s, 230 * u, eps);
+            for (int i = 0; i < 2; i++) {
+                const struct cs_report_budget *x = &s->ranks[i];
+                double sum = x->compute_s + x->grad_sync_s + x->wait_s + x->idle_s;
+                for (int d = 0; d < CS_DIM_N; d++)
+                    sum += x->comm_s[d];
+                CHECK_NEAR(sum, x->step_s, eps);
+            }
+        }
+        /* per step: NCCL kernel time under compute / all NCCL kernel time; gradient sync
+         * (exposed all-reduce kernels, waiting included) / step time */
+        CHECK_INT(s->nlist, ==, STEPS);
+        for (size_t k = 1; k < s->nlist; k++) {
+            CHECK_NEAR(s->list[k].overlap_ratio, 50.0 / 490.0, 1e-12);
+            CHECK_NEAR(s->list[k].grad_sync_share, 340.0 / 2000.0, 1e-12);
+        }
+        /* step 0 has no crossing kernel from before it: rank 0 computes 50 us less */
+        CHECK_NEAR(s->list[0].overlap_ratio, 50.0 / 490.0, 1e-12);
+        CHECK_NEAR(s->grad_share, 0.17, 1e-12);
+        CHECK_NEAR(s->grad_exposed_s, 170 * u, eps);
+        CHECK_NEAR(s->grad_wait_s, 50 * u, eps);
+        CHECK_NEAR(s->grad_overlapped_s, 25 * u, eps);
+        CHECK_NEAR(s->grad_total_s, 195 * u, eps);
+        /* per communicator over the whole run, as the GPU timeline's communicator numbers */
+        CHECK_INT(s->noverlap, ==, 1);
+        if (s->noverlap) {
+            CHECK_STR(s->overlap[0].comm, "world");
+            CHECK_NEAR(s->overlap[0].in_flight_s, STEPS * 490 * u, eps);
+            CHECK_NEAR(s->overlap[0].overlapped_s, STEPS * 50 * u, eps);
+            CHECK_NEAR(s->overlap[0].ratio, 50.0 / 490.0, 1e-12);
+            if (rep.gpu && rep.gpu->ncomms == 1)
+                CHECK_NEAR(s->overlap[0].ratio, rep.gpu->comms[0].overlap_ratio, 1e-12);
+            else
+                CHECK(0);
+        }
+        CHECK_NEAR(s->overlap_ratio, 50.0 / 490.0, 1e-12);
+        const struct cs_report_whatif *wi = &s->whatif;
+        /* The what-if replay on the GPU timelines (docs/metrics.md, "What-if"): unchanged it
+         * gives the measured step.  Full overlap (NCCL kernels cost nothing after their sync):
+         * rank 1's steps end 150 after its broadcast, which now ends at 680 of its step (830),
+         * until it is held by rank 0's all-reduce arrival at 450 of rank 0's step (which stays
+         * 1000 long: its last compute kernel is launched 450 after the one before): rank 1's
+         * timed steps 850, 1000, 1000, rank 0's 1000 -> mean 975.  Best bandwidth (the
+         * all-reduces' transfer at the best all-reduce of that size, 20 instead of 100): rank 1
+         * 920, 930, 1000 -> 975.  No straggler (compute kernels x 575/550 and 575/600): rank 0
+         * 1025 per step (its crossing kernel ends 25 later), rank 1 1000 -> 1012.5. */
+        CHECK_NEAR(wi->measured_step_s, 1000 * u, eps);
+        CHECK_NEAR(wi->replayed_step_s, 1000 * u, eps);
+        CHECK_NEAR(wi->replay_error, 0, 1e-9);
+        CHECK_NEAR(wi->full_overlap_step_s, 975 * u, eps);
+        CHECK_NEAR(wi->best_bandwidth_step_s, 975 * u, eps);
+        CHECK_NEAR(wi->no_straggler_step_s, 1012.5 * u, eps);
+        CHECK_STR(wi->note, "replayed on the GPU timelines");
+    }
+    /* the JSON: idle known on GPU ranks */
+    char jp[600];
+    snprintf(jp, sizeof jp, "%s/report.json", root);
+    FILE *f = fopen(jp, "w+");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_INT(cs__report_json(&rep, f), ==, 0);
+        rewind(f);
+        static char buf[1 << 17];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        CHECK_CONTAINS(buf, "\"idle_s\": 0.00023");
+        CHECK_CONTAINS(buf, "\"comm\": \"world\"");
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", root);
+    return cs_test_result();
+}
