@@ -24,6 +24,7 @@ void cs_fabric_init(struct cs_fabric *f)
     memset(f, 0, sizeof(*f));
     f->failed_rank = -1;
     f->last_round = -1;
+    f->nccl_available = -1;
 }
 
 void cs__fabric_note(struct cs_fabric *f, const char *fmt, ...)
@@ -95,6 +96,51 @@ static struct cs_fabric_node *node_at(struct cs_fabric *f, int k)
         f->n_nodes = (size_t)k + 1;
     }
     return &f->nodes[k];
+}
+
+/*
+ * "nccl available=1 version=V ranks=N devices=D,D,...", "nccl available=0 [ranks_without=K]
+ * reason=TEXT" or "nccl error reason=TEXT" (fabric_nccl.c); TEXT runs to the end of the line.
+ */
+static int feed_nccl(struct cs_fabric *f, const char *line)
+{
+    const char *why = strstr(line, " reason=");
+    if (why) {
+        why += 8;
+        size_t n = strcspn(why, "\r\n");
+        snprintf(f->nccl_reason, sizeof(f->nccl_reason), "%.*s", (int)n, why);
+    }
+    if (!strncmp(line, "nccl error ", 11)) {
+        if (!why)
+            return -1;
+        f->nccl_failed = 1;
+        return 0;
+    }
+    int avail;
+    if (fint(line, "available", &avail) < 0 || avail > 1 || (!avail && !why))
+        return -1;
+    f->nccl_available = avail;
+    if (!avail)
+        return 0;
+    char devs[4096];
+    if (fint(line, "version", &f->nccl_version) < 0 ||
+        field(line, "devices", devs, sizeof(devs)) < 0)
+        return -1;
+    free(f->nccl_devices);
+    f->nccl_devices = NULL;
+    f->n_nccl_devices = 0;
+    for (char *p = devs, *end; *p && strcmp(p, "-");) {
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || (*end && *end != ','))
+            return -1;
+        int *v = realloc(f->nccl_devices, (f->n_nccl_devices + 1) * sizeof(*v));
+        if (!v)
+            return -1;
+        f->nccl_devices = v;
+        v[f->n_nccl_devices++] = (int)d;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
 }
 
 int cs_fabric_feed(struct cs_fabric *f, const char *line)
@@ -180,7 +226,10 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         struct cs_fabric_coll c;
         memset(&c, 0, sizeof(c));
         double bytes;
-        if (field(line, "op", c.op, sizeof(c.op)) < 0 || fnum(line, "bytes", &bytes) < 0 ||
+        if (field(line, "transport", c.transport, sizeof(c.transport)) < 0)
+            CS__COPY(c.transport, "mpi");
+        if ((strcmp(c.transport, "mpi") && strcmp(c.transport, "nccl")) ||
+            field(line, "op", c.op, sizeof(c.op)) < 0 || fnum(line, "bytes", &bytes) < 0 ||
             fnum(line, "time_us", &c.time_us) < 0 || fnum(line, "algbw_gbps", &c.algbw_gbps) < 0 ||
             fnum(line, "busbw_gbps", &c.busbw_gbps) < 0 || bytes < 0)
             goto bad;
@@ -221,6 +270,11 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         f->ports = v;
         f->ports[f->n_ports++] = pt;
         return 1;
+    }
+    if (!strcmp(kind, "nccl")) {
+        if (feed_nccl(f, line) == 0)
+            return 1;
+        goto bad;
     }
     if (!strcmp(kind, "done")) {
         f->complete = 1;
@@ -453,6 +507,7 @@ void cs_fabric_free(struct cs_fabric *f)
     free(f->suspects);
     free(f->rank_node);
     free(f->ports);
+    free(f->nccl_devices);
     for (size_t i = 0; i < f->n_notes; i++)
         free(f->notes[i]);
     free(f->notes);
@@ -487,6 +542,23 @@ static void fabric_print_wire(const struct cs_fabric *f, FILE *o)
             fprintf(o, "  WARNING: link %s - %s on the wire: %s\n", host_of(f, l->a),
                     host_of(f, l->b), l->wire.warn[k]);
     }
+}
+
+/* One line on the NCCL sweep: on which GPUs it ran, or why it did not. */
+static void fabric_print_nccl(const struct cs_fabric *f, FILE *o)
+{
+    if (f->nccl_available < 0)
+        return;
+    if (!f->nccl_available) {
+        fprintf(o, "NCCL: not measured (%s); the collectives above are MPI only\n", f->nccl_reason);
+        return;
+    }
+    fprintf(o,
+            "NCCL %d.%d.%d: measured on %zu rank(s), one GPU each (device = local rank mod "
+            "device count)%s%s\n",
+            f->nccl_version / 10000, f->nccl_version / 100 % 100, f->nccl_version % 100,
+            f->n_nccl_devices, f->nccl_failed ? "; STOPPED: " : "",
+            f->nccl_failed ? f->nccl_reason : "");
 }
 
 void cs_fabric_print(const struct cs_fabric *f, FILE *o)
@@ -527,16 +599,18 @@ void cs_fabric_print(const struct cs_fabric *f, FILE *o)
     fabric_print_wire(f, o);
     if (f->n_colls) {
         fprintf(o, "\ncollectives (largest size of each op; all sizes in the JSON)\n");
-        fprintf(o, "  %-14s %12s %12s %12s %12s\n", "op", "bytes", "time_us", "algbw Gb/s",
-                "busbw Gb/s");
+        fprintf(o, "  %-14s %-9s %12s %12s %12s %12s\n", "op", "transport", "bytes", "time_us",
+                "algbw Gb/s", "busbw Gb/s");
         for (size_t i = 0; i < f->n_colls; i++) {
             const struct cs_fabric_coll *c = &f->colls[i];
-            if (i + 1 < f->n_colls && !strcmp(f->colls[i + 1].op, c->op))
+            if (i + 1 < f->n_colls && !strcmp(f->colls[i + 1].op, c->op) &&
+                !strcmp(f->colls[i + 1].transport, c->transport))
                 continue;
-            fprintf(o, "  %-14s %12zu %12.4g %12.4g %12.4g\n", c->op, c->bytes, c->time_us,
-                    c->algbw_gbps, c->busbw_gbps);
+            fprintf(o, "  %-14s %-9s %12zu %12.4g %12.4g %12.4g\n", c->op, c->transport, c->bytes,
+                    c->time_us, c->algbw_gbps, c->busbw_gbps);
         }
     }
+    fabric_print_nccl(f, o);
     if (f->n_ports) {
         fprintf(o, "\nport counters (differences over the benchmark)\n");
         for (size_t i = 0; i < f->n_ports; i++) {
@@ -624,6 +698,28 @@ static void write_json_wire(const struct cs_fabric_wire *w, FILE *o)
     fputs("]}", o);
 }
 
+/* The "nccl" object (docs/report-schema.md), null when the benchmark said nothing of NCCL. */
+static void write_json_nccl(const struct cs_fabric *f, FILE *o)
+{
+    if (f->nccl_available < 0) {
+        fputs("null", o);
+        return;
+    }
+    fprintf(o, "{\"available\": %s", f->nccl_available ? "true" : "false");
+    if (f->nccl_available) {
+        fprintf(o, ", \"version\": %d, \"devices\": [", f->nccl_version);
+        for (size_t i = 0; i < f->n_nccl_devices; i++)
+            fprintf(o, "%s%d", i ? ", " : "", f->nccl_devices[i]);
+        fprintf(o, "], \"stopped\": %s", f->nccl_failed ? "true" : "false");
+    }
+    fputs(", \"reason\": ", o);
+    if (f->nccl_reason[0])
+        cs_topo_json_string(o, f->nccl_reason);
+    else
+        fputs("null", o);
+    fputc('}', o);
+}
+
 void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
 {
     fprintf(o, "{\n  \"schema\": \"%s\",\n  \"complete\": %s,\n  \"ranks\": %d,\n",
@@ -697,6 +793,7 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
         const struct cs_fabric_coll *c = &f->colls[i];
         fprintf(o, "%s\n    {\"op\": ", i ? "," : "");
         cs_topo_json_string(o, c->op);
+        fprintf(o, ", \"transport\": \"%s\"", c->transport);
         fprintf(o, ", \"bytes\": %zu, \"time_us\": ", c->bytes);
         jnum(o, c->time_us);
         fputs(", \"algbw_gbps\": ", o);
@@ -705,7 +802,9 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
         jnum(o, c->busbw_gbps);
         fputc('}', o);
     }
-    fputs(f->n_colls ? "\n  ],\n  \"ports\": [" : "],\n  \"ports\": [", o);
+    fputs(f->n_colls ? "\n  ],\n  \"nccl\": " : "],\n  \"nccl\": ", o);
+    write_json_nccl(f, o);
+    fputs(",\n  \"ports\": [", o);
     for (size_t i = 0; i < f->n_ports; i++) {
         const struct cs_fabric_port *p = &f->ports[i];
         fprintf(o, "%s\n    {\"host\": ", i ? "," : "");

@@ -65,6 +65,7 @@ struct cs_fabric_link {
 
 struct cs_fabric_coll {
     char op[24];
+    char transport[8]; /* "mpi" or "nccl" (lines without transport= are MPI) */
     size_t bytes;
     double time_us, algbw_gbps, busbw_gbps;
 };
@@ -109,6 +110,14 @@ struct cs_fabric {
     char failed_what[96];   /* "exited with status 1", "was killed by signal 9 (Killed)" */
     char failed_source[16]; /* "mpirun", "srun" */
     int fail_pending;       /* Open MPI: a "Process name:" line waits for its "Exit code:" */
+    /* The NCCL sweep ("nccl" lines): -1 not reported (no sweep, or an older benchmark), 0 not
+     * measured (nccl_reason says why), 1 measured on nccl_devices (one GPU per rank). */
+    int nccl_available;
+    int nccl_version;
+    char nccl_reason[400]; /* why not, or the error that stopped the sweep */
+    int nccl_failed;       /* the sweep started and stopped at an NCCL/CUDA error */
+    int *nccl_devices;
+    size_t n_nccl_devices;
 };
 
 /* Verdict thresholds (docs/user-guide.md, "commscope fabric"). */

@@ -4,7 +4,8 @@
  * One rank per node (local rank 0, from MPI_COMM_TYPE_SHARED) measures node-to-node latency and
  * bandwidth in rounds that pair every node with every other (round-robin schedule; above 64 nodes
  * a sample of rounds), concurrently within a round and one round at a time.  Then all ranks run a
- * sweep of all-reduce, all-gather, reduce-scatter, all-to-all and a send/recv ring.  Rank 0
+ * sweep of all-reduce, all-gather, reduce-scatter, all-to-all and a send/recv ring over MPI, and
+ * the same over NCCL where every rank has a GPU and libnccl (fabric_nccl.c).  Rank 0
  * prints each result as soon as it has it, as "@cs-fabric ..." lines on stdout (mpirun forwards
  * them from wherever rank 0 runs), so a job that dies midway still leaves what it measured.
  * The format is read by topology/fabric.c.
@@ -21,13 +22,15 @@
 #include <mpi.h>
 
 #include "commscope/ops.h"
+#include "fabric_bench.h"
 #include "topology.h"
 
 struct opts {
     size_t min_bytes, max_bytes, pair_bytes;
     int pair_iters, lat_iters, max_rounds;
-    int factor;    /* sweep step: sizes min, min*factor, ... max */
-    int fail_node; /* testing: this node's leader exits after the first round */
+    int factor;       /* sweep step: sizes min, min*factor, ... max */
+    int fail_node;    /* testing: this node's leader exits after the first round */
+    const char *nccl; /* --nccl auto|off */
 };
 
 static size_t parse_size(const char *s)
@@ -46,8 +49,7 @@ static size_t parse_size(const char *s)
 static int rank0;
 
 /* One line of the result stream (rank 0 only), flushed so a dying job keeps it. */
-static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void emit(const char *fmt, ...)
+void cs__fabric_emit(const char *fmt, ...)
 {
     if (!rank0)
         return;
@@ -161,7 +163,7 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
     int use = rounds;
     if (m > 64 && o->max_rounds < rounds)
         use = o->max_rounds; /* sampled: evenly spaced rounds */
-    emit("pairs rounds=%d of=%d", use, rounds);
+    cs__fabric_emit("pairs rounds=%d of=%d", use, rounds);
     struct pair_result *all = node == 0 ? calloc((size_t)m, sizeof(*all)) : NULL;
     for (int k = 0; k < use; k++) {
         int r = use == rounds ? k : (int)((long)k * rounds / use);
@@ -174,10 +176,11 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
         MPI_Gather(&res, (int)sizeof(res), MPI_BYTE, all, (int)sizeof(res), MPI_BYTE, 0, leaders);
         for (int i = 0; all && i < m; i++)
             if (all[i].a >= 0)
-                emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g "
-                     "t0_ns=%lld t1_ns=%lld sent_bytes=%lld",
-                     r, all[i].a, all[i].b, all[i].gbps_ab, all[i].gbps_ba, all[i].lat_us,
-                     (long long)all[i].t0_ns, (long long)all[i].t1_ns, (long long)all[i].sent);
+                cs__fabric_emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g "
+                                "t0_ns=%lld t1_ns=%lld sent_bytes=%lld",
+                                r, all[i].a, all[i].b, all[i].gbps_ab, all[i].gbps_ba,
+                                all[i].lat_us, (long long)all[i].t0_ns, (long long)all[i].t1_ns,
+                                (long long)all[i].sent);
         if (o->fail_node == node && node != 0) {
             fprintf(stderr, "cs_fabric: node %d exits on purpose (COMMSCOPE_FABRIC_FAIL_NODE)\n",
                     node);
@@ -223,6 +226,11 @@ static void coll_once(int k, void *s, void *r, size_t bytes, int n, int me)
     }
 }
 
+int cs__fabric_iters(size_t bytes)
+{
+    return bytes <= 65536 ? 20 : bytes <= (1u << 22) ? 5 : 2;
+}
+
 static void run_collectives(int me, int n, const struct opts *o)
 {
     float *s = calloc(1, o->max_bytes + 64), *r = calloc(1, o->max_bytes + 64);
@@ -239,7 +247,7 @@ static void run_collectives(int me, int n, const struct opts *o)
                 if (!size)
                     continue;
             }
-            int iters = size <= 65536 ? 20 : size <= (1u << 22) ? 5 : 2;
+            int iters = cs__fabric_iters(size);
             coll_once((int)k, s, r, size, n, me); /* warm-up */
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
@@ -249,9 +257,10 @@ static void run_collectives(int me, int n, const struct opts *o)
             MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
             if (me == 0 && worst > 0) {
                 double alg = (double)size * 8 / worst / 1e9;
-                emit("coll op=%s bytes=%zu time_us=%.6g algbw_gbps=%.6g busbw_gbps=%.6g",
-                     colls[k].name, size, worst * 1e6, alg,
-                     alg * cs_op_busbw_factor(colls[k].op, n));
+                cs__fabric_emit("coll op=%s transport=mpi bytes=%zu time_us=%.6g algbw_gbps=%.6g "
+                                "busbw_gbps=%.6g",
+                                colls[k].name, size, worst * 1e6, alg,
+                                alg * cs_op_busbw_factor(colls[k].op, n));
             }
         }
     }
@@ -314,15 +323,16 @@ static void report_ports(MPI_Comm leaders, int m, const struct port_snap *before
                     allb[k * MAX_PORTS + j].port == a->port)
                     b = &allb[k * MAX_PORTS + j];
             if (!b || !a->valid || !b->valid) {
-                emit("port node=%d nic=%s port=%d valid=0", k, a->nic, a->port);
+                cs__fabric_emit("port node=%d nic=%s port=%d valid=0", k, a->nic, a->port);
                 continue;
             }
             long long d[6];
             for (int x = 0; x < 6; x++)
                 d[x] = a->v[x] >= b->v[x] ? (long long)(a->v[x] - b->v[x]) : -1;
-            emit("port node=%d nic=%s port=%d valid=1 xmit_bytes=%lld rcv_bytes=%lld "
-                 "symbol_errors=%lld rcv_errors=%lld link_downed=%lld xmit_discards=%lld",
-                 k, a->nic, a->port, d[0], d[1], d[2], d[3], d[4], d[5]);
+            cs__fabric_emit(
+                "port node=%d nic=%s port=%d valid=1 xmit_bytes=%lld rcv_bytes=%lld "
+                "symbol_errors=%lld rcv_errors=%lld link_downed=%lld xmit_discards=%lld",
+                k, a->nic, a->port, d[0], d[1], d[2], d[3], d[4], d[5]);
         }
     free(all);
     free(allb);
@@ -330,7 +340,7 @@ static void report_ports(MPI_Comm leaders, int m, const struct port_snap *before
 
 int main(int argc, char **argv)
 {
-    struct opts o = {8, 64u << 20, 4u << 20, 8, 50, 16, 2, -1};
+    struct opts o = {8, 64u << 20, 4u << 20, 8, 50, 16, 2, -1, "auto"};
     const char *fail = getenv("COMMSCOPE_FABRIC_FAIL_NODE");
     if (fail)
         o.fail_node = atoi(fail);
@@ -348,6 +358,8 @@ int main(int argc, char **argv)
             o.factor = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-rounds"))
             o.max_rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--nccl"))
+            o.nccl = argv[i + 1];
     }
     if (o.min_bytes < 8)
         o.min_bytes = 8;
@@ -401,11 +413,11 @@ int main(int argc, char **argv)
         all = calloc((size_t)n, sizeof(*all));
     MPI_Gather(&mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, 0,
                MPI_COMM_WORLD);
-    emit("start ranks=%d nodes=%d pair_bytes=%zu pair_iters=%d max_bytes=%zu", n, m, o.pair_bytes,
-         o.pair_iters, o.max_bytes);
+    cs__fabric_emit("start ranks=%d nodes=%d pair_bytes=%zu pair_iters=%d max_bytes=%zu", n, m,
+                    o.pair_bytes, o.pair_iters, o.max_bytes);
     for (int i = 0; all && i < n; i++)
-        emit("rank rank=%d node=%d host=%s nic=%s nic_gbps=%.6g", i, all[i].node, all[i].host,
-             all[i].nic[0] ? all[i].nic : "-", all[i].gbps);
+        cs__fabric_emit("rank rank=%d node=%d host=%s nic=%s nic_gbps=%.6g", i, all[i].node,
+                        all[i].host, all[i].nic[0] ? all[i].nic : "-", all[i].gbps);
     free(all);
 
     struct port_snap before[MAX_PORTS];
@@ -414,11 +426,14 @@ int main(int argc, char **argv)
     if (lrank == 0 && m > 1)
         run_pairs(leaders, node, m, &o);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (o.max_bytes >= o.min_bytes)
+    if (o.max_bytes >= o.min_bytes) {
         run_collectives(me, n, &o);
+        struct cs__fabric_sweep sw = {o.min_bytes, o.max_bytes, o.factor};
+        cs__fabric_nccl(MPI_COMM_WORLD, lrank, &sw, o.nccl);
+    }
     if (lrank == 0)
         report_ports(leaders, m, before);
-    emit("done");
+    cs__fabric_emit("done");
     if (leaders != MPI_COMM_NULL)
         MPI_Comm_free(&leaders);
     MPI_Comm_free(&local);
