@@ -23,7 +23,7 @@ struct cs_fabric_node {
     char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured",
                           "errors" (bandwidth ok, but its ports counted errors or went down) */
     double ratio;      /* gbps / reference */
-    char evidence[256];
+    char evidence[400];
     char failure[200];     /* the launcher's account of this node's failure, "" none */
     char port_errors[200]; /* error counters that moved during the benchmark, "" none */
 };
@@ -53,10 +53,12 @@ struct cs_fabric_wire {
 struct cs_fabric_link {
     int a, b;                      /* node indexes */
     double ab_gbps, ba_gbps, gbps; /* gbps: the slower direction */
-    double latency_us;
-    double expected_gbps; /* capacity model: the slower NIC of the two, 0 unknown */
-    char status[12];      /* "ok", "slow" */
-    double ratio;         /* gbps / median of all links */
+    double latency_us;             /* the lowest of the round's and any re-test's */
+    double latency_ref_us;         /* median latency of the other links of its two nodes */
+    int latency_retests;           /* bursts of the re-test ("latency" lines), 0 none */
+    double expected_gbps;          /* capacity model: the slower NIC of the two, 0 unknown */
+    char status[12];               /* "ok", "slow" */
+    double ratio;                  /* gbps / median of all links */
     char evidence[512];
     long long t0_ns, t1_ns; /* CLOCK_REALTIME (node a) around the pair test, 0 unknown */
     double sent_bytes;      /* bytes the pair test sent both ways, 0 unknown */
@@ -99,6 +101,7 @@ struct cs_fabric {
     struct cs_fabric_port *ports;
     size_t n_ports;
     double link_median_gbps, link_median_latency_us, node_reference_gbps;
+    double node_reference_latency_us; /* median of the nodes' latency figures */
     char **notes; /* problems met: malformed lines, a missing node, an incomplete run */
     size_t n_notes;
     /* Where the run was (fabric.c) and which rank the launcher said failed (fabric_fail.c). */

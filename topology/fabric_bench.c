@@ -109,15 +109,32 @@ static double stream(MPI_Comm c, int me, int from, int to, char *buf, size_t byt
     return dt > 0 ? (double)bytes * iters * 8 / dt / 1e9 : 0;
 }
 
-static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, char *buf,
-                         struct pair_result *r)
+/*
+ * Wait until every member of c has arrived without spinning: ranks that are not measuring must
+ * not take the CPU from the ones that are (MPI's blocking waits poll), which on a shared or
+ * oversubscribed node turns a latency test into a test of the scheduler.
+ */
+static void quiet_barrier(MPI_Comm c)
 {
-    int a = me < peer ? me : peer, b = me < peer ? peer : me;
-    r->t0_ns = realtime_ns();
-    /* Latency: 8-byte ping-pong, half the fastest round trip. */
-    double *rt = malloc((size_t)o->lat_iters * sizeof(double));
+    MPI_Request rq;
+    int done = 0;
+    MPI_Ibarrier(c, &rq);
+    for (;;) {
+        MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Latency between a and b (me is one of them): half the fastest of iters 8-byte round trips,
+ * after two warm-up exchanges, in microseconds. */
+static double ping_pong(MPI_Comm c, int me, int a, int b, int iters)
+{
     char x[8] = {0};
-    for (int i = -2; i < o->lat_iters; i++) { /* two warm-up exchanges */
+    double best = 0;
+    for (int i = -2; i < iters; i++) {
         double t0 = MPI_Wtime();
         if (me == a) {
             MPI_Send(x, 8, MPI_BYTE, b, 3, c);
@@ -126,19 +143,21 @@ static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, cha
             MPI_Recv(x, 8, MPI_BYTE, a, 3, c, MPI_STATUS_IGNORE);
             MPI_Send(x, 8, MPI_BYTE, a, 3, c);
         }
-        if (i >= 0 && rt)
-            rt[i] = MPI_Wtime() - t0;
+        double rt = MPI_Wtime() - t0;
+        /* The fastest round trip is what the link allows; slower ones measure the scheduler on
+         * a shared or oversubscribed node. */
+        if (i >= 0 && (best == 0 || rt < best))
+            best = rt;
     }
-    /* The fastest round trip is what the link allows; slower ones measure the scheduler on a
-     * shared or oversubscribed node. */
-    double lat = 0;
-    if (rt) {
-        double best = rt[0];
-        for (int i = 1; i < o->lat_iters; i++)
-            best = rt[i] < best ? rt[i] : best;
-        lat = best / 2 * 1e6;
-        free(rt);
-    }
+    return best / 2 * 1e6;
+}
+
+static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, char *buf,
+                         struct pair_result *r)
+{
+    int a = me < peer ? me : peer, b = me < peer ? peer : me;
+    r->t0_ns = realtime_ns();
+    double lat = ping_pong(c, me, a, b, o->lat_iters);
     stream(c, me, a, b, buf, o->pair_bytes, 1); /* warm-up: connection set-up */
     double ab = stream(c, me, a, b, buf, o->pair_bytes, o->pair_iters);
     double ba = stream(c, me, b, a, buf, o->pair_bytes, o->pair_iters);
@@ -154,6 +173,68 @@ static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, cha
     r->lat_us = lat;
 }
 
+struct lat_pair {
+    int a, b;
+    double lat;
+};
+
+static int cmp_lat_desc(const void *x, const void *y)
+{
+    double a = ((const struct lat_pair *)x)->lat, b = ((const struct lat_pair *)y)->lat;
+    return a > b ? -1 : a < b;
+}
+
+/*
+ * Re-test the pairs whose latency stood out: above RETEST_FACTOR x the lowest of all links (at
+ * most RETEST_MAX, the highest first), RETEST_TRIES bursts each, one pair at a time
+ * while every other node waits without spinning, the passes spread over time (each pair's next
+ * burst comes after every other pair's and a 5 ms pause).  One burst of round trips taken while the
+ * node was busy (concurrent pairs of its round, other jobs, a rank that polls) can be slow from
+ * start to end; a link or node that is really slow is slow every time.  Rank 0 prints the lowest
+ * figure of the re-test as a "latency" line; the verdict keeps the lower of it and the
+ * round's.  seen/n: node 0's pair results (NULL, 0 elsewhere).
+ */
+enum { RETEST_MAX = 64, RETEST_TRIES = 5 };
+#define RETEST_FACTOR 2.0
+
+static void retest_latency(MPI_Comm leaders, int node, const struct opts *o, struct lat_pair *seen,
+                           size_t n)
+{
+    int cnt = 0;
+    struct lat_pair pick[RETEST_MAX];
+    if (node == 0 && n > 0) {
+        qsort(seen, n, sizeof(*seen), cmp_lat_desc);
+        double low = seen[n - 1].lat; /* sorted high to low */
+        for (size_t i = 0; i < n && cnt < RETEST_MAX; i++)
+            if (seen[i].lat > RETEST_FACTOR * low)
+                pick[cnt++] = seen[i];
+    }
+    MPI_Bcast(&cnt, 1, MPI_INT, 0, leaders);
+    if (!cnt)
+        return;
+    MPI_Bcast(pick, cnt * (int)sizeof(pick[0]), MPI_BYTE, 0, leaders);
+    double best[RETEST_MAX], got[RETEST_MAX];
+    for (int k = 0; k < cnt; k++)
+        best[k] = 1e300; /* not in the pair: contributes nothing to the minimum */
+    for (int t = 0; t < RETEST_TRIES; t++) {
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+        for (int k = 0; k < cnt; k++) {
+            if (node == pick[k].a || node == pick[k].b) {
+                double lat = ping_pong(leaders, node, pick[k].a, pick[k].b, o->lat_iters);
+                if (lat > 0 && lat < best[k])
+                    best[k] = lat;
+            }
+            quiet_barrier(leaders);
+        }
+    }
+    MPI_Reduce(best, got, cnt, MPI_DOUBLE, MPI_MIN, 0, leaders);
+    for (int k = 0; node == 0 && k < cnt; k++)
+        if (got[k] < 1e299)
+            cs__fabric_emit("latency a=%d b=%d latency_us=%.6g retests=%d", pick[k].a, pick[k].b,
+                            got[k], RETEST_TRIES);
+}
+
 static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
 {
     char *buf = calloc(1, o->pair_bytes);
@@ -165,6 +246,10 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
         use = o->max_rounds; /* sampled: evenly spaced rounds */
     cs__fabric_emit("pairs rounds=%d of=%d", use, rounds);
     struct pair_result *all = node == 0 ? calloc((size_t)m, sizeof(*all)) : NULL;
+    size_t cap_seen = node == 0 ? (size_t)use * (size_t)(m / 2 + 1) : 0, nseen = 0;
+    struct lat_pair *seen = cap_seen ? calloc(cap_seen, sizeof(*seen)) : NULL;
+    if (!seen)
+        cap_seen = 0;
     for (int k = 0; k < use; k++) {
         int r = use == rounds ? k : (int)((long)k * rounds / use);
         int p = partner(node, r, m);
@@ -172,8 +257,15 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
         if (p >= 0)
             measure_pair(leaders, node, p, o, buf, &res);
         if (node != res.a)
-            res.a = -1; /* the lower node of a pair reports it */
+            res.a = -1;         /* the lower node of a pair reports it */
+        quiet_barrier(leaders); /* pairs that finish early let the others measure */
         MPI_Gather(&res, (int)sizeof(res), MPI_BYTE, all, (int)sizeof(res), MPI_BYTE, 0, leaders);
+        for (int i = 0; all && i < m; i++)
+            if (all[i].a >= 0 && nseen < cap_seen) {
+                seen[nseen].a = all[i].a;
+                seen[nseen].b = all[i].b;
+                seen[nseen++].lat = all[i].lat_us;
+            }
         for (int i = 0; all && i < m; i++)
             if (all[i].a >= 0)
                 cs__fabric_emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g "
@@ -189,6 +281,8 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
     }
     free(all);
     free(buf);
+    retest_latency(leaders, node, o, seen, nseen);
+    free(seen);
 }
 
 static const struct {
@@ -425,7 +519,7 @@ int main(int argc, char **argv)
         read_ports(before);
     if (lrank == 0 && m > 1)
         run_pairs(leaders, node, m, &o);
-    MPI_Barrier(MPI_COMM_WORLD);
+    quiet_barrier(MPI_COMM_WORLD); /* the other ranks of each node wait without spinning */
     if (o.max_bytes >= o.min_bytes) {
         run_collectives(me, n, &o);
         struct cs__fabric_sweep sw = {o.min_bytes, o.max_bytes, o.factor};
