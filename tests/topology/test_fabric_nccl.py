@@ -9,7 +9,10 @@ usage: test_fabric_nccl.py COMMSCOPE FAKES_LIBDIR CASE
            every NCCL and MPI entry's algbw is bytes/time and busbw algbw x the nccl-tests factor.
   nolib    libnccl cannot be loaded: said once in the text and in JSON, MPI sweep complete.
   nogpu    the runtime has no device (cudaErrorNoDevice): the same.
-  off      --nccl off: not tried, the same."""
+  off      --nccl off: not tried, the same.
+  error    --max-bytes 2M: the double refuses more than 1 MiB per rank and call
+           (ncclInvalidArgument), so the NCCL sweep stops at the first all-reduce of 2 MiB on
+           every rank, says so once, keeps the sizes before; the MPI sweep is complete."""
 import json
 import os
 import subprocess
@@ -70,10 +73,10 @@ def check_bw(doc):
         check(abs(c["busbw_gbps"] - bus) <= 1e-4 * bus, f"busbw = algbw x factor: {c}")
 
 
-def run(tmp, env_extra, extra_args=()):
+def run(tmp, env_extra, extra_args=(), max_bytes="64K"):
     out = os.path.join(tmp, "fabric.json")
     env = dict(os.environ, LD_LIBRARY_PATH=fakes, FAKE_NCCL_DIR=tmp, **env_extra)
-    cmd = [commscope, "fabric", "--max-bytes", "64K", "--json", out, *extra_args, "--",
+    cmd = [commscope, "fabric", "--max-bytes", max_bytes, "--json", out, *extra_args, "--",
            "mpirun", "--oversubscribe", "-np", str(NP)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     print(r.stdout)
@@ -82,12 +85,12 @@ def run(tmp, env_extra, extra_args=()):
     return r.stdout, json.load(open(out))
 
 
-def check_mpi_complete(doc):
+def check_mpi_complete(doc, max_bytes=65536):
     mpi = [c for c in doc["collectives"] if c["transport"] == "mpi"]
     check(sorted({c["op"] for c in mpi}) == sorted(OPS), "every MPI op measured")
     for op in OPS:
         got = [c["bytes"] for c in mpi if c["op"] == op]
-        check(got == sizes(op, 65536), f"MPI {op} sizes {got}")
+        check(got == sizes(op, max_bytes), f"MPI {op} sizes {got}")
 
 
 def check_absent(text, doc, why):
@@ -137,6 +140,19 @@ with tempfile.TemporaryDirectory() as tmp:
     elif case == "off":
         text, doc = run(tmp, {"FAKE_CUDA_DEVICES": "2"}, ["--nccl", "off"])
         check_absent(text, doc, "not tried (--nccl off)")
+    elif case == "error":
+        text, doc = run(tmp, {"FAKE_CUDA_DEVICES": "2"}, max_bytes="2M")
+        nccl = doc["nccl"]
+        why = "rank 0: allreduce of 2097152 bytes failed with NCCL error 4"
+        check(nccl and nccl["available"] is True and nccl["stopped"] is True and
+              why in (nccl["reason"] or ""), f"stopped at the first refused call: {nccl}")
+        check(text.count("STOPPED: ") == 1 and text.count(why) == 1, "the text says it once")
+        got = [c for c in doc["collectives"] if c["transport"] == "nccl"]
+        check([c["op"] for c in got] == ["allreduce"] * len(got) and
+              [c["bytes"] for c in got] == sizes("allreduce", 1 << 20),
+              f"NCCL all-reduce up to 1 MiB kept, nothing after: {[c['bytes'] for c in got]}")
+        check_mpi_complete(doc, 2 << 20)
+        check_bw(doc)
     else:
         sys.exit(f"unknown case {case}")
 
