@@ -15,6 +15,15 @@ static void jnum(FILE *f, double v)
         fputs("null", f);
 }
 
+/* Byte counts in full (not to 6 digits), null when unknown. */
+static void jbytes(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.0f", v);
+    else
+        fputs("null", f);
+}
+
 void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
 {
     if (!w)
@@ -63,10 +72,40 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
         jnum(f, p->peak_gbps);
         fputs(", \"collective_gbps\": ", f);
         jnum(f, p->collective_gbps);
+        fputs(", \"traced_p2p_bytes\": ", f);
+        jbytes(f, p->traced_p2p);
+        fputs(", \"collective_bytes_max\": ", f);
+        jbytes(f, isfinite(p->traced_p2p) ? p->coll_max : NAN);
+        fputs(", \"p2p_ratio\": ", f);
+        jnum(f, p->p2p_ratio);
+        fputs(", \"verdict\": ", f);
+        if (p->verdict)
+            cs__json_str(f, p->verdict);
+        else
+            fputs("null", f);
+        fputs("}", f);
+    }
+    fputs(w->npeers ? "\n    ],\n    \"hosts\": [" : "],\n    \"hosts\": [", f);
+    for (size_t i = 0; i < w->nhosts; i++) {
+        const struct cs_wire_report_host *x = &w->hosts[i];
+        fprintf(f, "%s\n      {\"host\": ", i ? "," : "");
+        cs__json_str(f, x->host);
+        fprintf(f, ", \"wire_tx_bytes\": %llu, \"p2p_bytes\": ", (unsigned long long)x->wire_tx);
+        jbytes(f, x->p2p);
+        fputs(", \"collective_bytes_min\": ", f);
+        jbytes(f, x->coll_min);
+        fputs(", \"collective_bytes_max\": ", f);
+        jbytes(f, x->coll_max);
+        fputs(", \"ratio_min\": ", f);
+        jnum(f, x->ratio_min);
+        fputs(", \"ratio_max\": ", f);
+        jnum(f, x->ratio_max);
+        fputs(", \"verdict\": ", f);
+        cs__json_str(f, x->verdict);
         fputs("}", f);
     }
     fprintf(f, "%s    \"traced_bytes\": %llu,\n    \"wire_bytes\": %llu,\n    \"ratio\": ",
-            w->npeers ? "\n    ],\n" : "],\n", (unsigned long long)w->traced_bytes,
+            w->nhosts ? "\n    ],\n" : "],\n", (unsigned long long)w->traced_bytes,
             (unsigned long long)w->wire_bytes);
     jnum(f, w->ratio);
     fputs(",\n    \"collective_gbps\": ", f);
@@ -140,6 +179,35 @@ void cs__report_wire_text(const struct cs_wire_report *w, FILE *out)
             (unsigned long long)p->bytes_tx, (unsigned long long)p->bytes_rx,
             (unsigned long long)p->retransmits, num(a, sizeof a, "%.3f", 100 * p->retransmit_rate),
             num(b, sizeof b, "%.3f", p->peak_gbps), num(c, sizeof c, "%.3f", p->collective_gbps));
+    }
+    /* Against the trace: exact per peer where only point-to-point crossed, a range per host. */
+    int any = 0;
+    for (size_t i = 0; i < w->npeers; i++)
+        any |= isfinite(w->peers[i].traced_p2p);
+    if (!any && !w->nhosts)
+        return;
+    fprintf(out, "%-16s %-16s %14s %14s %8s %s\n", "Host", "Peer", "Bytes_tx", "Traced_p2p",
+            "Ratio", "Compared");
+    for (size_t i = 0; i < w->npeers; i++) {
+        const struct cs_wire_report_peer *p = &w->peers[i];
+        if (!isfinite(p->traced_p2p))
+            continue;
+        fprintf(out, "%-16s %-16s %14llu %14.0f %8s %s\n", p->host, p->peer,
+                (unsigned long long)p->bytes_tx, p->traced_p2p,
+                num(a, sizeof a, "%.3f", p->p2p_ratio),
+                p->verdict        ? p->verdict
+                : p->coll_max > 0 ? "no: collectives crossed too (see the host rows)"
+                                  : "no: nothing traced");
+    }
+    fprintf(out, "%-16s %14s %14s %14s %14s %15s %s\n", "Host", "Wire_tx", "P2P", "Coll_min",
+            "Coll_max", "Ratio", "Verdict");
+    for (size_t i = 0; i < w->nhosts; i++) {
+        const struct cs_wire_report_host *x = &w->hosts[i];
+        char r[80];
+        snprintf(r, sizeof r, "%s-%s", num(a, sizeof a, "%.3f", x->ratio_min),
+                 num(b, sizeof b, "%.3f", x->ratio_max));
+        fprintf(out, "%-16s %14llu %14.0f %14.0f %14.0f %15s %s\n", x->host,
+                (unsigned long long)x->wire_tx, x->p2p, x->coll_min, x->coll_max, r, x->verdict);
     }
 }
 

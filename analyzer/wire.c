@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "wire.h"
+#include "wire_expect.h"
 #include "../capture/wire.h"
 
 /* Traffic on an interface that is not an expected one is flagged from this share and size on. */
@@ -23,6 +24,13 @@
 #define RETRANS_RATE 0.01
 #define RETRANS_MIN 10
 #define SERIES_MAX 2000
+/* Per peer and per host: above this multiple of the expectation (and this many bytes over it),
+ * below this fraction. */
+#define WIRE_ABOVE 1.5
+#define WIRE_BELOW 0.9
+#define WIRE_EXCESS 65536.0
+/* A peer is compared exactly when collectives could have added at most this share. */
+#define WIRE_COLL_SHARE 0.01
 
 struct interval {
     int64_t a, b;
@@ -42,6 +50,7 @@ struct cs__wire {
     int nhosts;
     int32_t *cnt; /* scratch: members per host */
     unsigned char is_send[CS_OP_MAX];
+    struct cs__wire_expect *expect; /* per peer and per host expectations */
     char **warn;
     size_t nwarn;
 };
@@ -191,6 +200,7 @@ static void wire_free(struct cs__wire *w)
     free(w->host_of);
     free(w->hosts);
     free(w->cnt);
+    cs__wire_expect_free(w->expect);
     free(w);
 }
 
@@ -232,6 +242,7 @@ void cs__wire_begin(struct cs__run *run)
         }
         w->host_of[r] = id;
     }
+    w->expect = cs__wire_expect_new(w->nhosts);
     for (unsigned op = 0; op < CS_OP_MAX; op++) {
         const struct cs_op_info *oi = cs_op_info(op);
         w->is_send[op] = oi->name && (oi->kind == CS_KIND_P2P || oi->kind == CS_KIND_IP2P) &&
@@ -246,8 +257,10 @@ void cs__wire_event(struct cs__run *run, int rank, const struct cs_event *ev)
     if (!w || ev->op >= CS_OP_MAX || !w->is_send[ev->op] || ev->peer < 0 ||
         ev->peer >= run->world || (ev->flags & (CS_EV_PROC_NULL | CS_EV_ERROR)))
         return;
-    if (w->host_of[rank] != w->host_of[ev->peer])
+    if (w->host_of[rank] != w->host_of[ev->peer]) {
         w->traced += ev->bytes;
+        cs__wire_expect_p2p(w->expect, w->host_of[rank], w->host_of[ev->peer], ev->bytes);
+    }
 }
 
 static void add_interval(struct cs__wire *w, int64_t a, int64_t b)
@@ -275,6 +288,7 @@ void cs__wire_instance(struct cs__run *run, const struct cs__inst *in)
     struct cs__wire *w = run->wire;
     if (!w || in->n < 2)
         return;
+    cs__wire_expect_instance(w->expect, in, w->host_of, run->world);
     int32_t n = in->n;
     for (int32_t i = 0; i < n; i++)
         if (in->members[i] >= 0 && in->members[i] < run->world)
@@ -374,6 +388,82 @@ static const struct cs__clock *clock_of(const struct cs__run *run, const char *h
         if (run->ranks[r].present && run->ranks[r].h && strcmp(run->ranks[r].h->host, h) == 0)
             return &run->ranks[r].clk;
     return NULL;
+}
+
+static int host_id(const struct cs__wire *w, const char *h)
+{
+    for (int k = 0; k < w->nhosts; k++)
+        if (strcmp(w->hosts[k], h) == 0)
+            return k;
+    return -1;
+}
+
+/*
+ * Per peer and per host, the wire against what the trace implies (wire_expect.c; docs/wire.md
+ * "Per peer and per host").  A peer is compared exactly when only point-to-point traffic crossed
+ * between the two hosts; every host with a capture is compared with its range.
+ */
+static void compare_expected(struct cs__wire *w, struct cs_wire_report *rp)
+{
+    for (size_t i = 0; i < rp->npeers; i++) {
+        struct cs_wire_report_peer *p = &rp->peers[i];
+        p->traced_p2p = p->p2p_ratio = NAN;
+        p->verdict = NULL;
+        int a = host_id(w, p->host), b = host_id(w, p->peer);
+        if (!w->expect || a < 0 || b < 0)
+            continue;
+        p->traced_p2p = cs__wire_expect_pair(w->expect, a, b, &p->coll_max);
+        if (p->traced_p2p <= 0 || p->coll_max > WIRE_COLL_SHARE * p->traced_p2p)
+            continue;
+        p->p2p_ratio = (double)p->bytes_tx / p->traced_p2p;
+        p->verdict = p->p2p_ratio > WIRE_ABOVE && (double)p->bytes_tx - p->traced_p2p >= WIRE_EXCESS
+                         ? "above"
+                     : p->p2p_ratio < WIRE_BELOW ? "below"
+                                                 : "ok";
+        if (strcmp(p->verdict, "ok"))
+            warn(w,
+                 "%s -> %s: the wire carried %.2fx the point-to-point bytes traced between them "
+                 "(%llu vs %.0f; collectives between them could add at most %.0f): %s",
+                 p->host, p->peer, p->p2p_ratio, (unsigned long long)p->bytes_tx, p->traced_p2p,
+                 p->coll_max,
+                 p->verdict[0] == 'a' ? "retransmissions or other traffic between the two"
+                                      : "the capture missed traffic (kernel drops, an interface "
+                                        "not captured, RDMA)");
+    }
+    if (!w->expect)
+        return;
+    rp->hosts = calloc((size_t)w->nhosts + 1, sizeof *rp->hosts);
+    for (int h = 0; rp->hosts && h < w->nhosts; h++) {
+        int captured = 0;
+        for (size_t fi = 0; fi < w->nfiles && !captured; fi++)
+            captured = strcmp(w->label[fi], w->hosts[h]) == 0 && !w->files[fi].status_no_capture;
+        if (!captured || !w->hosts[h][0])
+            continue;
+        struct cs_wire_report_host *x = &rp->hosts[rp->nhosts++];
+        snprintf(x->host, sizeof x->host, "%s", w->hosts[h]);
+        for (size_t i = 0; i < rp->npeers; i++)
+            if (strcmp(rp->peers[i].host, x->host) == 0)
+                x->wire_tx += rp->peers[i].bytes_tx;
+        cs__wire_expect_host(w->expect, h, &x->p2p, &x->coll_min, &x->coll_max);
+        double lo = x->p2p + x->coll_min, hi = x->p2p + x->coll_max;
+        x->ratio_min = hi > 0 ? (double)x->wire_tx / hi : NAN;
+        x->ratio_max = lo > 0 ? (double)x->wire_tx / lo : NAN;
+        x->verdict = "ok";
+        if ((double)x->wire_tx > WIRE_ABOVE * hi && (double)x->wire_tx - hi >= WIRE_EXCESS) {
+            x->verdict = "above";
+            warn(w,
+                 "%s sent %llu bytes to the job's other hosts, %.2fx the most the traced "
+                 "communication implies with common algorithms (%.0f): retransmissions or other "
+                 "traffic from this host",
+                 x->host, (unsigned long long)x->wire_tx, x->ratio_min, hi);
+        } else if (lo > 0 && (double)x->wire_tx < WIRE_BELOW * lo) {
+            x->verdict = "below";
+            warn(w,
+                 "%s sent %llu bytes to the job's other hosts, %.2fx the least the traced "
+                 "communication implies (%.0f): the capture missed traffic from this host",
+                 x->host, (unsigned long long)x->wire_tx, x->ratio_max, lo);
+        }
+    }
 }
 
 static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
@@ -569,6 +659,7 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
             rp->wire_bytes += links[j].p.bytes_rx;
     }
     rp->ratio = rp->traced_bytes ? (double)rp->wire_bytes / (double)rp->traced_bytes : NAN;
+    compare_expected(w, rp);
     /* Interfaces that should not carry the job's traffic. */
     for (size_t i = 0; i < rp->nifaces; i++) {
         struct cs_wire_report_iface *ri = &rp->ifaces[i];
@@ -659,6 +750,7 @@ void cs__wire_report_free(struct cs_wire_report *rp)
     free(rp->sources);
     free(rp->ifaces);
     free(rp->peers);
+    free(rp->hosts);
     for (size_t i = 0; i < rp->nseries; i++)
         free(rp->series[i].tx);
     free(rp->series);

@@ -24,6 +24,20 @@ struct cs_wire_report_peer {
     double retransmit_rate; /* retransmits / pkts_tx, NaN without packets */
     double peak_gbps;       /* fullest bucket, tx */
     double collective_gbps; /* tx rate in buckets inside collectives, NaN none */
+    /* Against the trace (wire_expect.c): exact point-to-point bytes from host to peer, whether
+     * a collective also crossed between them, and bytes_tx / traced_p2p when none did. */
+    double traced_p2p;   /* NaN: no trace (pcap-only analysis) */
+    double coll_max;     /* the most collectives with members on both could have added */
+    double p2p_ratio;    /* NaN when not exact (coll_max above 1 % of traced_p2p, or nothing) */
+    const char *verdict; /* "ok", "above", "below", or NULL (not compared) */
+};
+/* One host's sends to the job's other hosts: the wire against the trace's range. */
+struct cs_wire_report_host {
+    char host[64];
+    uint64_t wire_tx;               /* frame bytes its capture saw it send to the job's hosts */
+    double p2p, coll_min, coll_max; /* expected: exact p2p, collectives' least and most */
+    double ratio_min, ratio_max;    /* wire_tx / (p2p + coll_max), wire_tx / (p2p + coll_min) */
+    const char *verdict;            /* "ok", "above", "below" */
 };
 struct cs_wire_report_series {
     char host[64], peer[64];
@@ -41,6 +55,8 @@ struct cs_wire_report {
     size_t npeers;
     struct cs_wire_report_series *series;
     size_t nseries;
+    struct cs_wire_report_host *hosts; /* hosts with a capture and a trace */
+    size_t nhosts;
     uint64_t traced_bytes;  /* bytes the traced communication implies between hosts */
     uint64_t wire_bytes;    /* bytes on the wire between the job's hosts */
     double ratio;           /* wire / traced, NaN without traced bytes */

@@ -37,6 +37,8 @@ static void usage(FILE *f)
         "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
         "  --pair-iters N          messages per direction and pair (default 8)\n"
         "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
+        "  --nccl auto|off         also sweep the collectives over NCCL, one GPU per rank,\n"
+        "                          where every rank has a GPU and libnccl (default auto)\n"
         "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
         "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
         "  -q, --quiet             no text report\n"
@@ -189,8 +191,8 @@ static int wrap_prefix(const char *out_dir, char *self, char *dir)
 int cs__cmd_fabric(int argc, char **argv)
 {
     const char *json = NULL, *raw = NULL;
-    const char *pass_names[] = {"--min-bytes",  "--max-bytes",  "--step-factor",
-                                "--pair-bytes", "--pair-iters", "--max-rounds"};
+    const char *pass_names[] = {"--min-bytes",  "--max-bytes",  "--step-factor", "--pair-bytes",
+                                "--pair-iters", "--max-rounds", "--nccl"};
     enum { NPASS = sizeof(pass_names) / sizeof(pass_names[0]) };
     const char *pass[NPASS] = {0};
     struct cs_fabric_limits lim;
@@ -251,6 +253,10 @@ int cs__cmd_fabric(int argc, char **argv)
                     "commscope fabric: unknown option '%s'; see 'commscope fabric --help'\n", a);
             return CS__EXIT_USAGE;
         }
+    }
+    if (pass[NPASS - 1] && strcmp(pass[NPASS - 1], "auto") && strcmp(pass[NPASS - 1], "off")) {
+        fprintf(stderr, "commscope fabric: --nccl wants auto or off, not '%s'\n", pass[NPASS - 1]);
+        return CS__EXIT_USAGE;
     }
     if (i >= argc) {
         fprintf(stderr, "commscope fabric: no launcher given (commscope fabric -- mpirun -np N "

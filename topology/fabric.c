@@ -24,6 +24,7 @@ void cs_fabric_init(struct cs_fabric *f)
     memset(f, 0, sizeof(*f));
     f->failed_rank = -1;
     f->last_round = -1;
+    f->nccl_available = -1;
 }
 
 void cs__fabric_note(struct cs_fabric *f, const char *fmt, ...)
@@ -95,6 +96,51 @@ static struct cs_fabric_node *node_at(struct cs_fabric *f, int k)
         f->n_nodes = (size_t)k + 1;
     }
     return &f->nodes[k];
+}
+
+/*
+ * "nccl available=1 version=V ranks=N devices=D,D,...", "nccl available=0 [ranks_without=K]
+ * reason=TEXT" or "nccl error reason=TEXT" (fabric_nccl.c); TEXT runs to the end of the line.
+ */
+static int feed_nccl(struct cs_fabric *f, const char *line)
+{
+    const char *why = strstr(line, " reason=");
+    if (why) {
+        why += 8;
+        size_t n = strcspn(why, "\r\n");
+        snprintf(f->nccl_reason, sizeof(f->nccl_reason), "%.*s", (int)n, why);
+    }
+    if (!strncmp(line, "nccl error ", 11)) {
+        if (!why)
+            return -1;
+        f->nccl_failed = 1;
+        return 0;
+    }
+    int avail;
+    if (fint(line, "available", &avail) < 0 || avail > 1 || (!avail && !why))
+        return -1;
+    f->nccl_available = avail;
+    if (!avail)
+        return 0;
+    char devs[4096];
+    if (fint(line, "version", &f->nccl_version) < 0 ||
+        field(line, "devices", devs, sizeof(devs)) < 0)
+        return -1;
+    free(f->nccl_devices);
+    f->nccl_devices = NULL;
+    f->n_nccl_devices = 0;
+    for (char *p = devs, *end; *p && strcmp(p, "-");) {
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || (*end && *end != ','))
+            return -1;
+        int *v = realloc(f->nccl_devices, (f->n_nccl_devices + 1) * sizeof(*v));
+        if (!v)
+            return -1;
+        f->nccl_devices = v;
+        v[f->n_nccl_devices++] = (int)d;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
 }
 
 int cs_fabric_feed(struct cs_fabric *f, const char *line)
@@ -176,11 +222,33 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         f->links[f->n_links++] = l;
         return 1;
     }
+    if (!strcmp(kind, "latency")) {
+        /* A re-test of a pair whose latency stood out (fabric_bench.c): the link keeps the
+         * lowest figure, as one burst of round trips keeps its fastest. */
+        int a, b, tries;
+        double lat;
+        if (fint(line, "a", &a) < 0 || fint(line, "b", &b) < 0 ||
+            fnum(line, "latency_us", &lat) < 0 || fint(line, "retests", &tries) < 0 || lat <= 0)
+            goto bad;
+        for (size_t i = 0; i < f->n_links; i++) {
+            struct cs_fabric_link *l = &f->links[i];
+            if ((l->a == a && l->b == b) || (l->a == b && l->b == a)) {
+                if (lat < l->latency_us)
+                    l->latency_us = lat;
+                l->latency_retests += tries;
+                return 1;
+            }
+        }
+        goto bad;
+    }
     if (!strcmp(kind, "coll")) {
         struct cs_fabric_coll c;
         memset(&c, 0, sizeof(c));
         double bytes;
-        if (field(line, "op", c.op, sizeof(c.op)) < 0 || fnum(line, "bytes", &bytes) < 0 ||
+        if (field(line, "transport", c.transport, sizeof(c.transport)) < 0)
+            CS__COPY(c.transport, "mpi");
+        if ((strcmp(c.transport, "mpi") && strcmp(c.transport, "nccl")) ||
+            field(line, "op", c.op, sizeof(c.op)) < 0 || fnum(line, "bytes", &bytes) < 0 ||
             fnum(line, "time_us", &c.time_us) < 0 || fnum(line, "algbw_gbps", &c.algbw_gbps) < 0 ||
             fnum(line, "busbw_gbps", &c.busbw_gbps) < 0 || bytes < 0)
             goto bad;
@@ -221,6 +289,11 @@ int cs_fabric_feed(struct cs_fabric *f, const char *line)
         f->ports = v;
         f->ports[f->n_ports++] = pt;
         return 1;
+    }
+    if (!strcmp(kind, "nccl")) {
+        if (feed_nccl(f, line) == 0)
+            return 1;
+        goto bad;
     }
     if (!strcmp(kind, "done")) {
         f->complete = 1;
@@ -293,8 +366,18 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
         l->ratio = f->link_median_gbps > 0 ? l->gbps / f->link_median_gbps : 0;
         int slow_peer = l->ratio < lim->peer_fraction;
         int slow_cap = l->expected_gbps > 0 && l->gbps < lim->capacity_fraction * l->expected_gbps;
-        int slow_lat = f->link_median_latency_us > 0 &&
-                       l->latency_us > lim->latency_factor * f->link_median_latency_us;
+        /* Latency against the link's peers: the other links of its two nodes.  A node whose
+         * every link is slow (a busy or badly configured host) then shows in its node figure
+         * below, not as an arbitrary half of its links above a median that half of them sit
+         * in; a slow cable stands out against both nodes' other links. */
+        size_t np = 0;
+        for (size_t j = 0; j < nl; j++)
+            if (j != i && (f->links[j].a == l->a || f->links[j].b == l->a ||
+                           f->links[j].a == l->b || f->links[j].b == l->b))
+                v[np++] = f->links[j].latency_us;
+        l->latency_ref_us = np ? median(v, np) : f->link_median_latency_us;
+        int slow_lat =
+            l->latency_ref_us > 0 && l->latency_us > lim->latency_factor * l->latency_ref_us;
         CS__COPY(l->status, slow_peer || slow_cap || slow_lat ? "slow" : "ok");
         char exp[48];
         if (l->expected_gbps > 0)
@@ -303,9 +386,9 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
             snprintf(exp, sizeof(exp), "unknown");
         snprintf(l->evidence, sizeof(l->evidence),
                  "%.3g Gb/s measured vs %s expected vs %.3g Gb/s median (%.2f of median); "
-                 "latency %.3g us vs %.3g us median",
-                 l->gbps, exp, f->link_median_gbps, l->ratio, l->latency_us,
-                 f->link_median_latency_us);
+                 "latency %.3g us vs %.3g us median of the two nodes' other links%s",
+                 l->gbps, exp, f->link_median_gbps, l->ratio, l->latency_us, l->latency_ref_us,
+                 l->latency_retests ? " (lowest after a re-test)" : "");
         const struct cs_fabric_wire *w = &l->wire;
         if (w->have) {
             size_t n = strlen(l->evidence);
@@ -337,6 +420,11 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
             nv[nn++] = n->gbps;
     }
     f->node_reference_gbps = nv ? median(nv, nn) : 0;
+    nn = 0;
+    for (size_t k = 0; nv && k < f->n_nodes; k++)
+        if (f->nodes[k].measured)
+            nv[nn++] = f->nodes[k].latency_us;
+    f->node_reference_latency_us = nv ? median(nv, nn) : 0;
     free(nv);
     for (size_t k = 0; k < f->n_nodes; k++) {
         struct cs_fabric_node *n = &f->nodes[k];
@@ -365,8 +453,10 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
             continue;
         }
         n->ratio = f->node_reference_gbps > 0 ? n->gbps / f->node_reference_gbps : 0;
+        int slow_lat = f->node_reference_latency_us > 0 &&
+                       n->latency_us > lim->latency_factor * f->node_reference_latency_us;
         int slow = n->ratio < lim->peer_fraction ||
-                   (n->nic_gbps > 0 && n->gbps < lim->capacity_fraction * n->nic_gbps);
+                   (n->nic_gbps > 0 && n->gbps < lim->capacity_fraction * n->nic_gbps) || slow_lat;
         CS__COPY(n->status, slow ? "slow" : "ok");
         char exp[96];
         if (n->nic_gbps > 0)
@@ -376,8 +466,9 @@ void cs_fabric_judge(struct cs_fabric *f, const struct cs_fabric_limits *lim)
         snprintf(
             n->evidence, sizeof(n->evidence),
             "median of its %d link(s) %.3g Gb/s measured vs %s expected vs %.3g Gb/s median of "
-            "nodes (%.2f of median)",
-            n->measured, n->gbps, exp, f->node_reference_gbps, n->ratio);
+            "nodes (%.2f of median); latency %.3g us vs %.3g us median of nodes",
+            n->measured, n->gbps, exp, f->node_reference_gbps, n->ratio, n->latency_us,
+            f->node_reference_latency_us);
     }
     free(v);
 
@@ -453,6 +544,7 @@ void cs_fabric_free(struct cs_fabric *f)
     free(f->suspects);
     free(f->rank_node);
     free(f->ports);
+    free(f->nccl_devices);
     for (size_t i = 0; i < f->n_notes; i++)
         free(f->notes[i]);
     free(f->notes);
@@ -487,6 +579,23 @@ static void fabric_print_wire(const struct cs_fabric *f, FILE *o)
             fprintf(o, "  WARNING: link %s - %s on the wire: %s\n", host_of(f, l->a),
                     host_of(f, l->b), l->wire.warn[k]);
     }
+}
+
+/* One line on the NCCL sweep: on which GPUs it ran, or why it did not. */
+static void fabric_print_nccl(const struct cs_fabric *f, FILE *o)
+{
+    if (f->nccl_available < 0)
+        return;
+    if (!f->nccl_available) {
+        fprintf(o, "NCCL: not measured (%s); the collectives above are MPI only\n", f->nccl_reason);
+        return;
+    }
+    fprintf(o,
+            "NCCL %d.%d.%d: measured on %zu rank(s), one GPU each (device = local rank mod "
+            "device count)%s%s\n",
+            f->nccl_version / 10000, f->nccl_version / 100 % 100, f->nccl_version % 100,
+            f->n_nccl_devices, f->nccl_failed ? "; STOPPED: " : "",
+            f->nccl_failed ? f->nccl_reason : "");
 }
 
 void cs_fabric_print(const struct cs_fabric *f, FILE *o)
@@ -527,16 +636,18 @@ void cs_fabric_print(const struct cs_fabric *f, FILE *o)
     fabric_print_wire(f, o);
     if (f->n_colls) {
         fprintf(o, "\ncollectives (largest size of each op; all sizes in the JSON)\n");
-        fprintf(o, "  %-14s %12s %12s %12s %12s\n", "op", "bytes", "time_us", "algbw Gb/s",
-                "busbw Gb/s");
+        fprintf(o, "  %-14s %-9s %12s %12s %12s %12s\n", "op", "transport", "bytes", "time_us",
+                "algbw Gb/s", "busbw Gb/s");
         for (size_t i = 0; i < f->n_colls; i++) {
             const struct cs_fabric_coll *c = &f->colls[i];
-            if (i + 1 < f->n_colls && !strcmp(f->colls[i + 1].op, c->op))
+            if (i + 1 < f->n_colls && !strcmp(f->colls[i + 1].op, c->op) &&
+                !strcmp(f->colls[i + 1].transport, c->transport))
                 continue;
-            fprintf(o, "  %-14s %12zu %12.4g %12.4g %12.4g\n", c->op, c->bytes, c->time_us,
-                    c->algbw_gbps, c->busbw_gbps);
+            fprintf(o, "  %-14s %-9s %12zu %12.4g %12.4g %12.4g\n", c->op, c->transport, c->bytes,
+                    c->time_us, c->algbw_gbps, c->busbw_gbps);
         }
     }
+    fabric_print_nccl(f, o);
     if (f->n_ports) {
         fprintf(o, "\nport counters (differences over the benchmark)\n");
         for (size_t i = 0; i < f->n_ports; i++) {
@@ -624,6 +735,28 @@ static void write_json_wire(const struct cs_fabric_wire *w, FILE *o)
     fputs("]}", o);
 }
 
+/* The "nccl" object (docs/report-schema.md), null when the benchmark said nothing of NCCL. */
+static void write_json_nccl(const struct cs_fabric *f, FILE *o)
+{
+    if (f->nccl_available < 0) {
+        fputs("null", o);
+        return;
+    }
+    fprintf(o, "{\"available\": %s", f->nccl_available ? "true" : "false");
+    if (f->nccl_available) {
+        fprintf(o, ", \"version\": %d, \"devices\": [", f->nccl_version);
+        for (size_t i = 0; i < f->n_nccl_devices; i++)
+            fprintf(o, "%s%d", i ? ", " : "", f->nccl_devices[i]);
+        fprintf(o, "], \"stopped\": %s", f->nccl_failed ? "true" : "false");
+    }
+    fputs(", \"reason\": ", o);
+    if (f->nccl_reason[0])
+        cs_topo_json_string(o, f->nccl_reason);
+    else
+        fputs("null", o);
+    fputc('}', o);
+}
+
 void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
 {
     fprintf(o, "{\n  \"schema\": \"%s\",\n  \"complete\": %s,\n  \"ranks\": %d,\n",
@@ -635,6 +768,8 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
     jnum(o, f->link_median_latency_us);
     fputs(",\n  \"node_reference_gbps\": ", o);
     jnum(o, f->node_reference_gbps);
+    fputs(",\n  \"node_reference_latency_us\": ", o);
+    jnum(o, f->node_reference_latency_us);
     fputs(",\n  \"nodes\": [", o);
     for (size_t k = 0; k < f->n_nodes; k++) {
         const struct cs_fabric_node *n = &f->nodes[k];
@@ -677,6 +812,9 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
         jnum(o, l->ba_gbps);
         fputs(", \"latency_us\": ", o);
         jnum(o, l->latency_us);
+        fputs(", \"latency_reference_us\": ", o);
+        jnum(o, l->latency_ref_us);
+        fprintf(o, ", \"latency_retests\": %d", l->latency_retests);
         fputs(", \"expected_gbps\": ", o);
         if (l->expected_gbps > 0)
             jnum(o, l->expected_gbps);
@@ -697,6 +835,7 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
         const struct cs_fabric_coll *c = &f->colls[i];
         fprintf(o, "%s\n    {\"op\": ", i ? "," : "");
         cs_topo_json_string(o, c->op);
+        fprintf(o, ", \"transport\": \"%s\"", c->transport);
         fprintf(o, ", \"bytes\": %zu, \"time_us\": ", c->bytes);
         jnum(o, c->time_us);
         fputs(", \"algbw_gbps\": ", o);
@@ -705,7 +844,9 @@ void cs_fabric_write_json(const struct cs_fabric *f, FILE *o)
         jnum(o, c->busbw_gbps);
         fputc('}', o);
     }
-    fputs(f->n_colls ? "\n  ],\n  \"ports\": [" : "],\n  \"ports\": [", o);
+    fputs(f->n_colls ? "\n  ],\n  \"nccl\": " : "],\n  \"nccl\": ", o);
+    write_json_nccl(f, o);
+    fputs(",\n  \"ports\": [", o);
     for (size_t i = 0; i < f->n_ports; i++) {
         const struct cs_fabric_port *p = &f->ports[i];
         fprintf(o, "%s\n    {\"host\": ", i ? "," : "");

@@ -23,7 +23,7 @@ struct cs_fabric_node {
     char status[12];   /* "ok", "slow", "failed" (no result though others have), "unmeasured",
                           "errors" (bandwidth ok, but its ports counted errors or went down) */
     double ratio;      /* gbps / reference */
-    char evidence[256];
+    char evidence[400];
     char failure[200];     /* the launcher's account of this node's failure, "" none */
     char port_errors[200]; /* error counters that moved during the benchmark, "" none */
 };
@@ -53,10 +53,12 @@ struct cs_fabric_wire {
 struct cs_fabric_link {
     int a, b;                      /* node indexes */
     double ab_gbps, ba_gbps, gbps; /* gbps: the slower direction */
-    double latency_us;
-    double expected_gbps; /* capacity model: the slower NIC of the two, 0 unknown */
-    char status[12];      /* "ok", "slow" */
-    double ratio;         /* gbps / median of all links */
+    double latency_us;             /* the lowest of the round's and any re-test's */
+    double latency_ref_us;         /* median latency of the other links of its two nodes */
+    int latency_retests;           /* bursts of the re-test ("latency" lines), 0 none */
+    double expected_gbps;          /* capacity model: the slower NIC of the two, 0 unknown */
+    char status[12];               /* "ok", "slow" */
+    double ratio;                  /* gbps / median of all links */
     char evidence[512];
     long long t0_ns, t1_ns; /* CLOCK_REALTIME (node a) around the pair test, 0 unknown */
     double sent_bytes;      /* bytes the pair test sent both ways, 0 unknown */
@@ -65,6 +67,7 @@ struct cs_fabric_link {
 
 struct cs_fabric_coll {
     char op[24];
+    char transport[8]; /* "mpi" or "nccl" (lines without transport= are MPI) */
     size_t bytes;
     double time_us, algbw_gbps, busbw_gbps;
 };
@@ -98,6 +101,7 @@ struct cs_fabric {
     struct cs_fabric_port *ports;
     size_t n_ports;
     double link_median_gbps, link_median_latency_us, node_reference_gbps;
+    double node_reference_latency_us; /* median of the nodes' latency figures */
     char **notes; /* problems met: malformed lines, a missing node, an incomplete run */
     size_t n_notes;
     /* Where the run was (fabric.c) and which rank the launcher said failed (fabric_fail.c). */
@@ -109,6 +113,14 @@ struct cs_fabric {
     char failed_what[96];   /* "exited with status 1", "was killed by signal 9 (Killed)" */
     char failed_source[16]; /* "mpirun", "srun" */
     int fail_pending;       /* Open MPI: a "Process name:" line waits for its "Exit code:" */
+    /* The NCCL sweep ("nccl" lines): -1 not reported (no sweep, or an older benchmark), 0 not
+     * measured (nccl_reason says why), 1 measured on nccl_devices (one GPU per rank). */
+    int nccl_available;
+    int nccl_version;
+    char nccl_reason[400]; /* why not, or the error that stopped the sweep */
+    int nccl_failed;       /* the sweep started and stopped at an NCCL/CUDA error */
+    int *nccl_devices;
+    size_t n_nccl_devices;
 };
 
 /* Verdict thresholds (docs/user-guide.md, "commscope fabric"). */

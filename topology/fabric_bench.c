@@ -4,7 +4,8 @@
  * One rank per node (local rank 0, from MPI_COMM_TYPE_SHARED) measures node-to-node latency and
  * bandwidth in rounds that pair every node with every other (round-robin schedule; above 64 nodes
  * a sample of rounds), concurrently within a round and one round at a time.  Then all ranks run a
- * sweep of all-reduce, all-gather, reduce-scatter, all-to-all and a send/recv ring.  Rank 0
+ * sweep of all-reduce, all-gather, reduce-scatter, all-to-all and a send/recv ring over MPI, and
+ * the same over NCCL where every rank has a GPU and libnccl (fabric_nccl.c).  Rank 0
  * prints each result as soon as it has it, as "@cs-fabric ..." lines on stdout (mpirun forwards
  * them from wherever rank 0 runs), so a job that dies midway still leaves what it measured.
  * The format is read by topology/fabric.c.
@@ -21,13 +22,15 @@
 #include <mpi.h>
 
 #include "commscope/ops.h"
+#include "fabric_bench.h"
 #include "topology.h"
 
 struct opts {
     size_t min_bytes, max_bytes, pair_bytes;
     int pair_iters, lat_iters, max_rounds;
-    int factor;    /* sweep step: sizes min, min*factor, ... max */
-    int fail_node; /* testing: this node's leader exits after the first round */
+    int factor;       /* sweep step: sizes min, min*factor, ... max */
+    int fail_node;    /* testing: this node's leader exits after the first round */
+    const char *nccl; /* --nccl auto|off */
 };
 
 static size_t parse_size(const char *s)
@@ -46,8 +49,7 @@ static size_t parse_size(const char *s)
 static int rank0;
 
 /* One line of the result stream (rank 0 only), flushed so a dying job keeps it. */
-static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void emit(const char *fmt, ...)
+void cs__fabric_emit(const char *fmt, ...)
 {
     if (!rank0)
         return;
@@ -107,15 +109,32 @@ static double stream(MPI_Comm c, int me, int from, int to, char *buf, size_t byt
     return dt > 0 ? (double)bytes * iters * 8 / dt / 1e9 : 0;
 }
 
-static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, char *buf,
-                         struct pair_result *r)
+/*
+ * Wait until every member of c has arrived without spinning: ranks that are not measuring must
+ * not take the CPU from the ones that are (MPI's blocking waits poll), which on a shared or
+ * oversubscribed node turns a latency test into a test of the scheduler.
+ */
+static void quiet_barrier(MPI_Comm c)
 {
-    int a = me < peer ? me : peer, b = me < peer ? peer : me;
-    r->t0_ns = realtime_ns();
-    /* Latency: 8-byte ping-pong, half the fastest round trip. */
-    double *rt = malloc((size_t)o->lat_iters * sizeof(double));
+    MPI_Request rq;
+    int done = 0;
+    MPI_Ibarrier(c, &rq);
+    for (;;) {
+        MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Latency between a and b (me is one of them): half the fastest of iters 8-byte round trips,
+ * after two warm-up exchanges, in microseconds. */
+static double ping_pong(MPI_Comm c, int me, int a, int b, int iters)
+{
     char x[8] = {0};
-    for (int i = -2; i < o->lat_iters; i++) { /* two warm-up exchanges */
+    double best = 0;
+    for (int i = -2; i < iters; i++) {
         double t0 = MPI_Wtime();
         if (me == a) {
             MPI_Send(x, 8, MPI_BYTE, b, 3, c);
@@ -124,19 +143,21 @@ static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, cha
             MPI_Recv(x, 8, MPI_BYTE, a, 3, c, MPI_STATUS_IGNORE);
             MPI_Send(x, 8, MPI_BYTE, a, 3, c);
         }
-        if (i >= 0 && rt)
-            rt[i] = MPI_Wtime() - t0;
+        double rt = MPI_Wtime() - t0;
+        /* The fastest round trip is what the link allows; slower ones measure the scheduler on
+         * a shared or oversubscribed node. */
+        if (i >= 0 && (best == 0 || rt < best))
+            best = rt;
     }
-    /* The fastest round trip is what the link allows; slower ones measure the scheduler on a
-     * shared or oversubscribed node. */
-    double lat = 0;
-    if (rt) {
-        double best = rt[0];
-        for (int i = 1; i < o->lat_iters; i++)
-            best = rt[i] < best ? rt[i] : best;
-        lat = best / 2 * 1e6;
-        free(rt);
-    }
+    return best / 2 * 1e6;
+}
+
+static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, char *buf,
+                         struct pair_result *r)
+{
+    int a = me < peer ? me : peer, b = me < peer ? peer : me;
+    r->t0_ns = realtime_ns();
+    double lat = ping_pong(c, me, a, b, o->lat_iters);
     stream(c, me, a, b, buf, o->pair_bytes, 1); /* warm-up: connection set-up */
     double ab = stream(c, me, a, b, buf, o->pair_bytes, o->pair_iters);
     double ba = stream(c, me, b, a, buf, o->pair_bytes, o->pair_iters);
@@ -152,6 +173,68 @@ static void measure_pair(MPI_Comm c, int me, int peer, const struct opts *o, cha
     r->lat_us = lat;
 }
 
+struct lat_pair {
+    int a, b;
+    double lat;
+};
+
+static int cmp_lat_desc(const void *x, const void *y)
+{
+    double a = ((const struct lat_pair *)x)->lat, b = ((const struct lat_pair *)y)->lat;
+    return a > b ? -1 : a < b;
+}
+
+/*
+ * Re-test the pairs whose latency stood out: above RETEST_FACTOR x the lowest of all links (at
+ * most RETEST_MAX, the highest first), RETEST_TRIES bursts each, one pair at a time
+ * while every other node waits without spinning, the passes spread over time (each pair's next
+ * burst comes after every other pair's and a 5 ms pause).  One burst of round trips taken while the
+ * node was busy (concurrent pairs of its round, other jobs, a rank that polls) can be slow from
+ * start to end; a link or node that is really slow is slow every time.  Rank 0 prints the lowest
+ * figure of the re-test as a "latency" line; the verdict keeps the lower of it and the
+ * round's.  seen/n: node 0's pair results (NULL, 0 elsewhere).
+ */
+enum { RETEST_MAX = 64, RETEST_TRIES = 5 };
+#define RETEST_FACTOR 2.0
+
+static void retest_latency(MPI_Comm leaders, int node, const struct opts *o, struct lat_pair *seen,
+                           size_t n)
+{
+    int cnt = 0;
+    struct lat_pair pick[RETEST_MAX];
+    if (node == 0 && n > 0) {
+        qsort(seen, n, sizeof(*seen), cmp_lat_desc);
+        double low = seen[n - 1].lat; /* sorted high to low */
+        for (size_t i = 0; i < n && cnt < RETEST_MAX; i++)
+            if (seen[i].lat > RETEST_FACTOR * low)
+                pick[cnt++] = seen[i];
+    }
+    MPI_Bcast(&cnt, 1, MPI_INT, 0, leaders);
+    if (!cnt)
+        return;
+    MPI_Bcast(pick, cnt * (int)sizeof(pick[0]), MPI_BYTE, 0, leaders);
+    double best[RETEST_MAX], got[RETEST_MAX];
+    for (int k = 0; k < cnt; k++)
+        best[k] = 1e300; /* not in the pair: contributes nothing to the minimum */
+    for (int t = 0; t < RETEST_TRIES; t++) {
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+        for (int k = 0; k < cnt; k++) {
+            if (node == pick[k].a || node == pick[k].b) {
+                double lat = ping_pong(leaders, node, pick[k].a, pick[k].b, o->lat_iters);
+                if (lat > 0 && lat < best[k])
+                    best[k] = lat;
+            }
+            quiet_barrier(leaders);
+        }
+    }
+    MPI_Reduce(best, got, cnt, MPI_DOUBLE, MPI_MIN, 0, leaders);
+    for (int k = 0; node == 0 && k < cnt; k++)
+        if (got[k] < 1e299)
+            cs__fabric_emit("latency a=%d b=%d latency_us=%.6g retests=%d", pick[k].a, pick[k].b,
+                            got[k], RETEST_TRIES);
+}
+
 static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
 {
     char *buf = calloc(1, o->pair_bytes);
@@ -161,8 +244,12 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
     int use = rounds;
     if (m > 64 && o->max_rounds < rounds)
         use = o->max_rounds; /* sampled: evenly spaced rounds */
-    emit("pairs rounds=%d of=%d", use, rounds);
+    cs__fabric_emit("pairs rounds=%d of=%d", use, rounds);
     struct pair_result *all = node == 0 ? calloc((size_t)m, sizeof(*all)) : NULL;
+    size_t cap_seen = node == 0 ? (size_t)use * (size_t)(m / 2 + 1) : 0, nseen = 0;
+    struct lat_pair *seen = cap_seen ? calloc(cap_seen, sizeof(*seen)) : NULL;
+    if (!seen)
+        cap_seen = 0;
     for (int k = 0; k < use; k++) {
         int r = use == rounds ? k : (int)((long)k * rounds / use);
         int p = partner(node, r, m);
@@ -170,14 +257,22 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
         if (p >= 0)
             measure_pair(leaders, node, p, o, buf, &res);
         if (node != res.a)
-            res.a = -1; /* the lower node of a pair reports it */
+            res.a = -1;         /* the lower node of a pair reports it */
+        quiet_barrier(leaders); /* pairs that finish early let the others measure */
         MPI_Gather(&res, (int)sizeof(res), MPI_BYTE, all, (int)sizeof(res), MPI_BYTE, 0, leaders);
         for (int i = 0; all && i < m; i++)
+            if (all[i].a >= 0 && nseen < cap_seen) {
+                seen[nseen].a = all[i].a;
+                seen[nseen].b = all[i].b;
+                seen[nseen++].lat = all[i].lat_us;
+            }
+        for (int i = 0; all && i < m; i++)
             if (all[i].a >= 0)
-                emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g "
-                     "t0_ns=%lld t1_ns=%lld sent_bytes=%lld",
-                     r, all[i].a, all[i].b, all[i].gbps_ab, all[i].gbps_ba, all[i].lat_us,
-                     (long long)all[i].t0_ns, (long long)all[i].t1_ns, (long long)all[i].sent);
+                cs__fabric_emit("pair round=%d a=%d b=%d ab_gbps=%.6g ba_gbps=%.6g latency_us=%.6g "
+                                "t0_ns=%lld t1_ns=%lld sent_bytes=%lld",
+                                r, all[i].a, all[i].b, all[i].gbps_ab, all[i].gbps_ba,
+                                all[i].lat_us, (long long)all[i].t0_ns, (long long)all[i].t1_ns,
+                                (long long)all[i].sent);
         if (o->fail_node == node && node != 0) {
             fprintf(stderr, "cs_fabric: node %d exits on purpose (COMMSCOPE_FABRIC_FAIL_NODE)\n",
                     node);
@@ -186,6 +281,8 @@ static void run_pairs(MPI_Comm leaders, int node, int m, const struct opts *o)
     }
     free(all);
     free(buf);
+    retest_latency(leaders, node, o, seen, nseen);
+    free(seen);
 }
 
 static const struct {
@@ -223,6 +320,11 @@ static void coll_once(int k, void *s, void *r, size_t bytes, int n, int me)
     }
 }
 
+int cs__fabric_iters(size_t bytes)
+{
+    return bytes <= 65536 ? 20 : bytes <= (1u << 22) ? 5 : 2;
+}
+
 static void run_collectives(int me, int n, const struct opts *o)
 {
     float *s = calloc(1, o->max_bytes + 64), *r = calloc(1, o->max_bytes + 64);
@@ -239,7 +341,7 @@ static void run_collectives(int me, int n, const struct opts *o)
                 if (!size)
                     continue;
             }
-            int iters = size <= 65536 ? 20 : size <= (1u << 22) ? 5 : 2;
+            int iters = cs__fabric_iters(size);
             coll_once((int)k, s, r, size, n, me); /* warm-up */
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
@@ -249,9 +351,10 @@ static void run_collectives(int me, int n, const struct opts *o)
             MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
             if (me == 0 && worst > 0) {
                 double alg = (double)size * 8 / worst / 1e9;
-                emit("coll op=%s bytes=%zu time_us=%.6g algbw_gbps=%.6g busbw_gbps=%.6g",
-                     colls[k].name, size, worst * 1e6, alg,
-                     alg * cs_op_busbw_factor(colls[k].op, n));
+                cs__fabric_emit("coll op=%s transport=mpi bytes=%zu time_us=%.6g algbw_gbps=%.6g "
+                                "busbw_gbps=%.6g",
+                                colls[k].name, size, worst * 1e6, alg,
+                                alg * cs_op_busbw_factor(colls[k].op, n));
             }
         }
     }
@@ -314,15 +417,16 @@ static void report_ports(MPI_Comm leaders, int m, const struct port_snap *before
                     allb[k * MAX_PORTS + j].port == a->port)
                     b = &allb[k * MAX_PORTS + j];
             if (!b || !a->valid || !b->valid) {
-                emit("port node=%d nic=%s port=%d valid=0", k, a->nic, a->port);
+                cs__fabric_emit("port node=%d nic=%s port=%d valid=0", k, a->nic, a->port);
                 continue;
             }
             long long d[6];
             for (int x = 0; x < 6; x++)
                 d[x] = a->v[x] >= b->v[x] ? (long long)(a->v[x] - b->v[x]) : -1;
-            emit("port node=%d nic=%s port=%d valid=1 xmit_bytes=%lld rcv_bytes=%lld "
-                 "symbol_errors=%lld rcv_errors=%lld link_downed=%lld xmit_discards=%lld",
-                 k, a->nic, a->port, d[0], d[1], d[2], d[3], d[4], d[5]);
+            cs__fabric_emit(
+                "port node=%d nic=%s port=%d valid=1 xmit_bytes=%lld rcv_bytes=%lld "
+                "symbol_errors=%lld rcv_errors=%lld link_downed=%lld xmit_discards=%lld",
+                k, a->nic, a->port, d[0], d[1], d[2], d[3], d[4], d[5]);
         }
     free(all);
     free(allb);
@@ -330,7 +434,7 @@ static void report_ports(MPI_Comm leaders, int m, const struct port_snap *before
 
 int main(int argc, char **argv)
 {
-    struct opts o = {8, 64u << 20, 4u << 20, 8, 50, 16, 2, -1};
+    struct opts o = {8, 64u << 20, 4u << 20, 8, 50, 16, 2, -1, "auto"};
     const char *fail = getenv("COMMSCOPE_FABRIC_FAIL_NODE");
     if (fail)
         o.fail_node = atoi(fail);
@@ -348,6 +452,8 @@ int main(int argc, char **argv)
             o.factor = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-rounds"))
             o.max_rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--nccl"))
+            o.nccl = argv[i + 1];
     }
     if (o.min_bytes < 8)
         o.min_bytes = 8;
@@ -401,11 +507,11 @@ int main(int argc, char **argv)
         all = calloc((size_t)n, sizeof(*all));
     MPI_Gather(&mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, 0,
                MPI_COMM_WORLD);
-    emit("start ranks=%d nodes=%d pair_bytes=%zu pair_iters=%d max_bytes=%zu", n, m, o.pair_bytes,
-         o.pair_iters, o.max_bytes);
+    cs__fabric_emit("start ranks=%d nodes=%d pair_bytes=%zu pair_iters=%d max_bytes=%zu", n, m,
+                    o.pair_bytes, o.pair_iters, o.max_bytes);
     for (int i = 0; all && i < n; i++)
-        emit("rank rank=%d node=%d host=%s nic=%s nic_gbps=%.6g", i, all[i].node, all[i].host,
-             all[i].nic[0] ? all[i].nic : "-", all[i].gbps);
+        cs__fabric_emit("rank rank=%d node=%d host=%s nic=%s nic_gbps=%.6g", i, all[i].node,
+                        all[i].host, all[i].nic[0] ? all[i].nic : "-", all[i].gbps);
     free(all);
 
     struct port_snap before[MAX_PORTS];
@@ -413,12 +519,15 @@ int main(int argc, char **argv)
         read_ports(before);
     if (lrank == 0 && m > 1)
         run_pairs(leaders, node, m, &o);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (o.max_bytes >= o.min_bytes)
+    quiet_barrier(MPI_COMM_WORLD); /* the other ranks of each node wait without spinning */
+    if (o.max_bytes >= o.min_bytes) {
         run_collectives(me, n, &o);
+        struct cs__fabric_sweep sw = {o.min_bytes, o.max_bytes, o.factor};
+        cs__fabric_nccl(MPI_COMM_WORLD, lrank, &sw, o.nccl);
+    }
     if (lrank == 0)
         report_ports(leaders, m, before);
-    emit("done");
+    cs__fabric_emit("done");
     if (leaders != MPI_COMM_NULL)
         MPI_Comm_free(&leaders);
     MPI_Comm_free(&local);

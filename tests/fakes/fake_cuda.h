@@ -21,6 +21,8 @@
 typedef enum {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
@@ -53,6 +55,8 @@ typedef struct {
 } dim3;
 
 cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device);

@@ -71,11 +71,13 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* FAKE_CUDA_DEVICES: the number of simulated GPUs (default 8); 0: none, as on a machine without
+ * a GPU, where the runtime answers cudaErrorNoDevice. */
 static int ndevs(void)
 {
     const char *v = getenv("FAKE_CUDA_DEVICES");
     int n = v ? atoi(v) : 8;
-    return n < 1 ? 1 : n > MAX_DEVS ? MAX_DEVS : n;
+    return n < 0 ? 0 : n > MAX_DEVS ? MAX_DEVS : n;
 }
 
 static uint64_t take_duration(void)
@@ -214,6 +216,23 @@ API void fakeCudaObserve(const struct fake_cuda_observer *o)
 API cudaError_t cudaGetDeviceCount(int *count)
 {
     *count = ndevs();
+    return *count ? cudaSuccess : cudaErrorNoDevice;
+}
+
+/* "Device" memory is host memory (the CPU NCCL double moves it). */
+API cudaError_t cudaMalloc(void **ptr, size_t bytes)
+{
+    if (!ptr)
+        return cudaErrorInvalidValue;
+    if (!ndevs())
+        return cudaErrorNoDevice;
+    *ptr = calloc(1, bytes ? bytes : 1);
+    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+API cudaError_t cudaFree(void *ptr)
+{
+    free(ptr);
     return cudaSuccess;
 }
 

@@ -10,6 +10,10 @@
  *
  * Limits, all answered with ncclInvalidArgument: at most FAKE_MAX_RANKS members and FAKE_SLOT
  * bytes per member per call.
+ *
+ * FAKE_NCCL_LOG=PATH appends one line per collective, send and receive call ("call NAME rank R
+ * nranks N count C type T bytes B peer P", B = count x the type's size, P = -1 for collectives):
+ * the ground truth tests compare a program's NCCL traffic with.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -77,6 +81,26 @@ static __thread struct p2p pend[256];
 static __thread int npend;
 
 static const size_t tsize[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+static void log_call(const char *name, const struct ncclComm *c, size_t count, int t, int peer)
+{
+    const char *path = getenv("FAKE_NCCL_LOG");
+    if (!path || !*path || !c || t < 0 || t >= 12)
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "call %s rank %d nranks %d count %zu type %d bytes %zu "
+                     "peer %d\n",
+                     name, c->rank, c->nranks, count, t, count * tsize[t], peer);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (fd < 0)
+        return;
+    /* One write per line with O_APPEND: lines of concurrent ranks do not interleave. */
+    if (write(fd, line, (size_t)n) != n) {
+        /* A test double: a short log makes the test that reads it fail. */
+    }
+    close(fd);
+}
 
 /*
  * GPU work: when the program runs on the fake CUDA runtime (fake_cudart.c), every launch (a call,
@@ -441,6 +465,10 @@ API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *dev) ALIAS(ncclCom
 static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, int t, int root,
                          ncclComm_t c)
 {
+    static const char *const names[8] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                         "ReduceScatter", "AlltoAll",  "Gather", "Scatter"};
+    if (kind >= 0 && kind < 8)
+        log_call(names[kind], c, count, t, -1);
     if (!c || t < 0 || t >= 12 || (root < 0 && (kind == 1 || kind == 2 || kind >= 6)) ||
         root >= c->nranks)
         return ncclInvalidArgument;
@@ -552,6 +580,7 @@ static ncclResult_t p2p(int send, void *buf, size_t count, ncclDataType_t t, int
 {
     if (!c || (int)t < 0 || (int)t >= 12 || peer < 0 || peer >= c->nranks)
         return ncclInvalidArgument;
+    log_call(send ? "Send" : "Recv", c, count, (int)t, peer);
     struct p2p p = {send, buf, count * tsize[t], peer, c};
     if (group_depth == 0)
         return do_p2p(&p);

@@ -125,6 +125,69 @@ int main(void)
     CHECK_INT(f.n_suspects, ==, 3);
     cs_fabric_free(&f);
 
+    /* Latency, judged against peers.  A node whose every link is slow to answer (a busy host):
+     * the node is slow, its links are not suspects of their own, whatever half of them the
+     * median of all links would have split off.  A single slow cable: that link, both nodes ok. */
+    cs_fabric_init(&f);
+    feed_nodes(&f, 4, NULL);
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            feed_link(&f, a, b, 400, a == 0 ? (b == 1 ? 2600 : b == 2 ? 3900 : 6000) : 20);
+    cs_fabric_feed(&f, "@cs-fabric done");
+    cs_fabric_judge(&f, &lim);
+    CHECK_STR(f.nodes[0].status, "slow");
+    CHECK_NEAR(f.nodes[0].latency_us, 3900, 1e-9);
+    CHECK_NEAR(f.node_reference_latency_us, 20, 1e-9); /* h2..h4: median of (slow, 20, 20) */
+    CHECK_CONTAINS(f.nodes[0].evidence, "latency 3.9e+03 us vs 20 us median of nodes");
+    for (int i = 1; i < 4; i++)
+        CHECK_STR(f.nodes[i].status, "ok");
+    CHECK_INT(f.n_suspects, ==, 1);
+    CHECK(f.n_suspects && !strcmp(f.suspects[0].name, "h1"));
+    /* h1 - h2 (2600 us) against h1's and h2's other links (3900, 6000, 20, 20): median 1960. */
+    CHECK_NEAR(link_of(&f, 0, 1)->latency_ref_us, 1960, 1e-9);
+    CHECK_STR(link_of(&f, 0, 1)->status, "ok");
+    CHECK_STR(link_of(&f, 2, 3)->status, "ok");
+    cs_fabric_free(&f);
+
+    cs_fabric_init(&f);
+    feed_nodes(&f, 4, NULL);
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            feed_link(&f, a, b, 400, a == 1 && b == 2 ? 200 : 20);
+    cs_fabric_feed(&f, "@cs-fabric done");
+    cs_fabric_judge(&f, &lim);
+    for (int i = 0; i < 4; i++)
+        CHECK_STR(f.nodes[i].status, "ok");
+    CHECK_STR(link_of(&f, 1, 2)->status, "slow");
+    CHECK_CONTAINS(link_of(&f, 1, 2)->evidence,
+                   "latency 200 us vs 20 us median of the two nodes' other links");
+    CHECK_INT(f.n_suspects, ==, 1);
+    CHECK(f.n_suspects && !strcmp(f.suspects[0].name, "h2 - h3"));
+    cs_fabric_free(&f);
+
+    /* A re-test ("latency" line) keeps the lower figure: the same slow cable, re-measured at
+     * 25 us, is fine; one re-measured slow stays slow; a re-test of a pair never measured is a
+     * malformed line. */
+    cs_fabric_init(&f);
+    feed_nodes(&f, 4, NULL);
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            feed_link(&f, a, b, 400, (a == 1 && b == 2) || (a == 0 && b == 3) ? 200 : 20);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric latency a=1 b=2 latency_us=25 retests=5"), ==, 1);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric latency a=0 b=3 latency_us=300 retests=5"), ==, 1);
+    CHECK_INT(cs_fabric_feed(&f, "@cs-fabric latency a=0 b=7 latency_us=1 retests=5"), ==, -1);
+    cs_fabric_feed(&f, "@cs-fabric done");
+    cs_fabric_judge(&f, &lim);
+    CHECK_NEAR(link_of(&f, 1, 2)->latency_us, 25, 1e-9);
+    CHECK_INT(link_of(&f, 1, 2)->latency_retests, ==, 5);
+    CHECK_STR(link_of(&f, 1, 2)->status, "ok");
+    CHECK_NEAR(link_of(&f, 0, 3)->latency_us, 200, 1e-9);
+    CHECK_STR(link_of(&f, 0, 3)->status, "slow");
+    CHECK_CONTAINS(link_of(&f, 0, 3)->evidence, "(lowest after a re-test)");
+    CHECK_INT(f.n_suspects, ==, 1);
+    CHECK(f.n_suspects && !strcmp(f.suspects[0].name, "h1 - h4"));
+    cs_fabric_free(&f);
+
     /* A node that failed mid-benchmark: no result; malformed and missing lines are noted. */
     cs_fabric_init(&f);
     feed_nodes(&f, 4, NULL);
