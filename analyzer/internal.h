@@ -128,31 +128,25 @@ struct cs__clock_memo {
     int64_t q;
     int ok;
 };
+/* Fill m for time t, whose correction is q (align.c). */
+void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t, int64_t q);
 
-/* cs__clock_map(c, t), for a stream of nearby times: the correction q(t) is monotonic in t (a
- * rounded linear function), so every t between two times with the same q has that q too, and
- * the memo answers without the multiply and divide until t leaves the range (the drift moves q
- * by 1 every den / |num| ns, typically milliseconds).  Same results as cs__clock_map. */
+/* cs__clock_map(c, t), for a stream of nearby times: the correction q(t) is a rounded linear
+ * function of t, so it changes only every den / |num| ns (typically milliseconds), and the memo
+ * holds the range of times around the last one that share its q (checked exactly, see
+ * cs__clock_memo_fill).  Same results as cs__clock_map. */
 static inline int64_t cs__clock_map_near(struct cs__clock_memo *m, const struct cs__clock *c,
                                          uint64_t t)
 {
     if (c->valid < 2)
         return (int64_t)t + c->o0;
     int64_t q, r;
-    if (m->ok && t >= m->lo && t <= m->hi) {
+    if (m->ok && t >= m->lo && t <= m->hi)
         q = m->q;
-    } else if (cs__clock_corr(c, t, &q)) {
-        if (m->ok && q == m->q) {
-            if (t < m->lo)
-                m->lo = t;
-            if (t > m->hi)
-                m->hi = t;
-        } else {
-            *m = (struct cs__clock_memo){.lo = t, .hi = t, .q = q, .ok = 1};
-        }
-    } else {
+    else if (cs__clock_corr(c, t, &q))
+        cs__clock_memo_fill(m, c, t, q);
+    else
         return cs__clock_map_wide(c, t);
-    }
     if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
         return r;
     return cs__clock_map_wide(c, t);
