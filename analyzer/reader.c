@@ -622,11 +622,15 @@ void cs_reader_rewind(struct cs_reader *r)
 const struct cs_event *cs_reader_next(struct cs_reader *r)
 {
     struct cursor *best = NULL;
-    /* Threads are few (usually one), so a linear scan beats a heap here. */
-    for (size_t t = 0; t < r->ncur; t++) {
-        struct cursor *c = &r->cur[t];
-        if (c->ev && (!best || c->ev->t_begin < best->ev->t_begin))
-            best = c;
+    /* Threads are few (usually one: then no scan), so a linear scan beats a heap here. */
+    if (r->ncur == 1) {
+        best = r->cur->ev ? r->cur : NULL;
+    } else {
+        for (size_t t = 0; t < r->ncur; t++) {
+            struct cursor *c = &r->cur[t];
+            if (c->ev && (!best || c->ev->t_begin < best->ev->t_begin))
+                best = c;
+        }
     }
     if (!best)
         return NULL;
