@@ -58,7 +58,8 @@ int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t)
  * ends of t's step are estimated in floating point, pulled in by a margin, and kept only when the
  * exact 64-bit correction there is q (else the range stays at t on that side).
  */
-void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t, int64_t q)
+void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t,
+                         int64_t q)
 {
     uint64_t lo = t, hi = t;
     int64_t qc;

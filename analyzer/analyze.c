@@ -29,8 +29,9 @@ struct tourney {
 static int before(const struct src *a, const struct src *b)
 {
     /* (key, r) compared as one 128-bit number: no branch to mispredict */
-    unsigned __int128 x = (unsigned __int128)((uint64_t)a->key ^ (1ull << 63)) << 64 | (unsigned)a->r,
-                      y = (unsigned __int128)((uint64_t)b->key ^ (1ull << 63)) << 64 | (unsigned)b->r;
+    typedef unsigned __int128 u128;
+    u128 x = (u128)((uint64_t)a->key ^ (1ull << 63)) << 64 | (unsigned)a->r,
+         y = (u128)((uint64_t)b->key ^ (1ull << 63)) << 64 | (unsigned)b->r;
     return x < y;
 }
 

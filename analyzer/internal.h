@@ -129,7 +129,8 @@ struct cs__clock_memo {
     int ok;
 };
 /* Fill m for time t, whose correction is q (align.c). */
-void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t, int64_t q);
+void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t,
+                         int64_t q);
 
 /* cs__clock_map(c, t), for a stream of nearby times: the correction q(t) is a rounded linear
  * function of t, so it changes only every den / |num| ns (typically milliseconds), and the memo

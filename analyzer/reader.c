@@ -344,8 +344,8 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
                         "event %" PRIu32 " in block %" PRIu64 ": collective %s without a"
                         " communicator (byte %" PRIu64 ")",
                         k, bi, oi->name, at);
-        if (((oi->kind == CS_KIND_ICOLL) | (oi->kind == CS_KIND_IP2P) | (oi->kind == CS_KIND_DONE)) &
-            (e->request == 0))
+        if (((oi->kind == CS_KIND_ICOLL) | (oi->kind == CS_KIND_IP2P) |
+             (oi->kind == CS_KIND_DONE)) & (e->request == 0))
             return fail(r, err, errlen, CS_EEVENT,
                         "event %" PRIu32 " in block %" PRIu64 ": %s without a request id (byte %"
                         PRIu64 ")",
