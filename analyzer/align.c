@@ -52,6 +52,44 @@ int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t)
     return (int64_t)((i128)t + c->o0 + q);
 }
 
+/*
+ * The times around t with t's correction q, for cs__clock_map_near.  q(t) is monotonic in t
+ * (num * (t - l0) / den rounded), so when q(lo) = q(t) = q(hi) every time in [lo, hi] has q: the
+ * ends of t's step are estimated in floating point, pulled in by a margin, and kept only when the
+ * exact 64-bit correction there is q (else the range stays at t on that side).
+ */
+void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t,
+                         int64_t q)
+{
+    uint64_t lo = t, hi = t;
+    int64_t qc;
+    if (c->num == 0) {
+        /* q is 0 for every t the 64-bit path takes (t <= INT64_MAX) */
+        lo = 0;
+        hi = INT64_MAX;
+    } else {
+        /* t - l0 does not overflow: cs__clock_corr computed q */
+        double d = (double)((int64_t)t - (int64_t)c->l0);
+        double xr = (double)c->num * d / (double)c->den; /* t in units of q */
+        double per = (double)c->den / (double)c->num;    /* ns per unit of q, signed */
+        double da = ((double)q - 0.5 - xr) * per, db = ((double)q + 0.5 - xr) * per;
+        double dlo = da < db ? da : db, dhi = da < db ? db : da;
+        double margin = 2 + 1e-6 * (dhi - dlo);
+        double up = dhi - margin, down = -dlo - margin;
+        if (up >= 1 && up < 4e18) {
+            uint64_t x = t + (uint64_t)up;
+            if (x > t && x <= INT64_MAX && cs__clock_corr(c, x, &qc) && qc == q)
+                hi = x;
+        }
+        if (down >= 1 && down < 4e18 && (uint64_t)down <= t) {
+            uint64_t x = t - (uint64_t)down;
+            if (cs__clock_corr(c, x, &qc) && qc == q)
+                lo = x;
+        }
+    }
+    *m = (struct cs__clock_memo){.lo = lo, .hi = hi, .q = q, .ok = 1};
+}
+
 double cs__clock_drift_ppm(const struct cs__clock *c)
 {
     if (c->valid < 2)

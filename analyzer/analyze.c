@@ -3,6 +3,7 @@
  * (a k-way merge over ranks, so open collective instances stay few and memory stays bounded by
  * the events in flight), match and measure, then build the report model.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,36 +11,42 @@
 #include "internal.h"
 #include "steps.h"
 
-/* The merge heap keeps each rank's key beside it, so comparisons touch one array only. */
-struct heap_ent {
+/* The merge: a tournament (loser) tree over the ranks with events, ordered by (aligned t_begin,
+ * rank).  Taking the next event replays one leaf-to-root path: one comparison per level, where a
+ * binary heap needs up to two and mispredicts more.  Any exact merge gives the same order: the
+ * (key, rank) order is total. */
+struct src {
     int64_t key;
-    int r;
+    int r; /* world rank; INT_MAX once the stream is exhausted (key INT64_MAX): after the others */
 };
 
-struct heap {
-    struct heap_ent *e;
-    size_t n;
+struct tourney {
+    struct src *s;  /* [m]: the leaves (m a power of two, padding sources done) */
+    int *lose;      /* [m]: lose[i] the loser at inner node i (1..m-1) */
+    int m, win, n;  /* n: sources not done */
 };
 
-static int before(const struct heap_ent *a, const struct heap_ent *b)
+static int before(const struct src *a, const struct src *b)
 {
-    return a->key < b->key || (a->key == b->key && a->r < b->r);
+    /* (key, r) compared as one 128-bit number: no branch to mispredict */
+    typedef unsigned __int128 u128;
+    u128 x = (u128)((uint64_t)a->key ^ (1ull << 63)) << 64 | (unsigned)a->r,
+         y = (u128)((uint64_t)b->key ^ (1ull << 63)) << 64 | (unsigned)b->r;
+    return x < y;
 }
 
-static void sift_down(struct heap *h, size_t i)
+/* Leaf x changed: replay its path to the root. */
+static void replay(struct tourney *t, int x)
 {
-    struct heap_ent x = h->e[i];
-    for (;;) {
-        size_t l = 2 * i + 1, m;
-        if (l >= h->n)
-            break;
-        m = l + 1 < h->n && before(&h->e[l + 1], &h->e[l]) ? l + 1 : l;
-        if (!before(&h->e[m], &x))
-            break;
-        h->e[i] = h->e[m];
-        i = m;
+    int w = x;
+    for (int i = (x + t->m) >> 1; i > 0; i >>= 1) {
+        int l = t->lose[i];
+        /* swap w and l when l wins, without a branch (the outcome is a coin toss) */
+        int d = (w ^ l) & -before(&t->s[l], &t->s[w]);
+        t->lose[i] = l ^ d;
+        w ^= d;
     }
-    h->e[i] = x;
+    t->win = w;
 }
 
 int cs__analyze(struct cs__run *run, struct cs_report *rep)
@@ -77,24 +84,43 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     /* After the steps' pre-pass: --perfetto-steps needs the step boundaries. */
     if (run->perfetto_opts)
         cs__perfetto_begin(run);
-    struct heap h = {.e = malloc(((size_t)run->world + 1) * sizeof *h.e)};
-    if (!h.e) {
+    struct tourney h = {.m = 1};
+    while (h.m < run->world)
+        h.m *= 2;
+    h.s = malloc((size_t)h.m * sizeof *h.s);
+    h.lose = malloc((size_t)h.m * sizeof *h.lose);
+    int *wins = malloc(2 * (size_t)h.m * sizeof *wins);
+    if (!h.s || !h.lose || !wins) {
+        free(h.s);
+        free(h.lose);
+        free(wins);
         cs__problem(run, "out of memory for the event merge");
         cs__report_build(run, rep);
         return CS_ENOMEM;
     }
-    for (int r = 0; r < run->world; r++) {
-        struct cs__rank *rk = &run->ranks[r];
-        if (!rk->present)
+    for (int x = 0; x < h.m; x++) {
+        struct cs__rank *rk = x < run->world ? &run->ranks[x] : NULL;
+        h.s[x] = (struct src){.key = INT64_MAX, .r = INT_MAX};
+        if (!rk || !rk->present)
             continue;
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
-            rk->next_key = cs__clock_map(&rk->clk, rk->next->t_begin);
-            h.e[h.n++] = (struct heap_ent){rk->next_key, r};
+            rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
+            h.s[x] = (struct src){.key = rk->next_key, .r = x};
+            h.n++;
         }
     }
-    for (size_t i = h.n; i-- > 0;)
-        sift_down(&h, i);
+    /* Build bottom-up: wins[i] the winner below node i, lose[i] the other one. */
+    for (int x = 0; x < h.m; x++)
+        wins[h.m + x] = x;
+    for (int i = h.m - 1; i > 0; i--) {
+        int a = wins[2 * i], b = wins[2 * i + 1];
+        int b_first = before(&h.s[b], &h.s[a]);
+        wins[i] = b_first ? b : a;
+        h.lose[i] = b_first ? a : b;
+    }
+    h.win = h.m > 1 ? wins[1] : 0;
+    free(wins);
     /* Ranks without events will send nothing: instances need not wait for them. */
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present && !run->ranks[r].next)
@@ -105,11 +131,11 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         kind[op] = (unsigned char)cs_op_info(op)->kind;
     uint64_t nev = 0;
     while (h.n) {
-        int r = h.e[0].r;
+        int r = h.win;
         struct cs__rank *rk = &run->ranks[r];
         const struct cs_event *ev = rk->next;
         /* Each timestamp is mapped once here and handed on. */
-        int64_t tb = rk->next_key, te = cs__clock_map(&rk->clk, ev->t_end);
+        int64_t tb = rk->next_key, te = cs__clock_map_near(&rk->clkm, &rk->clk, ev->t_end);
         if (run->events_out)
             cs__events_csv_line(run->events_out, run, r, ev, tb, te);
         enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
@@ -129,14 +155,16 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
             cs__gpu_event(run, r, ev, k, tb, te);
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
-            rk->next_key = h.e[0].key = cs__clock_map(&rk->clk, rk->next->t_begin);
+            rk->next_key = h.s[r].key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
         } else {
-            h.e[0] = h.e[--h.n];
+            h.s[r] = (struct src){.key = INT64_MAX, .r = INT_MAX};
+            h.n--;
             cs__match_rank_done(run, r);
         }
-        sift_down(&h, 0);
+        replay(&h, r);
     }
-    free(h.e);
+    free(h.s);
+    free(h.lose);
     if (run->progress_out)
         cs__progress(run, nev, 1);
     cs__gpu_finish(run);

@@ -129,9 +129,15 @@ static int add_comm(struct cs__run *run, struct cs__steps *S, uint64_t id, int c
 
 int cs__groups_comm(struct cs__run *run, struct cs__steps *S, uint64_t id)
 {
+    struct cs__ccache *e = &S->comm_cache[(id ^ (id >> 32) ^ (id >> 3)) & 7];
+    if (e->idx1 && e->id == id)
+        return e->idx1 - 1;
     uint64_t *v = cs__map_get(&S->comm_idx, id, 0);
-    if (v)
+    if (v) {
+        e->id = id;
+        e->idx1 = (int)*v;
         return (int)(*v - 1);
+    }
     /* Not in any record: world or self (their members follow from the id), else unknown. */
     const struct cs__comm *c = cs__comm_get(run, id);
     if (!c)

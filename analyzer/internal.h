@@ -85,6 +85,28 @@ void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h);
 /* cs__clock_map for two valid samples, in 128-bit integers (any t). */
 int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t);
 
+/* The correction q = round(num * (t - l0) / den) of cs__clock_map in 64 bits: 0 when an
+ * intermediate would overflow (then only 128 bits give it). */
+static inline int cs__clock_corr(const struct cs__clock *c, uint64_t t, int64_t *qo)
+{
+    int64_t d, num, q;
+    if (!(c->fast && t <= INT64_MAX && c->l0 <= INT64_MAX &&
+          !__builtin_sub_overflow((int64_t)t, (int64_t)c->l0, &d) &&
+          !__builtin_mul_overflow(c->num, d, &num) && num > -INT64_MAX &&
+          !__builtin_add_overflow(num >= 0 ? num : -num, c->den / 2, &q)))
+        return 0;
+    /* q / den by the precomputed reciprocal: q * inv / 2^64 is at most one below the quotient
+     * (inv > 2^64 / den - 1 and q < 2^64), so one correction makes it exact. */
+    if (c->den >= 2) {
+        uint64_t n = (uint64_t)q, u = (uint64_t)(((unsigned __int128)n * c->inv) >> 64);
+        if (n - u * (uint64_t)c->den >= (uint64_t)c->den)
+            u++;
+        q = (int64_t)u;
+    }
+    *qo = num >= 0 ? q : -q;
+    return 1;
+}
+
 /* t on rank 0's clock (ns), rounded to nearest.  Inline: the analyzer maps every timestamp. */
 static inline int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
 {
@@ -93,23 +115,41 @@ static inline int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
     /* Exact integer interpolation, rounded to nearest (ties away from zero), extrapolating outside
      * [l0, l1].  The same arithmetic in 64 bits whenever no intermediate overflows (checked), else
      * in 128 bits. */
-    int64_t d, num, q, r;
-    if (c->fast && t <= INT64_MAX && c->l0 <= INT64_MAX &&
-        !__builtin_sub_overflow((int64_t)t, (int64_t)c->l0, &d) &&
-        !__builtin_mul_overflow(c->num, d, &num) && num > -INT64_MAX &&
-        !__builtin_add_overflow(num >= 0 ? num : -num, c->den / 2, &q)) {
-        /* q / den by the precomputed reciprocal: q * inv / 2^64 is at most one below the quotient
-         * (inv > 2^64 / den - 1 and q < 2^64), so one correction makes it exact. */
-        if (c->den >= 2) {
-            uint64_t n = (uint64_t)q, u = (uint64_t)(((unsigned __int128)n * c->inv) >> 64);
-            if (n - u * (uint64_t)c->den >= (uint64_t)c->den)
-                u++;
-            q = (int64_t)u;
-        }
-        q = num >= 0 ? q : -q;
-        if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
-            return r;
-    }
+    int64_t q, r;
+    if (cs__clock_corr(c, t, &q) && !__builtin_add_overflow((int64_t)t, c->o0, &r) &&
+        !__builtin_add_overflow(r, q, &r))
+        return r;
+    return cs__clock_map_wide(c, t);
+}
+
+/* Memo of cs__clock_map_near (zeroed: empty): the local times lo..hi all have correction q. */
+struct cs__clock_memo {
+    uint64_t lo, hi;
+    int64_t q;
+    int ok;
+};
+/* Fill m for time t, whose correction is q (align.c). */
+void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t,
+                         int64_t q);
+
+/* cs__clock_map(c, t), for a stream of nearby times: the correction q(t) is a rounded linear
+ * function of t, so it changes only every den / |num| ns (typically milliseconds), and the memo
+ * holds the range of times around the last one that share its q (checked exactly, see
+ * cs__clock_memo_fill).  Same results as cs__clock_map. */
+static inline int64_t cs__clock_map_near(struct cs__clock_memo *m, const struct cs__clock *c,
+                                         uint64_t t)
+{
+    if (c->valid < 2)
+        return (int64_t)t + c->o0;
+    int64_t q, r;
+    if (m->ok && t >= m->lo && t <= m->hi)
+        q = m->q;
+    else if (cs__clock_corr(c, t, &q))
+        cs__clock_memo_fill(m, c, t, q);
+    else
+        return cs__clock_map_wide(c, t);
+    if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
+        return r;
     return cs__clock_map_wide(c, t);
 }
 /* Drift in ppm ((o1 - o0) / (l1 - l0) * 1e6), 0 unless both samples are valid. */
@@ -153,6 +193,7 @@ struct cs__rank {
     struct cs_reader *rd;    /* owned */
     const struct cs_file_header *h;
     struct cs__clock clk;
+    struct cs__clock_memo clkm; /* for the merge's cs__clock_map_near */
     const struct cs_event *next;
     int64_t next_key;        /* aligned t_begin of next */
     /* Last communicators this rank used: id -> comm and this rank's comm rank (match.c). */

@@ -25,18 +25,30 @@ static int grow(struct cs__map *m)
 
 uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
 {
-    uint64_t *v = cs__map_get(m, a, b);
-    if (v) {
-        if (fresh)
-            *fresh = 0;
-        return v;
+    /* One probe finds the key or the first free slot, where it goes unless the map must grow
+     * (the slot a lookup followed by an insertion would pick). */
+    size_t j = 0;
+    if (m->cap) {
+        size_t mask = m->cap - 1;
+        for (j = cs__map_hash(a, b) & mask;; j = (j + 1) & mask) {
+            struct cs__map_slot *s = &m->slot[j];
+            if (!s->used)
+                break;
+            if (s->a == a && s->b == b) {
+                if (fresh)
+                    *fresh = 0;
+                return &s->v;
+            }
+        }
     }
     /* Keep the load at most one half so probes stay short. */
-    if (2 * (m->n + 1) > m->cap && grow(m))
-        return NULL;
-    size_t j = cs__map_hash(a, b) & (m->cap - 1);
-    while (m->slot[j].used)
-        j = (j + 1) & (m->cap - 1);
+    if (2 * (m->n + 1) > m->cap) {
+        if (grow(m))
+            return NULL;
+        j = cs__map_hash(a, b) & (m->cap - 1);
+        while (m->slot[j].used)
+            j = (j + 1) & (m->cap - 1);
+    }
     m->slot[j] = (struct cs__map_slot){.a = a, .b = b, .v = 0, .used = 1};
     m->n++;
     if (fresh)

@@ -351,13 +351,13 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
                         "event %" PRIu32 " in block %" PRIu64 ": peer %" PRId32
                         " out of range -1..%" PRId32 " (byte %" PRIu64 ")",
                         k, bi, e->peer, world - 1, at);
-        if ((oi->kind == CS_KIND_COLL || oi->kind == CS_KIND_ICOLL) && e->comm == 0)
+        if (((oi->kind == CS_KIND_COLL) | (oi->kind == CS_KIND_ICOLL)) & (e->comm == 0))
             return fail(r, err, errlen, CS_EEVENT,
                         "event %" PRIu32 " in block %" PRIu64 ": collective %s without a"
                         " communicator (byte %" PRIu64 ")",
                         k, bi, oi->name, at);
-        if ((oi->kind == CS_KIND_ICOLL || oi->kind == CS_KIND_IP2P || oi->kind == CS_KIND_DONE) &&
-            e->request == 0)
+        if (((oi->kind == CS_KIND_ICOLL) | (oi->kind == CS_KIND_IP2P) |
+             (oi->kind == CS_KIND_DONE)) & (e->request == 0))
             return fail(r, err, errlen, CS_EEVENT,
                         "event %" PRIu32 " in block %" PRIu64 ": %s without a request id (byte %"
                         PRIu64 ")",
@@ -634,11 +634,15 @@ void cs_reader_rewind(struct cs_reader *r)
 const struct cs_event *cs_reader_next(struct cs_reader *r)
 {
     struct cursor *best = NULL;
-    /* Threads are few (usually one), so a linear scan beats a heap here. */
-    for (size_t t = 0; t < r->ncur; t++) {
-        struct cursor *c = &r->cur[t];
-        if (c->ev && (!best || c->ev->t_begin < best->ev->t_begin))
-            best = c;
+    /* Threads are few (usually one: then no scan), so a linear scan beats a heap here. */
+    if (r->ncur == 1) {
+        best = r->cur->ev ? r->cur : NULL;
+    } else {
+        for (size_t t = 0; t < r->ncur; t++) {
+            struct cursor *c = &r->cur[t];
+            if (c->ev && (!best || c->ev->t_begin < best->ev->t_begin))
+                best = c;
+        }
     }
     if (!best)
         return NULL;

@@ -58,6 +58,10 @@ struct cs__steps {
     struct cs__sreq *spare;
     /* groups.c */
     struct cs__map comm_idx; /* (id, 0) -> index + 1 */
+    struct cs__ccache {      /* direct-mapped cache in front of comm_idx (indexes never move) */
+        uint64_t id;
+        int idx1; /* index + 1, 0 empty */
+    } comm_cache[8];
     struct cs__scomm *comms;
     size_t ncomms, capcomms;
     struct cs__cclass *classes;

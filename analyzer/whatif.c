@@ -73,11 +73,7 @@ static int64_t round_ns(double x)
         return (int64_t)llround(x);
     int64_t i = (int64_t)x;
     double f = x - (double)i;
-    if (f >= 0.5)
-        i++;
-    else if (f <= -0.5)
-        i--;
-    return i;
+    return i + (f >= 0.5) - (f <= -0.5); /* no branch: the fraction is random */
 }
 
 static uint64_t best_key(uint16_t op, int cls)
@@ -91,8 +87,16 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
     int64_t t = 0;
     uint64_t bytes = 0;
     int ok;
+    /* Members waiting for all members sync at the latest arrival: found once, not per member. */
+    int64_t all = in->arr[0];
+    for (int32_t i = 1; i < in->n; i++)
+        if (in->arr[i] > all)
+            all = in->arr[i];
     for (int32_t i = 0; i < in->n; i++) {
-        int64_t x = in->end[i] - cs__whatif_sync(pat, in->root, in->n, in->arr, NULL, i, &ok);
+        int64_t s = pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)
+                        ? all
+                        : cs__whatif_sync(pat, in->root, in->n, in->arr, NULL, i, &ok);
+        int64_t x = in->end[i] - s;
         if (x > t)
             t = x;
         if (in->size[i] > bytes)
@@ -121,9 +125,9 @@ struct item {
                          * nothing; the completion call of its request waits instead */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
     uint16_t op;
-    /* replay state of the current scenario: the replayed arrival, valid once it arrived (an item
-     * before its rank's cursor, or the one at it with cur_arrived set; see struct wrank) */
-    double A;
+    /* replay state: the replayed arrival in each scenario, valid once it arrived (an item before
+     * its rank's cursor, or the one at it with cur_arrived set; see struct wrank) */
+    double A[SC_N];
 };
 
 struct wrank {
@@ -139,11 +143,21 @@ struct wrank {
     /* per scenario, carried across windows */
     double R[SC_N], open_at[SC_N];
     int open_step[SC_N];
-    size_t cur; /* cursor of the scenario being replayed: the items before it have finished */
+    /* The scenarios are replayed together: which item can finish when depends on which
+     * arrivals are known, never on their values, so every scenario visits the items in the same
+     * order (and cuts the same cycles), each with its own numbers. */
+    size_t cur; /* cursor of the replay: the items before it have finished */
     /* the item at the cursor has arrived; its dependencies were cut (a cycle).  Only the item at
      * the cursor can be arrived and not finished, or forced, so these replace per-item flags
      * that every window and scenario had to clear. */
     int cur_arrived, cur_forced;
+    struct cs__clock_memo clkm; /* cs__clock_map_near over the rank's stream */
+    /* the rank's comm rank in its last communicators (run->my_rank lookups; INT32_MIN none) */
+    struct wcc {
+        uint64_t id;
+        int32_t idx;
+        int ok;
+    } cc[4];
 };
 
 struct winst {
@@ -153,11 +167,12 @@ struct winst {
     int32_t n, root, seen;
     int broken;
     size_t off; /* into the pools */
-    /* replay state of the current scenario: members whose replayed arrival is known, and (when
-     * all are) the latest of them, which every member waiting for all members syncs at */
+    /* replay state: members whose replayed arrival is known, and (when all are) the latest of
+     * them in each scenario, which every member waiting for all members syncs at */
+    int64_t pa_all; /* the latest measured arrival (resolve) */
     int32_t narr;
     int all_known;
-    int64_t all_max;
+    int64_t all_max[SC_N];
 };
 
 struct replay {
@@ -169,7 +184,7 @@ struct replay {
     struct winst *in;
     size_t nin, capin;
     int64_t *pa;       /* measured arrivals (ns after origin), per instance member */
-    int64_t *pA;       /* replayed arrivals (rounded) */
+    int64_t *pA[SC_N]; /* replayed arrivals (rounded), per scenario */
     int32_t *pref;     /* the member's rank (-1 not seen) */
     int32_t *pitem;    /* the member's item index */
     unsigned char *ph; /* replayed arrival known */
@@ -183,6 +198,7 @@ struct replay {
     double *sum[SC_N];
     int *cnt;
     uint64_t cut, forced;
+    unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -207,11 +223,14 @@ static int pool_grow(struct replay *P, size_t need)
     size_t c = P->cappool ? P->cappool : 256;
     while (c < need)
         c *= 2;
-    void *a = realloc(P->pa, c * sizeof *P->pa), *b = a ? realloc(P->pA, c * sizeof *P->pA) : NULL;
+    void *a = realloc(P->pa, c * sizeof *P->pa), *b = a;
     if (a)
         P->pa = a;
-    if (b)
-        P->pA = b;
+    for (int sc = 0; sc < SC_N && b; sc++) {
+        b = realloc(P->pA[sc], c * sizeof *P->pA[sc]);
+        if (b)
+            P->pA[sc] = b;
+    }
     void *r = b ? realloc(P->pref, c * sizeof *P->pref) : NULL;
     if (r)
         P->pref = r;
@@ -330,7 +349,7 @@ static int read_window(struct replay *P, int r, int first_window)
             w->done = 1;
             return 0;
         }
-        enum cs_op_kind k = cs_op_info(ev->op)->kind;
+        enum cs_op_kind k = ev->op < CS_OP_MAX ? P->kind[ev->op] : cs_op_info(ev->op)->kind;
         if (k == CS_KIND_GPU)
             continue;
         if (k == CS_KIND_DONE) {
@@ -341,7 +360,7 @@ static int read_window(struct replay *P, int r, int first_window)
             uint64_t v = *q - 1;
             cs__map_del(&P->req, (uint64_t)r, ev->request);
             struct item *last = w->n ? &w->it[w->n - 1] : NULL;
-            double te = (double)cs__clock_map(&rk->clk, ev->t_end) - P->origin;
+            double te = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
             if (!last || cs_op_info(last->op)->kind != CS_KIND_WAIT || te != last->e ||
                 (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
                 grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
@@ -355,8 +374,8 @@ static int read_window(struct replay *P, int r, int first_window)
                 P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
             continue;
         }
-        double a = (double)cs__clock_map(&rk->clk, ev->t_begin) - P->origin;
-        double e = (double)cs__clock_map(&rk->clk, ev->t_end) - P->origin;
+        double a = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_begin) - P->origin;
+        double e = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
         if (e < a)
             e = a;
         if (!w->started) { /* the rank's replayed clock starts at its first event */
@@ -394,13 +413,20 @@ static int read_window(struct replay *P, int r, int first_window)
                    k == CS_KIND_IP2P || k == CS_KIND_WAIT || k == CS_KIND_NCOLL ||
                    k == CS_KIND_NP2P || k == CS_KIND_GROUP;
         if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) &&
-            cs_op_info(ev->op)->pattern != CS_PAT_NONE) {
+            (ev->op < CS_OP_MAX ? P->pat[ev->op] : cs_op_info(ev->op)->pattern) != CS_PAT_NONE) {
             int32_t x = inst_of(P, ev);
-            uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
-            if (x < 0 || !cr)
+            /* The rank's comm rank: its collectives cycle over a few communicators. */
+            struct wcc *cc = &w->cc[(ev->comm ^ (ev->comm >> 32)) & 3];
+            if (!cc->ok || cc->id != ev->comm) {
+                uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
+                cc->id = ev->comm;
+                cc->idx = cr ? (int32_t)*cr - 1 : INT32_MIN;
+                cc->ok = 1;
+            }
+            if (x < 0 || cc->idx == INT32_MIN)
                 continue;
             struct winst *in = &P->in[x];
-            int32_t idx = (int32_t)*cr - 1;
+            int32_t idx = cc->idx;
             size_t o = in->off + (size_t)idx;
             if (idx < 0 || idx >= in->n || P->pref[o] >= 0 || in->op != ev->op) {
                 in->broken = 1;
@@ -510,6 +536,7 @@ static void resolve(struct replay *P)
         for (int32_t i = 1; i < in->n; i++)
             if (P->pa[in->off + (size_t)i] > all)
                 all = P->pa[in->off + (size_t)i];
+        in->pa_all = all;
         for (int32_t i = 0; i < in->n; i++) {
             size_t o = in->off + (size_t)i;
             struct item *it = &P->w[P->pref[o]].it[P->pitem[o]];
@@ -559,8 +586,10 @@ static void resolve(struct replay *P)
                     continue;
                 }
                 int ok;
-                int64_t t = cs__whatif_sync(cs_op_info(in->op)->pattern, in->root, in->n,
-                                            P->pa + in->off, NULL, dp->idx, &ok);
+                int64_t t = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && dp->idx == in->root)
+                                ? in->pa_all
+                                : cs__whatif_sync(in->pat, in->root, in->n, P->pa + in->off, NULL,
+                                                  dp->idx, &ok);
                 if ((double)t > s)
                     s = (double)t;
             }
@@ -594,45 +623,58 @@ static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct 
     }
 }
 
-/* The replayed sync point of member idx of instance in (cs__whatif_sync over the replayed
- * arrivals), or NAN while an arrival it waits for is unknown.  A member waiting for all members
- * (pattern NxN, the root of N-to-1) needs all n arrivals: counted, and their maximum computed
- * once per instance and scenario instead of scanned for every member and retry. */
-static double inst_sync(struct replay *P, struct winst *in, int32_t idx)
+/* Whether the replayed sync point of member idx of instance in is known: the arrivals it waits
+ * for have all arrived.  A member waiting for all members (pattern NxN, the root of N-to-1) needs
+ * all n arrivals: counted, and their maxima computed once per instance instead of scanned for
+ * every member and retry. */
+static int inst_ready(struct replay *P, struct winst *in, int32_t idx)
 {
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root)) {
         if (in->narr < in->n)
-            return NAN;
+            return 0;
         if (!in->all_known) {
-            const int64_t *a = P->pA + in->off;
-            int64_t m = a[0];
-            for (int32_t j = 1; j < in->n; j++)
-                if (a[j] > m)
-                    m = a[j];
-            in->all_max = m;
+            for (int sc = 0; sc < SC_N; sc++) {
+                const int64_t *a = P->pA[sc] + in->off;
+                int64_t m = a[0];
+                for (int32_t j = 1; j < in->n; j++)
+                    if (a[j] > m)
+                        m = a[j];
+                in->all_max[sc] = m;
+            }
             in->all_known = 1;
         }
-        return (double)in->all_max;
+        return 1;
     }
     int ok;
-    int64_t s = cs__whatif_sync(in->pat, in->root, in->n, P->pA + in->off, P->ph + in->off, idx,
-                                &ok);
-    return ok ? (double)s : NAN;
+    cs__whatif_sync(in->pat, in->root, in->n, P->pA[0] + in->off, P->ph + in->off, idx, &ok);
+    return ok;
 }
 
-/* Item i of rank w has arrived in the current scenario. */
+/* The replayed sync point of member idx of instance in, in scenario sc (cs__whatif_sync over the
+ * replayed arrivals); only once inst_ready() said it is known. */
+static double inst_sync(const struct replay *P, const struct winst *in, int32_t idx, int sc)
+{
+    if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root))
+        return (double)in->all_max[sc];
+    int ok;
+    return (double)cs__whatif_sync(in->pat, in->root, in->n, P->pA[sc] + in->off, NULL, idx, &ok);
+}
+
+/* Item i of rank w has arrived. */
 static int arrived(const struct wrank *w, size_t i)
 {
     return i < w->cur || (i == w->cur && w->cur_arrived);
 }
 
-/* The item at w's cursor can finish in scenario sc: its end, or NAN while it waits for an
- * arrival. */
-static double try_item(struct replay *P, const struct wrank *w, int sc)
+/* The item at w's cursor can finish: its end in each scenario into E, and 1; 0 while it waits
+ * for an arrival. */
+static int try_item(struct replay *P, const struct wrank *w, double E[SC_N])
 {
     const struct item *it = &w->it[w->cur];
     int forced = w->cur_forced;
-    double S = it->A;
+    double S[SC_N];
+    for (int sc = 0; sc < SC_N; sc++)
+        S[sc] = it->A[sc];
     if (forced || it->init || it->nbp) {
         /* waits for nothing */
     } else if (it->dn) {
@@ -641,44 +683,61 @@ static double try_item(struct replay *P, const struct wrank *w, int sc)
             if (dp->inst == DEP_P2P) {
                 const struct item *ini = &w->it[dp->idx];
                 if (!arrived(&P->w[ini->pr], (size_t)ini->pi))
-                    return NAN;
-                if (P->w[ini->pr].it[ini->pi].A > S)
-                    S = P->w[ini->pr].it[ini->pi].A;
+                    return 0;
+                continue;
+            }
+            if (dp->inst >= 0 && !inst_ready(P, &P->in[dp->inst], dp->idx))
+                return 0;
+        }
+        for (int32_t d = 0; d < it->dn; d++) {
+            const struct wdep *dp = &P->dep[it->doff + d];
+            if (dp->inst == DEP_P2P) {
+                const struct item *ini = &w->it[dp->idx];
+                const struct item *o = &P->w[ini->pr].it[ini->pi];
+                for (int sc = 0; sc < SC_N; sc++)
+                    if (o->A[sc] > S[sc])
+                        S[sc] = o->A[sc];
                 continue;
             }
             if (dp->inst < 0)
                 continue;
-            double s = inst_sync(P, &P->in[dp->inst], dp->idx);
-            if (isnan(s))
-                return NAN;
-            if (s > S)
-                S = s;
+            for (int sc = 0; sc < SC_N; sc++) {
+                double s = inst_sync(P, &P->in[dp->inst], dp->idx, sc);
+                if (s > S[sc])
+                    S[sc] = s;
+            }
         }
     } else if (it->inst >= 0) {
-        double s = inst_sync(P, &P->in[it->inst], it->idx);
-        if (isnan(s))
-            return NAN;
-        S = s;
+        struct winst *in = &P->in[it->inst];
+        if (!inst_ready(P, in, it->idx))
+            return 0;
+        for (int sc = 0; sc < SC_N; sc++)
+            S[sc] = inst_sync(P, in, it->idx, sc);
     } else if (it->pr >= 0) {
         const struct item *o = &P->w[it->pr].it[it->pi];
         if (!arrived(&P->w[it->pr], (size_t)it->pi))
-            return NAN;
-        if (o->A > S)
-            S = o->A;
+            return 0;
+        for (int sc = 0; sc < SC_N; sc++)
+            if (o->A[sc] > S[sc])
+                S[sc] = o->A[sc];
     }
     double x = it->x;
     if (forced)
         x = it->e - it->a;
-    if (sc == SC_OVERLAP && it->comm)
-        x = 0;
-    else if (sc == SC_BESTBW && it->inst >= 0 && !it->init && !forced)
-        x *= it->scale;
-    double E = S + x;
-    return E > it->A ? E : it->A;
+    for (int sc = 0; sc < SC_N; sc++) {
+        double xs = x;
+        if (sc == SC_OVERLAP && it->comm)
+            xs = 0;
+        else if (sc == SC_BESTBW && it->inst >= 0 && !it->init && !forced)
+            xs *= it->scale;
+        double e = S[sc] + xs;
+        E[sc] = e > it->A[sc] ? e : it->A[sc];
+    }
+    return 1;
 }
 
-/* Replay window k (-1: before the first step) in scenario sc. */
-static void replay_window(struct replay *P, int k, int sc)
+/* Replay window k (-1: before the first step) in every scenario. */
+static void replay_window(struct replay *P, int k)
 {
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
@@ -697,22 +756,26 @@ static void replay_window(struct replay *P, int k, int sc)
             while (w->cur < w->n) {
                 struct item *it = &w->it[w->cur];
                 if (!w->cur_arrived) {
-                    double f = sc != SC_NOSTRAG ? 1 : w->cur == 0 ? w->f_prev : w->f_cur;
-                    it->A = w->R[sc] + it->gap * f;
                     w->cur_arrived = 1;
-                    mark(P, w, sc, k, it, it->A);
+                    size_t o = it->inst >= 0 ? P->in[it->inst].off + (size_t)it->idx : 0;
+                    for (int sc = 0; sc < SC_N; sc++) {
+                        double f = sc != SC_NOSTRAG ? 1 : w->cur == 0 ? w->f_prev : w->f_cur;
+                        it->A[sc] = w->R[sc] + it->gap * f;
+                        mark(P, w, sc, k, it, it->A[sc]);
+                        if (it->inst >= 0)
+                            P->pA[sc][o] = round_ns(it->A[sc]);
+                    }
                     if (it->inst >= 0) {
-                        size_t o = P->in[it->inst].off + (size_t)it->idx;
-                        P->pA[o] = round_ns(it->A);
                         P->ph[o] = 1;
                         P->in[it->inst].narr++;
                     }
                     progress = 1;
                 }
-                double E = try_item(P, w, sc);
-                if (isnan(E))
+                double E[SC_N];
+                if (!try_item(P, w, E))
                     break;
-                w->R[sc] = E;
+                for (int sc = 0; sc < SC_N; sc++)
+                    w->R[sc] = E[sc];
                 w->cur++;
                 w->cur_arrived = w->cur_forced = 0;
                 progress = 1;
@@ -730,8 +793,7 @@ static void replay_window(struct replay *P, int k, int sc)
                     cut = w;
             }
             cut->cur_forced = 1;
-            if (sc == 0)
-                P->forced++;
+            P->forced++;
         }
     }
 }
@@ -779,7 +841,8 @@ static void replay_free(struct replay *P)
     free(P->w);
     free(P->in);
     free(P->pa);
-    free(P->pA);
+    for (int sc = 0; sc < SC_N; sc++)
+        free(P->pA[sc]);
     free(P->pref);
     free(P->pitem);
     free(P->ph);
@@ -815,6 +878,10 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
         return;
     }
+    for (unsigned op = 0; op < CS_OP_MAX; op++) {
+        P.kind[op] = (unsigned char)cs_op_info(op)->kind;
+        P.pat[op] = (unsigned char)cs_op_info(op)->pattern;
+    }
     int have_origin = 0;
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
@@ -848,8 +915,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
             rc = -1;
             break;
         }
-        for (int sc = 0; sc < SC_N; sc++)
-            replay_window(&P, k, sc);
+        replay_window(&P, k);
     }
     /* Steps still open end at the rank's last replayed end (MPI_Finalize closes them above). */
     for (int r = 0; r < run->world; r++)

@@ -273,14 +273,58 @@ static void test_clock_map_exact(void)
                                                               .offset_ns = offs[b], .valid = 1};
                         struct cs__clock c;
                         cs__clock_init(&c, &h);
+                        struct cs__clock_memo m = {0};
                         for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
                             for (int64_t d = -2; d <= 2; d++) {
                                 uint64_t t = ts[k] + (uint64_t)d + l0;
+                                int64_t want = ref_map(&h.clock[0], &h.clock[1], t);
                                 checked++;
-                                wrong += cs__clock_map(&c, t) != ref_map(&h.clock[0], &h.clock[1], t);
+                                wrong += cs__clock_map(&c, t) != want;
+                                /* the memo path, on the same (non-monotonic) sequence */
+                                wrong += cs__clock_map_near(&m, &c, t) != want;
                             }
                     }
     CHECK_INT(checked, >, 10000);
+    CHECK_INT(wrong, ==, 0);
+}
+
+/* cs__clock_map_near on streams like a rank's: times mostly rising with jitter back and forth
+ * across many changes of the rounded correction, jumps far back and ahead, both slope signs;
+ * every answer must be cs__clock_map's (and the definition's). */
+static void test_clock_map_near(void)
+{
+    static const int64_t o1s[] = {1000, -1000, 7, -3, 1ll << 40};
+    static const uint64_t dens[] = {2, 999983, 1000000, 3000000001ull};
+    uint64_t checked = 0, wrong = 0, x = 0x9e3779b97f4a7c15ull;
+    for (size_t a = 0; a < sizeof o1s / sizeof *o1s; a++)
+        for (size_t j = 0; j < sizeof dens / sizeof *dens; j++) {
+            struct cs_file_header h = {0};
+            h.clock[0] = (struct cs_clock_sample){.local_ns = 5000000, .offset_ns = -250,
+                                                  .valid = 1};
+            h.clock[1] = (struct cs_clock_sample){.local_ns = 5000000 + dens[j],
+                                                  .offset_ns = -250 + o1s[a], .valid = 1};
+            struct cs__clock c;
+            cs__clock_init(&c, &h);
+            struct cs__clock_memo m = {0};
+            uint64_t t = 4000000;
+            for (int i = 0; i < 20000; i++) {
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                uint64_t rnd = x * 0x2545f4914f6cdd1dull;
+                if (rnd % 1000 == 0)
+                    t += rnd % 1000000000; /* far ahead */
+                else if (rnd % 1000 == 1)
+                    t -= t > 3000000 ? rnd % 3000000 : 0; /* far back */
+                else
+                    t = t + rnd % 300 - 100; /* mostly forward, sometimes back */
+                int64_t want = ref_map(&h.clock[0], &h.clock[1], t);
+                checked++;
+                wrong += cs__clock_map_near(&m, &c, t) != want;
+                wrong += cs__clock_map(&c, t) != want;
+            }
+        }
+    CHECK_INT(checked, ==, 400000);
     CHECK_INT(wrong, ==, 0);
 }
 
@@ -436,6 +480,7 @@ int main(void)
         return 1;
     test_clock_map();
     test_clock_map_exact();
+    test_clock_map_near();
     test_four_ranks();
     test_causality();
     test_rundir();
