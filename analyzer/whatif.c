@@ -15,6 +15,8 @@
  *                         tag, in order)
  *   blocking send         the receive's arrival, when the send ended after it (rendezvous)
  *   Isend/Irecv           nothing; matched with its partner like a blocking send / receive
+ *                         (from MPI_ANY_SOURCE: at its complete record, by the status' source)
+ *   Sendrecv(_replace)    an Isend and an Irecv at its arrival, completed by the call itself
  *   completion of those   the partner's arrival, unless it came after the completion ended
  *   anything else         nothing (local)
  *
@@ -312,6 +314,59 @@ static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
     return 0;
 }
 
+/* MPI_Irecv from MPI_ANY_SOURCE (or with MPI_ANY_TAG): its partner is known only from its
+ * `complete` record (the status's source in `peer`, its tag in `aux`).  The initiation is
+ * remembered with bit 62 set; at the record it is paired like an Irecv posted to that source with
+ * that tag (in the order of completion among such receives). */
+#define ANYSRC_BIT ((uint64_t)1 << 62)
+
+static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
+{
+    return ev->op == CS_OP_IRECV && ev->request && !(ev->flags & CS_EV_PROC_NULL) &&
+           ((ev->flags & CS_EV_ANY_SOURCE) || ev->aux < 0) &&
+           (ev->peer < P->world);
+}
+
+static int anysrc_post(struct replay *P, int r, struct wrank *w, struct item *it,
+                       const struct cs_event *ev)
+{
+    uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, NULL);
+    if (!q)
+        return -1;
+    it->nbp = 1;
+    *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(w->n - 1)) + 1;
+    return 0;
+}
+
+/* The complete record ev of such a receive (initiation item idx of rank r): pair it. */
+static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
+                       const struct cs_event *ev)
+{
+    if (idx >= w->n || ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
+        (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
+        return 0;
+    struct item *it = &w->it[idx];
+    uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)ev->aux);
+    uint64_t sd = (uint64_t)(uint32_t)ev->peer << 32 | (uint32_t)r;
+    int fresh;
+    uint64_t *c = cs__map_put(&P->rcnt, key, sd, &fresh);
+    if (!c)
+        return -1;
+    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
+    if (!pv)
+        return -1;
+    uint64_t me = (uint64_t)r << 32 | idx;
+    if (fresh) {
+        *pv = (me << 1) + 1;
+    } else if (*pv && ((*pv - 1) & 1) == 1) {
+        uint64_t other = (*pv - 1) >> 1;
+        it->pr = (int32_t)(other >> 32);
+        it->pi = (int32_t)(uint32_t)other;
+        *pv = 0; /* linked */
+    }
+    return 0;
+}
+
 /* MPI_Sendrecv / MPI_Sendrecv_replace (docs/metrics.md, "What-if"): a send and a receive, then
  * the wait for both.  The call becomes two items at its arrival that wait for nothing, linked to
  * their partners like an Isend and an Irecv (the send half by (comm, send tag, this rank, dest),
@@ -410,6 +465,11 @@ static int read_window(struct replay *P, int r, int first_window)
                 continue;
             uint64_t v = *q - 1;
             cs__map_del(&P->req, (uint64_t)r, ev->request);
+            if (v >> 63 && (v & ANYSRC_BIT)) {
+                v &= ~ANYSRC_BIT;
+                if (anysrc_link(P, r, w, (uint32_t)v, ev))
+                    return -1;
+            }
             struct item *last = w->n ? &w->it[w->n - 1] : NULL;
             double te = (double)cs__clock_map(&rk->clk, ev->t_end) - P->origin;
             if (!last || cs_op_info(last->op)->kind != CS_KIND_WAIT || te != last->e ||
@@ -523,6 +583,9 @@ static int read_window(struct replay *P, int r, int first_window)
             }
         } else if (k == CS_KIND_IP2P && nbp_linkable(P, ev)) {
             if (link_nbp(P, r, w, it, ev))
+                return -1;
+        } else if (k == CS_KIND_IP2P && anysrc_irecv(P, ev)) {
+            if (anysrc_post(P, r, w, it, ev))
                 return -1;
         } else if (sr_n) {
             it->doff = sr_off;

@@ -2,7 +2,7 @@
  * The what-if replay of MPI_Sendrecv / MPI_Sendrecv_replace on a scripted trace: a send and a
  * receive linked to their partners, then the wait for both.  The replay must give the measured
  * step time, and with communication costing nothing the early rank must still wait for the late
- * one's send.
+ * one's send.  Also an MPI_Irecv from MPI_ANY_SOURCE, paired at its complete record.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -92,6 +92,71 @@ static void write_run(const char *dir)
     }
 }
 
+/*
+ * The same exchange as test_whatif_nb.c with the receive posted from MPI_ANY_SOURCE: rank 0's
+ * MPI_Irecv(ANY_SOURCE) [0,10), MPI_Wait [200,850) completed by rank 1's MPI_Isend at 800 (the
+ * complete record names source 1, tag 5).  Full overlap 980 per step (the Wait still ends at the
+ * Isend's arrival); had the receive stayed unlinked, 660.
+ */
+static void write_anysrc(const char *dir)
+{
+    for (int r = 0; r < 2; r++) {
+        struct tw *w = tw_new(r, 2, 0x4153, 60 + (uint64_t)r);
+        struct cs_file_header *h = tw_header(w);
+        h->t_init = T0;
+        h->t_finalize = T0 + 4100 * US;
+        put(w, CS_OP_INIT, 0, 0, -1, 0, 0);
+        for (uint64_t k = 0; k <= STEPS; k++) {
+            uint64_t o = 1000 * k;
+            put(w, CS_OP_PCONTROL, o, o, -1, 0, k < STEPS ? 1 : 0);
+            if (k == STEPS)
+                break;
+            uint64_t req = k + 1;
+            if (r == 0) {
+                struct cs_event ev = {.t_begin = T0 + o * US,
+                                      .t_end = T0 + (o + 10) * US,
+                                      .comm = CS_COMM_WORLD_ID,
+                                      .peer = -1,
+                                      .request = req,
+                                      .op = CS_OP_IRECV,
+                                      .flags = CS_EV_NONBLOCKING | CS_EV_ANY_SOURCE,
+                                      .aux = 5};
+                tw_event(w, 0, &ev);
+                put(w, CS_OP_WAIT, o + 200, o + 850, -1, req, 1);
+                put(w, CS_OP_COMPLETE, o + 850, o + 850, 1, req, 5);
+            } else {
+                put(w, CS_OP_ISEND, o + 800, o + 810, 0, req, 5);
+                put(w, CS_OP_WAIT, o + 810, o + 820, -1, req, 1);
+                put(w, CS_OP_COMPLETE, o + 820, o + 820, 0, req, 5);
+            }
+        }
+        put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
+        char p[600];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        CHECK(tw_write(w, p, NULL) > 0);
+        tw_free(w);
+    }
+}
+
+static void test_anysrc(const char *root)
+{
+    char dir[256], err[512];
+    snprintf(dir, sizeof dir, "%.200s/anysrc", root);
+    mkdir(dir, 0700);
+    write_anysrc(dir);
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    CHECK(rep.steps != NULL);
+    if (rep.steps) {
+        const struct cs_report_whatif *wi = &rep.steps->whatif;
+        CHECK_NEAR(wi->replayed_step_s, 1000e-6, 1e-12);
+        CHECK_NEAR(wi->full_overlap_step_s, 980e-6, 1e-12);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 int main(void)
 {
     char root[] = "/tmp/cs-test-whatifsr-XXXXXX";
@@ -119,6 +184,7 @@ int main(void)
     }
     cs__report_free(&rep);
     cs__run_free(&run);
+    test_anysrc(root);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0)
