@@ -176,6 +176,8 @@ void cs__np2p_call(struct cs__run *run, int rank, const struct cs_event *ev)
     int recv = ev->op == CS_OP_NCCL_RECV;
     if ((ev->op != CS_OP_NCCL_SEND && !recv) || (ev->flags & CS_EV_ERROR))
         return; /* a failed call enqueued nothing */
+    if (!strcmp(run->source, "kineto"))
+        return; /* imported Send/Recv kernels carry no peer (seq is their group's sequence) */
     const struct cs__comm *c = cs__comm_get(run, ev->comm);
     int32_t me = c ? my_rank(run, c, ev->comm, rank) : -1;
     if (!c || me < 0 || c->multi || ev->seq >= (uint32_t)c->size) {

@@ -206,8 +206,8 @@ static int p2p_call(struct gp *P, int r, const struct cs_event *ev)
 {
     int recv = ev->op == CS_OP_NCCL_RECV;
     if ((ev->op != CS_OP_NCCL_SEND && !recv) || !ev->request ||
-        (ev->flags & (CS_EV_ERROR | CS_EV_GRAPH)))
-        return 0;
+        (ev->flags & (CS_EV_ERROR | CS_EV_GRAPH)) || !strcmp(P->run->source, "kineto"))
+        return 0; /* Kineto imports: no peer recorded (seq is the group's sequence) */
     const struct cs__comm *c = cs__comm_get(P->run, ev->comm);
     int32_t me = comm_rank(P->run, ev->comm, r);
     if (!c || me < 0 || c->multi || ev->seq >= (uint32_t)c->size)
