@@ -9,8 +9,9 @@
 # and CUDA events, the GPU what-if replay within 5 % of the measured step, the NCCL point-to-point
 # pairs matched on GPU time; and `commscope fabric --nccl auto` on one rank (NCCL collectives
 # rows; skipped when cs_fabric was not built for want of MPI).  Everything useful goes to stdout.
-# Budget: the whole script ran in about 2 minutes on the H200 (mostly the build); every step has a
-# timeout, the sum of which stays under 5 minutes after the build.
+# Time: the build (a minute or two on 16 cores) dominates; the runs take seconds each (expected
+# total well under 5 minutes; the per-step timeouts only stop a hang).  Elapsed seconds are
+# printed after each part.
 # Exit 0 all pass, 1 a check failed, 77 no GPU / no CUDA here (skip).
 #
 # The lent H200 image has CUDA, NCCL (a system package) and CMake but not the -dev packages of
@@ -26,6 +27,8 @@ WORK=/tmp/cs-gpu-check
 BUILD=$WORK/build
 mkdir -p "$WORK"
 exec 2>&1
+START=$(date +%s)
+elapsed() { echo "(elapsed $(( $(date +%s) - START )) s)"; }
 echo "== GPU check $(date -u +%FT%TZ) in $ROOT"
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP: no GPU (nvidia-smi -L failed)"; exit 77
@@ -61,6 +64,7 @@ fi
 grep -i "mpi" "$WORK/cmake.log" | head -2
 ls "$BUILD/lib/libcommscope.so" "$BUILD/bin/commscope" || { echo "FAIL: build products"; exit 1; }
 
+elapsed
 echo "== build overlap.cu"
 if ! "$CUDA/bin/nvcc" -O2 -cudart shared -o "$WORK/overlap" "$ROOT/tests/gpu/overlap.cu" \
         -I"$NCCL_INC" -I"$CUDA/include" -L"$NCCL_LIB" -L"$WORK" -lnccl -ldl \
@@ -89,6 +93,7 @@ python3 "$ROOT/tests/gpu/check.py" "$RUN" "$WORK/traced.txt"; crc=$?
 echo "== commscope analyze"
 timeout 60 "$BUILD/bin/commscope" analyze "$RUN" --json "$WORK/report.json" 2>&1 | head -60
 
+elapsed
 echo "== steps run: NVTX ProfilerStep#N through the injection, NCCL send/recv to itself"
 RUN2=$WORK/run-steps; rm -rf "$RUN2"
 LD_LIBRARY_PATH=$NCCL_LIB:$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-} RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
@@ -107,6 +112,7 @@ sed -n '/^@--- Steps/,/^@--- Parallelism/p;/^@--- What-if/,/^$/p;/^@--- NCCL poi
 grep -A8 "Problems" "$WORK/analyze-steps.txt" | head -12
 python3 "$ROOT/tests/gpu/check_steps.py" "$WORK/report-steps.json" "$WORK/steps.txt"; scrc=$?
 
+elapsed
 echo "== commscope fabric --nccl auto (one rank)"
 frc=0
 if [ -x "$BUILD/bin/cs_fabric" ]; then
@@ -119,7 +125,7 @@ if [ -x "$BUILD/bin/cs_fabric" ]; then
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         LD_LIBRARY_PATH=$NCCL_LIB:$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-} \
         COMMSCOPE_NCCL_LIB=$NCCL_LIB/libnccl.so.2 \
-        timeout 180 "$BUILD/bin/commscope" fabric --nccl auto --max-bytes 4M \
+        timeout 120 "$BUILD/bin/commscope" fabric --nccl auto --max-bytes 4M \
         --json "$WORK/fabric.json" -- "$@" >"$WORK/fabric.txt" 2>&1
     echo "fabric exit $? (launcher: $*)"
     head -40 "$WORK/fabric.txt"
@@ -143,6 +149,7 @@ else
     echo "SKIP: commscope fabric: cs_fabric was not built (no MPI at configure time; see" \
          "$WORK/cmake.log)"
 fi
+elapsed
 [ $rc -eq 0 ] && [ $crc -eq 0 ] && [ $src -eq 0 ] && [ $scrc -eq 0 ] && [ $frc -eq 0 ] &&
     { echo "GPU CHECK: PASS"; exit 0; }
 echo "GPU CHECK: FAIL"; exit 1
