@@ -9,6 +9,7 @@
 
 #include "gpu.h"
 #include "internal.h"
+#include "nccl_p2p.h"
 #include "steps.h"
 
 /* The merge: a tournament (loser) tree over the ranks with events, ordered by (aligned t_begin,
@@ -151,6 +152,8 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         cs__match_event(run, r, ev, k, row, tb, te);
         if (run->wire)
             cs__wire_event(run, r, ev);
+        if (k == CS_KIND_NP2P)
+            cs__np2p_call(run, r, ev);
         if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
             cs__gpu_event(run, r, ev, k, tb, te);
         rk->next = cs_reader_next(rk->rd);
@@ -174,6 +177,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     cs__steps_finish(run);
     cs__report_build(run, rep);
     cs__views_build(run, rep);
+    cs__np2p_report(run, rep);
     cs__steps_report(run, rep);
     cs__wire_end(run, rep);
     cs__vsteps_build(run, rep);

@@ -1,5 +1,6 @@
 /* The GPU timeline: per-GPU running unions and NCCL instances from GPU times (see gpu.h). */
 #include "gpu.h"
+#include "nccl_p2p.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -305,8 +306,10 @@ void cs__gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, enu
         if (iv.cls >= 0)
             d->comms[iv.cls].kernels++;
         int first = !(g->last[rank].req == ev->request && ev->request);
-        if (first)
+        if (first) {
+            cs__np2p_gpu(run, rank, ev->request, tb, te);
             nccl_member(run, g, rank, ev, tb, te);
+        }
         /* Kernel time goes to the launching op's row (gpu_nccl's own when unknown). */
         uint16_t op = CS_OP_GPU_NCCL;
         uint64_t comm = ev->comm;

@@ -26,6 +26,8 @@ struct cs_report_steps;
 struct cs__gpu;
 struct cs_report_gpu;
 struct cs_report_kineto;
+struct cs__np2p;
+struct cs_report_np2p;
 
 /* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
 
@@ -287,6 +289,7 @@ struct cs__run {
     int want_timeline;         /* build the representative step's timeline (the HTML report) */
     struct cs__gpu *gpu;     /* the GPU timeline's state (gpu.c), NULL until a GPU record */
     char source[16];         /* trace.source: "commscope" ("" reads so) or "kineto" */
+    struct cs__np2p *np2p;   /* NCCL point-to-point matching (nccl_p2p.c), NULL until a call */
 };
 
 /* 0: peer runs on rank's host, 1: on another host, -1: unknown (nodes.c fills host_of). */
@@ -393,6 +396,7 @@ struct cs_report {
     struct cs_report_gpu *gpu;     /* GPU timeline per GPU and communicator (gpu.h); owned */
     char source[16];               /* trace.source */
     struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
+    struct cs_report_np2p *np2p;     /* NCCL point-to-point pairs (nccl_p2p.h); owned, or NULL */
 };
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "nccl_p2p.h"
 #include "internal.h"
 #include "kineto.h"
 #include "steps.h"
@@ -385,6 +386,7 @@ void cs__report_free(struct cs_report *rep)
     cs__nodes_free(rep);
     cs__gpu_report_free(rep);
     cs__kineto_report_free(rep);
+    cs__np2p_report_free(rep);
     free(rep->ranks);
     free(rep->stragglers);
     free(rep->missing);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "gpu.h"
+#include "nccl_p2p.h"
 #include "internal.h"
 #include "json.h"
 #include "kineto.h"
@@ -163,6 +164,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_key(&w, "topology");
     cs__nodes_json(rep, out, w.depth);
     cs__report_gpu_json(rep, out);
+    cs__np2p_json(rep, out);
     cs__report_kineto_json(rep, out);
     cs__jw_close(&w, '}');
     fputc('\n', out);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "gpu.h"
+#include "nccl_p2p.h"
 #include "internal.h"
 #include "kineto.h"
 #include "steps.h"
@@ -82,6 +83,7 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
                 num(b, sizeof b, "%.4f", rep->steps->transfer_efficiency));
     cs__report_steps_text(rep, out);
     cs__report_gpu_text(rep, out);
+    cs__np2p_text(rep, out);
     cs__report_kineto_text(rep, out);
 
     fprintf(out, "\n@--- Clock alignment %s\n", "-------------------------------------------");

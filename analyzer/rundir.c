@@ -8,6 +8,7 @@
 
 #include "gpu.h"
 #include "internal.h"
+#include "nccl_p2p.h"
 #include "steps.h"
 
 void cs__problem(struct cs__run *run, const char *fmt, ...)
@@ -237,6 +238,7 @@ void cs__run_free(struct cs__run *run)
     cs__steps_free(run);
     cs__vsteps_free(run);
     cs__gpu_free(run);
+    cs__np2p_free(run);
     for (int r = 0; r < run->world && run->ranks; r++)
         cs_reader_close(run->ranks[r].rd);
     free(run->ranks);

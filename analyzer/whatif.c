@@ -15,6 +15,8 @@
  *                         tag, in order)
  *   blocking send         the receive's arrival, when the send ended after it (rendezvous)
  *   Isend/Irecv           nothing; matched with its partner like a blocking send / receive
+ *                         (from MPI_ANY_SOURCE: at its complete record, by the status' source)
+ *   Sendrecv(_replace)    an Isend and an Irecv at its arrival, completed by the call itself
  *   completion of those   the partner's arrival, unless it came after the completion ended
  *   anything else         nothing (local)
  *
@@ -331,6 +333,129 @@ static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
     return 0;
 }
 
+/* MPI_Irecv from MPI_ANY_SOURCE (or with MPI_ANY_TAG): its partner is known only from its
+ * `complete` record (the status's source in `peer`, its tag in `aux`).  The initiation is
+ * remembered with bit 62 set; at the record it is paired like an Irecv posted to that source with
+ * that tag (in the order of completion among such receives). */
+#define ANYSRC_BIT ((uint64_t)1 << 62)
+
+static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
+{
+    return ev->op == CS_OP_IRECV && ev->request && !(ev->flags & CS_EV_PROC_NULL) &&
+           ((ev->flags & CS_EV_ANY_SOURCE) || ev->aux < 0) &&
+           (ev->peer < P->world);
+}
+
+static int anysrc_post(struct replay *P, int r, struct wrank *w, struct item *it,
+                       const struct cs_event *ev)
+{
+    uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, NULL);
+    if (!q)
+        return -1;
+    it->nbp = 1;
+    *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(w->n - 1)) + 1;
+    return 0;
+}
+
+/* The complete record ev of such a receive (initiation item idx of rank r): pair it. */
+static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
+                       const struct cs_event *ev)
+{
+    if (idx >= w->n || ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
+        (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
+        return 0;
+    struct item *it = &w->it[idx];
+    uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)ev->aux);
+    uint64_t sd = (uint64_t)(uint32_t)ev->peer << 32 | (uint32_t)r;
+    int fresh;
+    uint64_t *c = cs__map_put(&P->rcnt, key, sd, &fresh);
+    if (!c)
+        return -1;
+    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
+    if (!pv)
+        return -1;
+    uint64_t me = (uint64_t)r << 32 | idx;
+    if (fresh) {
+        *pv = (me << 1) + 1;
+    } else if (*pv && ((*pv - 1) & 1) == 1) {
+        uint64_t other = (*pv - 1) >> 1;
+        it->pr = (int32_t)(other >> 32);
+        it->pi = (int32_t)(uint32_t)other;
+        *pv = 0; /* linked */
+    }
+    return 0;
+}
+
+/* MPI_Sendrecv / MPI_Sendrecv_replace (docs/metrics.md, "What-if"): a send and a receive, then
+ * the wait for both.  The call becomes two items at its arrival that wait for nothing, linked to
+ * their partners like an Isend and an Irecv (the send half by (comm, send tag, this rank, dest),
+ * the receive half by (comm, the received message's tag, its source, this rank), in order), and
+ * the call itself as the completion of both.  The receive side is known from traces that record
+ * it (seq = source + 1, request = tag + 1; docs/trace-format.md). */
+static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, double a,
+                   int send)
+{
+    if (grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it) ||
+        grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+        return -1;
+    struct item *it = &w->it[w->n++];
+    *it = (struct item){.a = a,
+                        .e = a,
+                        .gap = a - w->prev_e,
+                        .scale = 1,
+                        .inst = -1,
+                        .pr = -1,
+                        .pi = -1,
+                        .comm = 1,
+                        .nbp = 1,
+                        .op = send ? CS_OP_ISEND : CS_OP_IRECV};
+    w->prev_e = a;
+    int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
+    int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
+    uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)tag);
+    uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
+    int fresh;
+    uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
+    if (!c)
+        return -1;
+    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
+    if (!pv)
+        return -1;
+    uint64_t me = (uint64_t)r << 32 | (uint32_t)(w->n - 1);
+    if (fresh) {
+        *pv = (me << 1 | (uint64_t)send) + 1;
+    } else if (*pv && ((*pv - 1) & 1) != (uint64_t)send) {
+        uint64_t other = (*pv - 1) >> 1;
+        it->pr = (int32_t)(other >> 32);
+        it->pi = (int32_t)(uint32_t)other;
+        *pv = 0; /* linked */
+    }
+    P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(w->n - 1)};
+    return 0;
+}
+
+/* The halves of a Sendrecv event before its item; *doff, *dn: their dependencies (dn 0: the call
+ * is not linked).  0, or -1 out of memory. */
+static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_event *ev,
+                     double a, int32_t *doff, int32_t *dn)
+{
+    *dn = 0;
+    if ((ev->op != CS_OP_SENDRECV && ev->op != CS_OP_SENDRECV_REPLACE) ||
+        (ev->flags & CS_EV_ERROR))
+        return 0;
+    int send = ev->peer >= 0 && ev->peer < P->world && !(ev->flags & CS_EV_PROC_NULL) &&
+               ev->aux >= 0;
+    int recv = ev->seq > 0 && ev->seq <= (uint32_t)P->world && ev->request > 0 &&
+               ev->request <= (uint64_t)INT32_MAX + 1;
+    if (!send && !recv)
+        return 0;
+    *doff = (int32_t)P->ndep;
+    if ((send && sr_half(P, r, w, ev, a, 1)) || (recv && sr_half(P, r, w, ev, a, 0)))
+        return -1;
+    *dn = send + recv;
+    return 0;
+}
+
 /* Read rank r's events of the next window into P->w[r].it.  first_window: the events before the
  * first step boundary. */
 static int read_window(struct replay *P, int r, int first_window)
@@ -359,6 +484,11 @@ static int read_window(struct replay *P, int r, int first_window)
                 continue;
             uint64_t v = *q - 1;
             cs__map_del(&P->req, (uint64_t)r, ev->request);
+            if (v >> 63 && (v & ANYSRC_BIT)) {
+                v &= ~ANYSRC_BIT;
+                if (anysrc_link(P, r, w, (uint32_t)v, ev))
+                    return -1;
+            }
             struct item *last = w->n ? &w->it[w->n - 1] : NULL;
             double te = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
             if (!last || cs_op_info(last->op)->kind != CS_KIND_WAIT || te != last->e ||
@@ -390,6 +520,9 @@ static int read_window(struct replay *P, int r, int first_window)
             w->next_gap = a - w->prev_e;
             return 0;
         }
+        int32_t sr_off = 0, sr_n = 0;
+        if (k == CS_KIND_P2P && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
+            return -1;
         if (grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
             return -1;
         struct item *it = &w->it[w->n++];
@@ -477,6 +610,12 @@ static int read_window(struct replay *P, int r, int first_window)
         } else if (k == CS_KIND_IP2P && nbp_linkable(P, ev)) {
             if (link_nbp(P, r, w, it, ev))
                 return -1;
+        } else if (k == CS_KIND_IP2P && anysrc_irecv(P, ev)) {
+            if (anysrc_post(P, r, w, it, ev))
+                return -1;
+        } else if (sr_n) {
+            it->doff = sr_off;
+            it->dn = sr_n;
         }
     }
 }

@@ -10,7 +10,11 @@
  * its measured offset from the step's begin.  A compute kernel lasts its measured duration; an
  * NCCL kernel is its rank's member of the collective instance (communicator, sequence) of the
  * launching call and, as an MPI collective in the host replay, ends x after the arrivals its
- * pattern waits for, x = measured end - measured sync point.  The rank's step ends a fixed time
+ * pattern waits for, x = measured end - measured sync point.  An NCCL kernel whose launch holds
+ * ncclSend/ncclRecv calls (and no collective) is linked to the kernels of their counterparts
+ * (paired per communicator, sender and receiver in issue order, as NCCL pairs them): it ends x
+ * after the latest start among its own and theirs, x measured the same way; a counterpart outside
+ * the step window is not waited for.  The rank's step ends a fixed time
  * after its GPU's last work of the step (the measured slack): the host waits for the GPU at the
  * end of a step.  Memory: one step window of GPU records of all ranks.
  */
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nccl_p2p.h"
 #include "steps_internal.h"
 
 enum { SC_REPLAY, SC_NOSTRAG, SC_OVERLAP, SC_BESTBW, SC_N };
@@ -32,6 +37,7 @@ struct gi {
     int32_t inst, idx; /* NCCL: instance in the window and comm rank, -1 none */
     double A, E;
     int arrived, done;
+    int32_t p0, pn;    /* NCCL send/recv sides of its launch: its window's pl[p0 .. p0 + pn) */
 };
 
 struct gr {
@@ -52,6 +58,11 @@ struct gr {
     double comp, f;     /* compute in the window, no-straggler factor */
     struct cs__map launch; /* launch id -> op | root << 16, bytes in the second map */
     struct cs__map lbytes;
+    /* NCCL point-to-point (whole run): launch id -> struct p2pl *, and per channel and side the
+     * next pair index (issue order); per window: the items' sides, pend index * 2 + side. */
+    struct cs__map p2pl, p2pk;
+    int32_t *pl;
+    size_t npl, cappl;
 };
 
 struct gin {
@@ -80,6 +91,22 @@ struct gp {
     int64_t *arr; /* scratch: one instance's arrivals */
     size_t caparr;
     int oom;
+    /* NCCL point-to-point: channel ids (whole run); per window the pairs (chan, k) -> pend + 1 */
+    struct cs__map chmap, pmap;
+    uint64_t nextch;
+    struct pend {
+        int32_t r[2], item[2]; /* [0] the send's rank and item, [1] the receive's; -1 absent */
+    } *pe;
+    size_t npe, cappe;
+};
+
+/* One launch's send/recv calls, until its first kernel. */
+struct p2pl {
+    size_t n, cap;
+    struct p2pref {
+        uint64_t ch, k;
+        int recv;
+    } *v;
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -173,6 +200,123 @@ static int32_t comm_rank(struct cs__run *run, uint64_t id, int r)
     return -1;
 }
 
+/* An ncclSend/ncclRecv call of rank r: its pair index on its channel (NCCL's issue order), kept
+ * with its launch until the launch's first kernel.  0, or -1 out of memory. */
+static int p2p_call(struct gp *P, int r, const struct cs_event *ev)
+{
+    int recv = ev->op == CS_OP_NCCL_RECV;
+    if ((ev->op != CS_OP_NCCL_SEND && !recv) || !ev->request ||
+        (ev->flags & (CS_EV_ERROR | CS_EV_GRAPH)) || !strcmp(P->run->source, "kineto"))
+        return 0; /* Kineto imports: no peer recorded (seq is the group's sequence) */
+    const struct cs__comm *c = cs__comm_get(P->run, ev->comm);
+    int32_t me = comm_rank(P->run, ev->comm, r);
+    if (!c || me < 0 || c->multi || ev->seq >= (uint32_t)c->size)
+        return 0;
+    uint32_t from = recv ? ev->seq : (uint32_t)me, to = recv ? (uint32_t)me : ev->seq;
+    uint64_t ch = cs__np2p_chan_id(&P->chmap, &P->nextch, ev->comm, from, to);
+    struct gr *w = &P->r[r];
+    uint64_t *k = ch ? cs__map_put(&w->p2pk, ch, (uint64_t)recv, NULL) : NULL;
+    int fresh;
+    uint64_t *v = k ? cs__map_put(&w->p2pl, (uint64_t)r, ev->request, &fresh) : NULL;
+    if (!v)
+        return -1;
+    struct p2pl *L = fresh ? calloc(1, sizeof *L) : (void *)(uintptr_t)*v;
+    if (!L || grow((void **)&L->v, &L->cap, L->n + 1, sizeof *L->v)) {
+        if (fresh) {
+            free(L);
+            cs__map_del(&w->p2pl, (uint64_t)r, ev->request);
+        }
+        return -1;
+    }
+    *v = (uint64_t)(uintptr_t)L;
+    L->v[L->n++] = (struct p2pref){.ch = ch, .k = (*k)++, .recv = recv};
+    return 0;
+}
+
+/* The launch's first kernel (the window's last item of rank r) holds its send/recv sides: each
+ * becomes that side of its pair in this window.  0, or -1 out of memory. */
+static int p2p_item(struct gp *P, int r, uint64_t launch)
+{
+    struct gr *w = &P->r[r];
+    uint64_t *v = cs__map_get(&w->p2pl, (uint64_t)r, launch);
+    if (!v)
+        return 0;
+    struct p2pl *L = (void *)(uintptr_t)*v;
+    cs__map_del(&w->p2pl, (uint64_t)r, launch);
+    struct gi *it = &w->it[w->n - 1];
+    it->p0 = (int32_t)w->npl;
+    int rc = 0;
+    for (size_t i = 0; i < L->n && !rc; i++) {
+        int fresh;
+        uint64_t *pv = cs__map_put(&P->pmap, L->v[i].ch, L->v[i].k, &fresh);
+        if (!pv || (fresh && grow((void **)&P->pe, &P->cappe, P->npe + 1, sizeof *P->pe)) ||
+            grow((void **)&w->pl, &w->cappl, w->npl + 1, sizeof *w->pl)) {
+            rc = -1;
+            break;
+        }
+        if (fresh) {
+            P->pe[P->npe] = (struct pend){.r = {-1, -1}, .item = {-1, -1}};
+            *pv = ++P->npe;
+        }
+        struct pend *pe = &P->pe[*pv - 1];
+        int side = L->v[i].recv;
+        if (pe->r[side] >= 0)
+            continue;
+        pe->r[side] = r;
+        pe->item[side] = (int32_t)w->n - 1;
+        w->pl[w->npl++] = (int32_t)(*pv - 1) * 2 + side;
+        it->pn++;
+    }
+    free(L->v);
+    free(L);
+    return rc;
+}
+
+/* The other side's item of entry e of the pl lists, or NULL when not in this window. */
+static struct gi *p2p_other(struct gp *P, int32_t e)
+{
+    const struct pend *pe = &P->pe[e / 2];
+    int o = 1 - e % 2;
+    return pe->r[o] >= 0 ? &P->r[pe->r[o]].it[pe->item[o]] : NULL;
+}
+
+/* Measured x of NCCL kernels holding sends/recvs (and no collective): end - the latest kernel
+ * start among its own and its partners'. */
+static void p2p_resolve(struct gp *P)
+{
+    for (int r = 0; r < P->run->world; r++) {
+        struct gr *w = &P->r[r];
+        for (size_t i = 0; i < w->n; i++) {
+            struct gi *it = &w->it[i];
+            if (!it->pn || it->inst >= 0)
+                continue;
+            double s = it->a;
+            for (int32_t j = 0; j < it->pn; j++) {
+                const struct gi *o = p2p_other(P, w->pl[it->p0 + j]);
+                if (o && o->a > s)
+                    s = o->a;
+            }
+            it->x = it->e > s ? it->e - s : 0;
+        }
+    }
+}
+
+/* Replay: the sync point of such a kernel, the latest replayed start among its own and its
+ * partners'; 0 while a partner has not started yet. */
+static int p2p_sync(struct gp *P, const struct gr *w, const struct gi *it, double *S)
+{
+    for (int32_t j = 0; j < it->pn; j++) {
+        const struct gi *o = p2p_other(P, w->pl[it->p0 + j]);
+        if (!o)
+            continue;
+        if (!o->arrived)
+            return 0;
+        if (o->A > *S)
+            *S = o->A;
+    }
+    return 1;
+}
+
 /* Read rank r's GPU records of its next step window (the events up to the boundary that begins
  * the step after it); 0, or -1 out of memory. */
 static int read_window(struct gp *P, int r)
@@ -181,6 +325,7 @@ static int read_window(struct gp *P, int r)
     struct cs__rank *rk = &P->run->ranks[r];
     w->n = 0;
     w->nl = 0;
+    w->npl = 0;
     w->fresh = 0;
     if (w->peek) {
         /* The boundary read last begins this window's step. */
@@ -217,6 +362,8 @@ static int read_window(struct gp *P, int r)
             *b = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
             continue;
         }
+        if (k == CS_KIND_NP2P && p2p_call(P, r, ev))
+            return -1;
         int bnd = cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
         if (bnd != 0 || ev->op == CS_OP_FINALIZE) {
             /* The step being read ends here (a begin, an end marker, MPI_Finalize). */
@@ -255,6 +402,8 @@ static int read_window(struct gp *P, int r)
                           .inst = -1};
         w->last[lane] = (int)w->n;
         w->n++;
+        if (ev->op == CS_OP_GPU_NCCL && ev->request && p2p_item(P, r, ev->request))
+            return -1;
         if (ev->op == CS_OP_GPU_NCCL && ev->request && ev->comm) {
             uint64_t *v = cs__map_get(&w->launch, (uint64_t)r, ev->request);
             uint64_t *bb = cs__map_get(&w->lbytes, (uint64_t)r, ev->request);
@@ -412,6 +561,9 @@ static void replay(struct gp *P, int sc)
                             left = 1;
                             continue;
                         }
+                    } else if (it->pn && !p2p_sync(P, w, it, &S)) {
+                        left = 1;
+                        continue;
                     }
                     if (sc == SC_OVERLAP)
                         x = 0;
@@ -431,12 +583,14 @@ static void replay(struct gp *P, int sc)
             for (int r = 0; r < world; r++)
                 for (size_t i = 0; i < P->r[r].n; i++) {
                     struct gi *it = &P->r[r].it[i];
-                    if (it->arrived && !it->done && it->inst >= 0 && (!cut || it->a < cut->a))
+                    if (it->arrived && !it->done && (it->inst >= 0 || it->pn) &&
+                        (!cut || it->a < cut->a))
                         cut = it;
                 }
             if (!cut)
                 break;
             cut->inst = -1;
+            cut->pn = 0;
             if (sc == 0)
                 P->forced++;
         }
@@ -507,6 +661,10 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
         if (P.imap.cap)
             memset(P.imap.slot, 0, P.imap.cap * sizeof *P.imap.slot);
         P.imap.n = 0;
+        if (P.pmap.cap)
+            memset(P.pmap.slot, 0, P.pmap.cap * sizeof *P.pmap.slot);
+        P.pmap.n = 0;
+        P.npe = 0;
         int any = 0;
         for (int r = 0; r < world && !bad; r++) {
             int was = P.r[r].step;
@@ -522,6 +680,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
         if (bad)
             break;
         resolve(&P);
+        p2p_resolve(&P);
         factors(&P);
         for (int sc = 0; sc < SC_N; sc++)
             replay(&P, sc);
@@ -567,6 +726,9 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
     free(P.in);
     free(P.arr);
     cs__map_free(&P.imap);
+    cs__map_free(&P.pmap);
+    cs__map_free(&P.chmap);
+    free(P.pe);
     if (P.r)
         for (int r = 0; r < world; r++) {
             free(P.r[r].it);
@@ -574,6 +736,15 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
             free(P.r[r].last);
             cs__map_free(&P.r[r].launch);
             cs__map_free(&P.r[r].lbytes);
+            for (size_t i = 0; i < P.r[r].p2pl.cap; i++)
+                if (P.r[r].p2pl.slot[i].used) {
+                    struct p2pl *L = (void *)(uintptr_t)P.r[r].p2pl.slot[i].v;
+                    free(L->v);
+                    free(L);
+                }
+            cs__map_free(&P.r[r].p2pl);
+            cs__map_free(&P.r[r].p2pk);
+            free(P.r[r].pl);
         }
     free(P.r);
     for (int sc = 0; sc < SC_N; sc++)

@@ -435,7 +435,46 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
 #include "calls.def"
 #undef CS_MPI
 
-/* Sendrecv: peer and tag are the send side's; bytes_recv is what actually arrived. */
+/*
+ * Sendrecv: peer and tag are the send side's; bytes_recv is what actually arrived; the receive
+ * side is in seq (world rank of the message's source, from the status, + 1; 0 none) and request
+ * (the received message's tag + 1; 0 none), which blocking calls leave unused otherwise.
+ */
+static void finish_sendrecv(uint64_t t0, uint64_t t1, uint16_t op, int rc, const struct cs__comm *ci,
+                            struct fill *f, int source, const MPI_Status *st)
+{
+    uint32_t src = 0;
+    uint64_t rtag = 0;
+    if (rc == MPI_SUCCESS && source != MPI_PROC_NULL && st->MPI_SOURCE != MPI_PROC_NULL &&
+        st->MPI_TAG >= 0) {
+        uint16_t ignore = 0;
+        int32_t w = cs__to_world(ci ? ci : &no_comm, st->MPI_SOURCE, &ignore);
+        if (w >= 0) {
+            src = (uint32_t)w + 1;
+            rtag = (uint64_t)st->MPI_TAG + 1;
+        }
+    }
+    struct cs_event *ev = cs_hot_begin();
+    if (CS_UNLIKELY(!ev))
+        return;
+    ev->t_begin = t0;
+    ev->t_end = t1;
+    ev->comm = ci ? ci->id : 0;
+    ev->bytes = f->bytes;
+    ev->bytes_recv = f->brecv;
+    ev->request = rtag;
+    ev->seq = src;
+    ev->peer = f->peer;
+    ev->op = op;
+    ev->flags = f->flags;
+    ev->aux = f->aux;
+    if (rc != MPI_SUCCESS) {
+        ev->flags |= CS_EV_ERROR;
+        ev->aux = rc;
+    }
+    cs_hot_commit(ev);
+}
+
 CS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
                            int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                            int source, int recvtag, MPI_Comm comm, MPI_Status *status)
@@ -459,7 +498,7 @@ CS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype send
             f.bytes = (uint64_t)sendcount * cs__tsize(sendtype);
         f.brecv = status_bytes(st);
     }
-    finish(t0, t1, CS_OP_SENDRECV, rc, ci ? ci->id : 0, 0, &f, NULL, comm);
+    finish_sendrecv(t0, t1, CS_OP_SENDRECV, rc, ci, &f, source, st);
     return rc;
 }
 
@@ -485,7 +524,7 @@ CS_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, 
             f.bytes = (uint64_t)count * cs__tsize(datatype);
         f.brecv = status_bytes(st);
     }
-    finish(t0, t1, CS_OP_SENDRECV_REPLACE, rc, ci ? ci->id : 0, 0, &f, NULL, comm);
+    finish_sendrecv(t0, t1, CS_OP_SENDRECV_REPLACE, rc, ci, &f, source, st);
     return rc;
 }
 

@@ -2,7 +2,16 @@
 # GPU check for the lent H200 machine (never needed by CI): build commscope (no MPI needed), build
 # overlap.cu with nvcc against /usr/local/cuda's NCCL, run it under libcommscope.so, and print
 # PASS/FAIL lines for: kernels captured, NCCL kernels mapped to calls, overlap > 0 and
-# consistent with the program's own CUDA-event timings.  Everything useful goes to stdout.
+# consistent with the program's own CUDA-event timings.  Then the newer real-GPU paths
+# (check_steps.py): overlap.cu again with `steps` (ProfilerStep#N NVTX ranges recorded through the
+# injection, an NCCL send/recv group to itself per step): steps from NVTX with the program's
+# count, the per-step GPU budget summing to the step time and consistent with the program's clock
+# and CUDA events, the GPU what-if replay within 5 % of the measured step, the NCCL point-to-point
+# pairs matched on GPU time; and `commscope fabric --nccl auto` on one rank (NCCL collectives
+# rows; skipped when cs_fabric was not built for want of MPI).  Everything useful goes to stdout.
+# Time: the build (a minute or two on 16 cores) dominates; the runs take seconds each (expected
+# total well under 5 minutes; the per-step timeouts only stop a hang).  Elapsed seconds are
+# printed after each part.
 # Exit 0 all pass, 1 a check failed, 77 no GPU / no CUDA here (skip).
 #
 # The lent H200 image has CUDA, NCCL (a system package) and CMake but not the -dev packages of
@@ -18,6 +27,8 @@ WORK=/tmp/cs-gpu-check
 BUILD=$WORK/build
 mkdir -p "$WORK"
 exec 2>&1
+START=$(date +%s)
+elapsed() { echo "(elapsed $(( $(date +%s) - START )) s)"; }
 echo "== GPU check $(date -u +%FT%TZ) in $ROOT"
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP: no GPU (nvidia-smi -L failed)"; exit 77
@@ -53,9 +64,11 @@ fi
 grep -i "mpi" "$WORK/cmake.log" | head -2
 ls "$BUILD/lib/libcommscope.so" "$BUILD/bin/commscope" || { echo "FAIL: build products"; exit 1; }
 
+elapsed
 echo "== build overlap.cu"
 if ! "$CUDA/bin/nvcc" -O2 -cudart shared -o "$WORK/overlap" "$ROOT/tests/gpu/overlap.cu" \
-        -I"$NCCL_INC" -L"$NCCL_LIB" -L"$WORK" -lnccl -Xlinker -rpath -Xlinker "$NCCL_LIB" \
+        -I"$NCCL_INC" -I"$CUDA/include" -L"$NCCL_LIB" -L"$WORK" -lnccl -ldl \
+        -Xlinker -rpath -Xlinker "$NCCL_LIB" \
         >"$WORK/nvcc.log" 2>&1; then
     echo "FAIL: nvcc"; cat "$WORK/nvcc.log"; exit 1
 fi
@@ -79,5 +92,64 @@ python3 "$ROOT/tests/gpu/check.py" "$RUN" "$WORK/traced.txt"; crc=$?
 
 echo "== commscope analyze"
 timeout 60 "$BUILD/bin/commscope" analyze "$RUN" --json "$WORK/report.json" 2>&1 | head -60
-[ $rc -eq 0 ] && [ $crc -eq 0 ] && { echo "GPU CHECK: PASS"; exit 0; }
+
+elapsed
+echo "== steps run: NVTX ProfilerStep#N through the injection, NCCL send/recv to itself"
+RUN2=$WORK/run-steps; rm -rf "$RUN2"
+LD_LIBRARY_PATH=$NCCL_LIB:$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-} RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
+    COMMSCOPE_DIR=$RUN2 LD_PRELOAD=$BUILD/lib/libcommscope.so \
+    NVTX_INJECTION64_PATH=$BUILD/lib/libcommscope.so \
+    timeout 120 "$WORK/overlap" 12 67108864 steps >"$WORK/steps.txt" 2>&1
+src=$?
+echo "exit $src"; cat "$WORK/steps.txt"
+[ $src -eq 0 ] && echo "PASS: steps program ran unchanged under commscope" ||
+    echo "FAIL: steps program exit status $src under commscope"
+timeout 60 "$BUILD/bin/commscope" analyze "$RUN2" --json "$WORK/report-steps.json" \
+    >"$WORK/analyze-steps.txt" 2>&1
+echo "analyze exit $? (1: problems listed)"
+sed -n '/^@--- Steps/,/^@--- Parallelism/p;/^@--- What-if/,/^$/p;/^@--- NCCL point/,/^$/p' \
+    "$WORK/analyze-steps.txt" | head -60
+grep -A8 "Problems" "$WORK/analyze-steps.txt" | head -12
+python3 "$ROOT/tests/gpu/check_steps.py" "$WORK/report-steps.json" "$WORK/steps.txt"; scrc=$?
+
+elapsed
+echo "== commscope fabric --nccl auto (one rank)"
+frc=0
+if [ -x "$BUILD/bin/cs_fabric" ]; then
+    # Open MPI's mpirun when there is one; else the benchmark as an MPI singleton (`env`).
+    if command -v mpirun >/dev/null 2>&1; then
+        set -- mpirun --allow-run-as-root --oversubscribe -np 1
+    else
+        set -- env
+    fi
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        LD_LIBRARY_PATH=$NCCL_LIB:$CUDA/lib64:$CUDA/lib:${LD_LIBRARY_PATH:-} \
+        COMMSCOPE_NCCL_LIB=$NCCL_LIB/libnccl.so.2 \
+        timeout 120 "$BUILD/bin/commscope" fabric --nccl auto --max-bytes 4M \
+        --json "$WORK/fabric.json" -- "$@" >"$WORK/fabric.txt" 2>&1
+    echo "fabric exit $? (launcher: $*)"
+    head -40 "$WORK/fabric.txt"
+    python3 - "$WORK/fabric.json" <<'PY' || frc=1
+import json, sys
+try:
+    doc = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print("FAIL: fabric JSON readable: %s" % e); sys.exit(1)
+nccl = doc.get("nccl") or {}
+rows = [c for c in doc.get("collectives", []) if c.get("transport") == "nccl"]
+ops = sorted({c["op"] for c in rows})
+want = ["allgather", "allreduce", "alltoall", "reducescatter", "sendrecv"]
+ok = nccl.get("available") is True and ops == want and all(c["time_us"] > 0 for c in rows)
+print("%s: NCCL collectives rows in commscope fabric: available %r, %d rows, ops %s%s" % (
+    "PASS" if ok else "FAIL", nccl.get("available"), len(rows), ops,
+    "" if ok else ", reason %r" % nccl.get("reason")))
+sys.exit(0 if ok else 1)
+PY
+else
+    echo "SKIP: commscope fabric: cs_fabric was not built (no MPI at configure time; see" \
+         "$WORK/cmake.log)"
+fi
+elapsed
+[ $rc -eq 0 ] && [ $crc -eq 0 ] && [ $src -eq 0 ] && [ $scrc -eq 0 ] && [ $frc -eq 0 ] &&
+    { echo "GPU CHECK: PASS"; exit 0; }
 echo "GPU CHECK: FAIL"; exit 1
