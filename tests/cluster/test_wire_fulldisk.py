@@ -3,7 +3,8 @@
 writes into a local directory of its own (COMMSCOPE_LOCAL_DIR=.../local-%h, as on nodes without
 a shared filesystem), where its wire file wire-hN.csw is a link into a tmpfs of its own of 8 KiB,
 mounted by this test (root only; skip 77 otherwise), so the capture helper's writes fail with ENOSPC part-way through
-a 3-host job of all-reduces and all-to-alls captured in 1 ms buckets.  Expected: one message from
+a 3-host job of 80 rounds of all-reduces and all-to-alls captured in 1 ms buckets (long enough
+that its buckets cannot fit in 8 KiB however fast it runs).  Expected: one message from
 rank 0 naming the file and "No space left on device" for all three nodes, the job's results and
 exit status unchanged, the trace analysis intact (3 ranks, no problems, its collectives), and each
 wire file read up to where it ends and said to end early."""
@@ -18,7 +19,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 failures = 0
 JOB = (f"mpirun $CS_CLUSTER_MPI_ARGS -np 3 --map-by node --mca coll_tuned_use_dynamic_rules 1 "
        f"--mca coll_tuned_allreduce_algorithm 4 --mca coll_tuned_alltoall_algorithm 2 "
-       f"{bindir}/cs_wire_job 10 1048576")
+       f"{bindir}/cs_wire_job 80 1048576")
 
 
 def check(cond, what):
