@@ -584,6 +584,10 @@ void cs__report_views_free(struct cs_report_views *o)
     if (o->timeline) {
         for (size_t i = 0; i < o->timeline->nrows; i++)
             free(o->timeline->rows[i].seg);
+        for (size_t i = 0; i < o->timeline->nrows; i++) {
+            free(o->timeline->rows[i].gseg);
+            free(o->timeline->rows[i].lane_comm);
+        }
         free(o->timeline->rows);
         free(o->timeline);
     }
