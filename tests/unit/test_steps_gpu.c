@@ -113,6 +113,89 @@ static void write_run(const char *dir)
     }
 }
 
+/* Lane `lane` of the row holds exactly the pieces want[n][3] = {t0 us, t1 us, kind}. */
+static void check_lane(const struct cs_report_tl_row *r, int lane, const double (*want)[3], size_t n)
+{
+    size_t got = 0;
+    for (size_t i = 0; i < r->ngseg; i++) {
+        const struct cs_report_tl_gseg *g = &r->gseg[i];
+        if (g->lane != lane)
+            continue;
+        if (got < n) {
+            CHECK_NEAR(g->t0_s - r->begin_s, want[got][0] * 1e-6, 1e-12);
+            CHECK_NEAR(g->t1_s - r->begin_s, want[got][1] * 1e-6, 1e-12);
+            CHECK_INT(g->kind, ==, (int)want[got][2]);
+        }
+        got++;
+    }
+    CHECK_INT(got, ==, n);
+}
+
+/*
+ * The representative step's timeline with the GPU lanes (views_steps_gpu.c): in every step from
+ * step 1 on (the median timed one is drawn), rank 0's compute lane is [0,50) (the crossing kernel's
+ * second half), [100,500) and [950,1000); its world lane [450,500) overlapped, [500,720) exposed
+ * (two kernels back to back), [800,850) exposed; rank 1 computes [0,600) and its world lane is
+ * exposed [600,720), [800,850).  The row numbers are those of the step budget above: rank 0
+ * compute 500, NCCL 320, overlapped 50, exposed 270, idle 230; rank 1 600, 170, 0, 170, 230 --
+ * and, the timed steps being alike, equal to the budget's per-rank means.
+ */
+static void check_timeline(const char *root)
+{
+    struct cs__run run;
+    struct cs_report rep;
+    char err[512];
+    struct cs__analyze_opts o = {.timeline = 1};
+    CHECK_INT(cs__analyze_dir_opts(root, &run, &rep, err, sizeof err, &o), ==, 0);
+    const struct cs_report_timeline *tl = rep.views ? rep.views->timeline : NULL;
+    CHECK(tl != NULL);
+    if (tl && rep.steps && rep.steps->nranks == 2) {
+        const double u = 1e-6, eps = 1e-12;
+        CHECK(tl->step >= 1 && tl->step < STEPS);
+        CHECK_INT(tl->nrows, ==, 2);
+        CHECK_INT(tl->gpu_rows, ==, 2);
+        static const double c0[][3] = {{0, 50, CS_TL_G_COMPUTE},
+                                       {100, 500, CS_TL_G_COMPUTE},
+                                       {950, 1000, CS_TL_G_COMPUTE}};
+        static const double w0[][3] = {{450, 500, CS_TL_G_OVERLAPPED},
+                                       {500, 720, CS_TL_G_EXPOSED},
+                                       {800, 850, CS_TL_G_EXPOSED}};
+        static const double c1[][3] = {{0, 600, CS_TL_G_COMPUTE}};
+        static const double w1[][3] = {{600, 720, CS_TL_G_EXPOSED}, {800, 850, CS_TL_G_EXPOSED}};
+        const double want[2][5] = {{500, 320, 50, 270, 230}, {600, 170, 0, 170, 230}};
+        for (size_t i = 0; i < tl->nrows && i < 2; i++) {
+            const struct cs_report_tl_row *r = &tl->rows[i];
+            CHECK_INT(r->rank, ==, (int)i);
+            CHECK(r->gpu);
+            CHECK_NEAR(r->end_s - r->begin_s, 1000 * u, eps);
+            CHECK_INT(r->nlanes, ==, 1);
+            if (r->nlanes)
+                CHECK_STR(r->lane_comm[0], "world");
+            check_lane(r, 0, i ? c1 : c0, i ? 1 : 3);
+            check_lane(r, 1, i ? w1 : w0, i ? 2 : 3);
+            CHECK_NEAR(r->gpu_compute_s, want[i][0] * u, eps);
+            CHECK_NEAR(r->gpu_comm_s, want[i][1] * u, eps);
+            CHECK_NEAR(r->gpu_overlapped_s, want[i][2] * u, eps);
+            CHECK_NEAR(r->gpu_exposed_s, want[i][3] * u, eps);
+            CHECK_NEAR(r->gpu_idle_s, want[i][4] * u, eps);
+            /* the step budget's numbers for the same rank */
+            const struct cs_report_budget *b = &rep.steps->ranks[i];
+            double exposed = b->grad_sync_s + b->wait_s;
+            for (int d = 0; d < CS_DIM_N; d++)
+                exposed += b->comm_s[d];
+            CHECK_NEAR(r->gpu_compute_s, b->compute_s, eps);
+            CHECK_NEAR(r->gpu_exposed_s, exposed, eps);
+            CHECK_NEAR(r->gpu_idle_s, b->idle_s, eps);
+        }
+        /* the step's overlap ratio (all ranks): overlapped over NCCL kernel time of the rows */
+        double n = tl->rows[0].gpu_comm_s + tl->rows[1].gpu_comm_s;
+        double ov = tl->rows[0].gpu_overlapped_s + tl->rows[1].gpu_overlapped_s;
+        CHECK_NEAR(ov / n, rep.steps->list[tl->step].overlap_ratio, 1e-12);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 int main(void)
 {
     char root[] = "/tmp/cs-test-stepsgpu-XXXXXX";
@@ -233,6 +316,7 @@ int main(void)
     }
     cs__report_free(&rep);
     cs__run_free(&run);
+    check_timeline(root);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0)
