@@ -299,6 +299,31 @@ int main(void)
         CHECK_NEAR(wi->no_straggler_step_s, 1012.5 * u, eps);
         CHECK_STR(wi->note, "replayed on the GPU timelines");
     }
+    /* The breakdown and the verdict take waiting as the step budget places it: rank 0 waits
+     * [450,600) of each step at the all-reduce, of which [450,500) is under a compute kernel, so
+     * 100 per step, 400 over the run -- not min(waits at NCCL instances = 600, exposed NCCL
+     * kernel time = 4 x 270 = 1080) = 600, the rank-level rule the views used before. */
+    CHECK(rep.views != NULL && rep.nranks == 2);
+    if (rep.views && rep.nranks == 2) {
+        const double(*seg)[CS_SEG_N] = (const double(*)[CS_SEG_N])rep.views->seg_s;
+        CHECK_NEAR(rep.ranks[0].wait_s, 4 * 150 * u, eps); /* at the instances, unchanged */
+        CHECK_NEAR(seg[0][CS_SEG_WAIT], 4 * 100 * u, eps);
+        CHECK_NEAR(seg[0][CS_SEG_COLL], 4 * 270 * u - 4 * 100 * u, eps);
+        CHECK_NEAR(seg[0][CS_SEG_COLL] + seg[0][CS_SEG_WAIT], rep.ranks[0].exposed_comm_s, eps);
+        CHECK_NEAR(seg[1][CS_SEG_WAIT], 0, 0);
+        CHECK_NEAR(seg[1][CS_SEG_COLL], 4 * 170 * u, eps);
+        /* the same as the budget: every step waits alike, step 0 included */
+        if (s && s->nranks == 2)
+            CHECK_NEAR(seg[0][CS_SEG_WAIT], STEPS * s->ranks[0].wait_s, eps);
+        double comm = rep.ranks[0].comm_s + rep.ranks[1].comm_s;
+        int found = 0;
+        for (size_t i = 0; i < rep.views->nfindings; i++)
+            if (rep.views->findings[i].kind == CS_FIND_COMM_SHARE) {
+                found = 1;
+                CHECK_NEAR(rep.views->findings[i].v[2], 100.0 * 400 * u / comm, 1e-9);
+            }
+        CHECK(found);
+    }
     /* the JSON: idle known on GPU ranks */
     char jp[600];
     snprintf(jp, sizeof jp, "%s/report.json", root);
