@@ -131,6 +131,24 @@ def main():
             check(abs(ps[0]["overlap_ratio"] - tot_o / tot_n) <= 1e-8,
                   "step %d overlap ratio %r vs computed %r" % (K, ps[0]["overlap_ratio"],
                                                                 tot_o / tot_n))
+        # The text report: Idle is a column of the step table when GPU timelines exist (the
+        # budget's idle_s per rank), the footnote says so, and the GPU/NIC affinity note names
+        # what an import lacks instead of claiming the traces record no GPU.
+        lines = p.stdout.split("@--- Time per step", 1)[-1].split("@---", 1)[0].splitlines()
+        check(lines and lines[1].split()[-1] == "Idle", "Idle column in the step table")
+        for ln in lines[2:]:
+            f = ln.split()
+            if f and f[0].isdigit() and int(f[0]) in budget:
+                check(abs(float(f[-1]) - budget[int(f[0])]["idle_s"]) <= 6e-7,
+                      "text Idle of rank %s: %s" % (f[0], ln))
+        check("idle cannot be told from compute without a GPU timeline)" not in p.stdout and
+              "idle on the GPU" not in p.stdout, "no footnote claiming idle is unknown")
+        m = re.search(r"gpu_nic_affinity: not checked: (.*)", p.stdout)
+        check(m and "no GPU per rank" not in m.group(1) and "CUDA device" in m.group(1) and
+              "topology snapshot" in m.group(1), "affinity note for an import: %r"
+              % (m.group(1) if m else None))
+        check(rep["topology"]["gpu_nic_affinity"]["reason"] == m.group(1) if m else False,
+              "the JSON gives the same reason")
         import test_reports  # noqa: E402
         exe = test_reports.chromium()
         if exe:
