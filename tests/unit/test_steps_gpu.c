@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,8 +197,14 @@ static void check_timeline(const char *root)
     cs__run_free(&run);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* `test_steps_gpu --write DIR`: only write the scripted run (tests/report/test_gpu_timeline.py
+     * draws its HTML report). */
+    if (argc == 3 && strcmp(argv[1], "--write") == 0) {
+        write_run(argv[2]);
+        return cs_test_result();
+    }
     char root[] = "/tmp/cs-test-stepsgpu-XXXXXX";
     if (!mkdtemp(root)) {
         perror("mkdtemp");
