@@ -197,6 +197,83 @@ static void check_timeline(const char *root)
     cs__run_free(&run);
 }
 
+/*
+ * One rank, steps [0,1000) and [1000,2000) (MPI_Pcontrol), alike, the median timed one drawn.  In
+ * each step: compute [0,300); NCCL kernels of seven communicators, communicator j at
+ * [100 + 100 j, 150 + 100 j).  Lanes: the first five communicators get one each, the sixth and
+ * seventh share the last, named "other"; the kernels of communicators 0 and 1 are overlapped,
+ * the rest exposed.  Numbers: compute 300, NCCL 350, overlapped 100, exposed 250, idle 450 --
+ * the budget's (the communicators are unknown to the group analysis: dimension "other").
+ */
+static void check_lanes_many(const char *root)
+{
+    char dir[600], p[700], err[512];
+    snprintf(dir, sizeof dir, "%s/lanes", root);
+    CHECK(mkdir(dir, 0700) == 0);
+    struct tw *w = tw_new_gpu_rank(0, 1, 0x1a9e, 90, T0, T0 + 2000 * US);
+    for (uint64_t k = 0; k <= 2; k++) {
+        struct cs_event m = ev_at(CS_OP_PCONTROL, 1000 * k, 1000 * k);
+        m.aux = k < 2 ? 1 : 0;
+        tw_event(w, 0, &m);
+    }
+    for (uint64_t k = 0; k < 2; k++) {
+        uint64_t o = 1000 * k;
+        struct cs_event c = kernel(o, o + 300);
+        tw_event(w, 1, &c);
+        for (uint64_t j = 0; j < 7; j++) {
+            struct cs_event n = nccl_kernel(o + 100 + 100 * j, o + 150 + 100 * j, 0, 0);
+            n.comm = 0x7e00 + j;
+            tw_event(w, 1, &n);
+        }
+    }
+    snprintf(p, sizeof p, "%s/rank-00000.cst", dir);
+    CHECK(tw_write(w, p, NULL) > 0);
+    tw_free(w);
+    struct cs__run run;
+    struct cs_report rep;
+    struct cs__analyze_opts o = {.timeline = 1};
+    CHECK_INT(cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &o), ==, 0);
+    const struct cs_report_timeline *tl = rep.views ? rep.views->timeline : NULL;
+    CHECK(tl != NULL && tl->nrows == 1);
+    if (tl && tl->nrows == 1 && rep.steps && rep.steps->nranks == 1) {
+        const double u = 1e-6, eps = 1e-12;
+        const struct cs_report_tl_row *r = &tl->rows[0];
+        CHECK(tl->step == 0 || tl->step == 1); /* the two steps are alike */
+        CHECK_INT(r->nlanes, ==, CS_VIEW_TL_LANES);
+        for (size_t i = 0; i + 1 < r->nlanes && i < CS_VIEW_TL_LANES; i++) {
+            char want[40];
+            cs__comm_label(0x7e00 + i, want, sizeof want);
+            CHECK_STR(r->lane_comm[i], want);
+        }
+        if (r->nlanes == CS_VIEW_TL_LANES)
+            CHECK_STR(r->lane_comm[CS_VIEW_TL_LANES - 1], "other");
+        static const double c[][3] = {{0, 300, CS_TL_G_COMPUTE}};
+        check_lane(r, 0, c, 1);
+        for (int j = 0; j < 5; j++) {
+            const double one[][3] = {
+                {100 + 100.0 * j, 150 + 100.0 * j, j < 2 ? CS_TL_G_OVERLAPPED : CS_TL_G_EXPOSED}};
+            check_lane(r, 1 + j, one, 1);
+        }
+        static const double other[][3] = {{600, 650, CS_TL_G_EXPOSED},
+                                          {700, 750, CS_TL_G_EXPOSED}};
+        check_lane(r, CS_VIEW_TL_LANES, other, 2);
+        CHECK_NEAR(r->gpu_compute_s, 300 * u, eps);
+        CHECK_NEAR(r->gpu_comm_s, 350 * u, eps);
+        CHECK_NEAR(r->gpu_overlapped_s, 100 * u, eps);
+        CHECK_NEAR(r->gpu_exposed_s, 250 * u, eps);
+        CHECK_NEAR(r->gpu_idle_s, 450 * u, eps);
+        const struct cs_report_budget *b = &rep.steps->ranks[0];
+        double exposed = b->grad_sync_s + b->wait_s;
+        for (int d = 0; d < CS_DIM_N; d++)
+            exposed += b->comm_s[d];
+        CHECK_NEAR(b->compute_s, r->gpu_compute_s, eps);
+        CHECK_NEAR(exposed, r->gpu_exposed_s, eps);
+        CHECK_NEAR(b->idle_s, r->gpu_idle_s, eps);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 int main(int argc, char **argv)
 {
     /* `test_steps_gpu --write DIR`: only write the scripted run (tests/report/test_gpu_timeline.py
@@ -349,6 +426,7 @@ int main(int argc, char **argv)
     cs__report_free(&rep);
     cs__run_free(&run);
     check_timeline(root);
+    check_lanes_many(root);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0)
