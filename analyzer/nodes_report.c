@@ -33,7 +33,7 @@ static const char *aff_reason(const struct cs_report *rep, char *buf, size_t n)
              "NCCL communicator record giving the GPU's PCI address%s, so whether a rank's GPU "
              "and the NIC it uses share a socket cannot be checked",
              rep->kineto ? "Kineto traces" : "traces",
-             snap            ? ""
+             snap          ? ""
              : rep->kineto ? ", and an import has no topology snapshot of its hosts (where the "
                              "GPUs and NICs sit)"
                            : ", and no host has a topology snapshot (RUN_DIR/topology/HOST.xml: "

@@ -582,9 +582,8 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
                 "<title>rank %d: step %.6f s, in calls %.6f s, %s %.6f s, requests in "
                 "flight %.6f s</title></rect>",
                 lw + pw * r->begin_s / W, y, pw * dur / W, bh,
-                r->gpu ? CS_HTML_HOST_OUTSIDE : seg_color[CS_SEG_COMPUTE], r->rank, dur,
-                r->calls_s, r->gpu ? "host outside traced calls" : "compute", dur - r->calls_s,
-                r->inflight_s);
+                r->gpu ? CS_HTML_HOST_OUTSIDE : seg_color[CS_SEG_COMPUTE], r->rank, dur, r->calls_s,
+                r->gpu ? "host outside traced calls" : "compute", dur - r->calls_s, r->inflight_s);
         for (size_t j = 0; j < r->nseg; j++) {
             const struct cs_report_tl_seg *s = &r->seg[j];
             double x = lw + pw * s->t0_s / W, w = pw * (s->t1_s - s->t0_s) / W;
@@ -610,8 +609,8 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
         y += cs__report_tl_gpu_svg(f, r, lw, pw, W, y);
     }
     int yl = (int)y + 2;
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", lw, yl,
-            lw + pw, yl);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", lw, yl, lw + pw,
+            yl);
     for (int t = 0; t <= 4; t++)
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">%.6f s</text>\n",
                 lw + pw * t / 4, yl + 16, tl->window_s * t / 4);

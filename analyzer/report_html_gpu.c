@@ -164,8 +164,7 @@ int cs__report_tl_gpu_svg(FILE *f, const struct cs_report_tl_row *r, int lw, int
         double x = lw + pw * s->t0_s / W, w = pw * (s->t1_s - s->t0_s) / W;
         if (w < 0.3)
             w = 0.3;
-        fprintf(f,
-                "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>",
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>",
                 x, y + (double)s->lane * LANE_H, w, LANE_H - 2, gcol[k]);
         fprintf(f, "rank %d %s", r->rank, gwhat[k]);
         if (s->lane > 0 && s->lane <= r->nlanes) {

@@ -2,7 +2,8 @@
  * Ranks with both MPI collectives (host call times) and NCCL collectives (GPU records): the
  * report's time segments take the MPI part from the host and the NCCL part from the GPU
  * timeline, each wait counted once, in the part of its instance (docs/metrics.md, "Report
- * views"); NCCL waiting only where no compute kernel hides it.  A scripted two-rank trace (tw.c) whose every number is known.
+ * views"); NCCL waiting only where no compute kernel hides it.  A scripted two-rank trace (tw.c)
+ * whose every number is known.
  */
 #include <stdlib.h>
 #include <sys/stat.h>

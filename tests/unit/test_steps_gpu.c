@@ -115,7 +115,8 @@ static void write_run(const char *dir)
 }
 
 /* Lane `lane` of the row holds exactly the pieces want[n][3] = {t0 us, t1 us, kind}. */
-static void check_lane(const struct cs_report_tl_row *r, int lane, const double (*want)[3], size_t n)
+static void check_lane(const struct cs_report_tl_row *r, int lane, const double (*want)[3],
+                       size_t n)
 {
     size_t got = 0;
     for (size_t i = 0; i < r->ngseg; i++) {
@@ -155,9 +156,8 @@ static void check_timeline(const char *root)
         CHECK(tl->step >= 1 && tl->step < STEPS);
         CHECK_INT(tl->nrows, ==, 2);
         CHECK_INT(tl->gpu_rows, ==, 2);
-        static const double c0[][3] = {{0, 50, CS_TL_G_COMPUTE},
-                                       {100, 500, CS_TL_G_COMPUTE},
-                                       {950, 1000, CS_TL_G_COMPUTE}};
+        static const double c0[][3] = {
+            {0, 50, CS_TL_G_COMPUTE}, {100, 500, CS_TL_G_COMPUTE}, {950, 1000, CS_TL_G_COMPUTE}};
         static const double w0[][3] = {{450, 500, CS_TL_G_OVERLAPPED},
                                        {500, 720, CS_TL_G_EXPOSED},
                                        {800, 850, CS_TL_G_EXPOSED}};
@@ -254,8 +254,7 @@ static void check_lanes_many(const char *root)
                 {100 + 100.0 * j, 150 + 100.0 * j, j < 2 ? CS_TL_G_OVERLAPPED : CS_TL_G_EXPOSED}};
             check_lane(r, 1 + j, one, 1);
         }
-        static const double other[][3] = {{600, 650, CS_TL_G_EXPOSED},
-                                          {700, 750, CS_TL_G_EXPOSED}};
+        static const double other[][3] = {{600, 650, CS_TL_G_EXPOSED}, {700, 750, CS_TL_G_EXPOSED}};
         check_lane(r, CS_VIEW_TL_LANES, other, 2);
         CHECK_NEAR(r->gpu_compute_s, 300 * u, eps);
         CHECK_NEAR(r->gpu_comm_s, 350 * u, eps);
