@@ -64,5 +64,15 @@ void cs__report_gpu_text(const struct cs_report *rep, FILE *out);
 void cs__report_gpu_json(const struct cs_report *rep, FILE *out);
 /* report_html_gpu.c: the HTML report's GPU overlap (nothing without GPU records). */
 void cs__report_gpu_html(const struct cs_report *rep, FILE *f);
+/* The representative step's GPU lanes (report_html.c's timeline): the host bar's fill on rows
+ * with GPU lanes, the legend, a row's lanes below its host bar at y (returns the height used;
+ * 0 on rows without GPU lanes, and cs__report_tl_gpu_height says it first), and the table of the
+ * rows' step numbers. */
+#define CS_HTML_HOST_OUTSIDE "#d9dde3"
+void cs__report_tl_gpu_legend(const struct cs_report_timeline *tl, FILE *f);
+int cs__report_tl_gpu_height(const struct cs_report_tl_row *r);
+int cs__report_tl_gpu_svg(FILE *f, const struct cs_report_tl_row *r, int lw, int pw, double W,
+                          double y);
+void cs__report_tl_gpu_table(const struct cs_report_timeline *tl, FILE *f);
 
 #endif

@@ -468,9 +468,18 @@ void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
 void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o,
                      const size_t *row, const int *counts);
 void cs__vsteps_build(struct cs__run *run, struct cs_report *rep);
+/* views_steps_gpu.c: the GPU lanes and numbers of rank r's step [begin, end) (aligned ns) on
+ * the representative step's row (times in s from begin); nothing on ranks without a GPU
+ * timeline.  0, or -1 out of memory. */
+int cs__vsteps_gpu_row(struct cs__run *run, int r, int64_t begin, int64_t end, double merge_s,
+                       struct cs_report_tl_row *row);
 /* views_gpu.c: the report views of ranks with GPU records (their GPU timeline). */
 double cs__views_gpu_comm(const struct cs_report_rank *r);
-void cs__views_gpu_segments(const struct cs_report_rank *r, double nccl_wait_s, double *seg);
+void cs__views_gpu_segments(const struct cs_report_rank *r, double gpu_wait_s, double nccl_wait_s,
+                            double *seg);
+/* steps_gpu.c: the rank's waiting on its GPU timeline over the whole run (seconds; the step
+ * budget's definition, docs/metrics.md "Waiting on a GPU timeline"); NaN without one. */
+double cs__sgpu_rank_wait_s(const struct cs__run *run, int rank);
 void cs__views_gpu_finding(const struct cs_report *rep, struct cs_report_views *o);
 /* The step index rank is in now (during the merge), -1 outside steps or without steps. */
 int cs__vsteps_current(const struct cs__run *run, int rank);

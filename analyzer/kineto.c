@@ -1118,6 +1118,7 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
     run->events_out = o ? o->events_out : NULL;
     run->perfetto_opts = o ? o->perfetto : NULL;
     run->progress_out = o ? o->progress_out : NULL;
+    run->want_timeline = o ? o->timeline : 0;
     snprintf(run->source, sizeof run->source, "kineto");
     snprintf(run->dir, sizeof run->dir, "%s", paths[0]);
     for (size_t i = 0; i < ns.n; i++)
@@ -1129,16 +1130,10 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
                     K->cand[i].count, K->cand[i].name);
     if (!rc)
         rc = cs__analyze(run, rep);
-    /* The step timeline draws host calls, of which an import holds only the collectives' CPU
-     * side: the HTML report shows the GPU overlap instead. */
     /* Step markers of an import are its ProfilerStep#N ranges (converted to MPI_Pcontrol). */
     if (rep->steps && strcmp(rep->steps->source, "marker") == 0)
         snprintf(rep->steps->detail, sizeof rep->steps->detail,
                  "ProfilerStep#N ranges of the PyTorch profiler");
-    if (rep->views && !rep->views->timeline)
-        snprintf(rep->views->timeline_note, sizeof rep->views->timeline_note,
-                 "the step timeline of host calls is not drawn for Kineto imports (their host "
-                 "side holds only the collective calls); the GPU overlap is below");
     if (rep->ranks) {
         rep->kineto = K;
         K = NULL;

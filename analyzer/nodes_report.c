@@ -17,6 +17,30 @@ static const char *const gpu_reason =
 
 static void ind(FILE *f, int d);
 
+/* Why no rank's GPU/NIC affinity could be checked: runs with GPU records (a Kineto import, CUPTI
+ * without NCCL's communicator records) know each rank's CUDA device from its kernels, but not
+ * the GPU's PCI address, and maybe no topology snapshot (where the GPUs and NICs sit). */
+static const char *aff_reason(const struct cs_report *rep, char *buf, size_t n)
+{
+    const struct cs_report_nodes *nd = rep->nodes;
+    if (!rep->gpu)
+        return gpu_reason;
+    int snap = 0;
+    for (size_t i = 0; nd && i < nd->nhosts; i++)
+        snap |= nd->hosts[i].snapshot != 0;
+    snprintf(buf, n,
+             "the %s record each rank's GPU only as the CUDA device its kernels ran on, with no "
+             "NCCL communicator record giving the GPU's PCI address%s, so whether a rank's GPU "
+             "and the NIC it uses share a socket cannot be checked",
+             rep->kineto ? "Kineto traces" : "traces",
+             snap          ? ""
+             : rep->kineto ? ", and an import has no topology snapshot of its hosts (where the "
+                             "GPUs and NICs sit)"
+                           : ", and no host has a topology snapshot (RUN_DIR/topology/HOST.xml: "
+                             "where the GPUs and NICs sit)");
+    return buf;
+}
+
 static void affinity_row_json(const struct cs_report_affinity *a, FILE *f)
 {
     fprintf(f, "{\"rank\": %d, \"host\": ", a->rank);
@@ -257,8 +281,9 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
     fputs("],", f);
     ind(f, d + 1);
     if (!nd->naff) {
+        char why[400];
         fputs("\"gpu_nic_affinity\": {\"checked\": false, \"reason\": ", f);
-        cs__json_str(f, gpu_reason);
+        cs__json_str(f, aff_reason(rep, why, sizeof why));
         fprintf(f, ", \"hosts_with_gpus\": %d, \"mismatches\": []}", nd->hosts_with_gpus);
     } else {
         affinity_json(nd, f, d + 1);
@@ -322,8 +347,9 @@ void cs__nodes_text(const struct cs_report *rep, FILE *out)
                 o->scope, o->path, fmt(b, sizeof b, "%.1f", o->capacity_gbps),
                 fmt(c, sizeof c, "%.2f", o->pct_of_capacity));
     }
+    char why[400];
     if (!nd->naff)
-        fprintf(out, "gpu_nic_affinity: not checked: %s\n", gpu_reason);
+        fprintf(out, "gpu_nic_affinity: not checked: %s\n", aff_reason(rep, why, sizeof why));
     else
         affinity_text(nd, out);
 }

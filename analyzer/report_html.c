@@ -556,16 +556,21 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
     for (int k = CS_TL_P2P; k < CS_TL_N; k++)
         fprintf(f, "<span><i style=\"background:%s\"></i>%s</span> ", tl_color[k], tl_name[k]);
     fputs("</p>\n", f);
+    if (tl->gpu_rows)
+        cs__report_tl_gpu_legend(tl, f);
     int lw = 200, pw = 640, rh = tl->nrows <= 16 ? 22 : tl->nrows <= 32 ? 14 : 9;
     int h = (int)tl->nrows * rh + 30;
+    for (size_t i = 0; i < tl->nrows; i++)
+        h += cs__report_tl_gpu_height(&tl->rows[i]);
     double W = tl->window_s > 0 ? tl->window_s : 1;
     fprintf(f,
             "<svg id=\"timeline\" class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
             "role=\"img\">\n",
             lw + pw + 60, h, lw + pw + 60, h);
+    double y = 0;
     for (size_t i = 0; i < tl->nrows; i++) {
         const struct cs_report_tl_row *r = &tl->rows[i];
-        double y = (double)i * rh, bh = rh - 5;
+        double bh = rh - 5;
         fprintf(f,
                 "<g class=\"tlrow\" data-rank=\"%d\"><text x=\"%d\" y=\"%.1f\" "
                 "text-anchor=\"end\" class=\"small\">rank %d (",
@@ -574,10 +579,11 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
         double dur = r->end_s - r->begin_s;
         fprintf(f,
                 ")</text><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
-                "<title>rank %d: step %.6f s, in calls %.6f s, compute %.6f s, requests in "
+                "<title>rank %d: step %.6f s, in calls %.6f s, %s %.6f s, requests in "
                 "flight %.6f s</title></rect>",
-                lw + pw * r->begin_s / W, y, pw * dur / W, bh, seg_color[CS_SEG_COMPUTE], r->rank,
-                dur, r->calls_s, dur - r->calls_s, r->inflight_s);
+                lw + pw * r->begin_s / W, y, pw * dur / W, bh,
+                r->gpu ? CS_HTML_HOST_OUTSIDE : seg_color[CS_SEG_COMPUTE], r->rank, dur, r->calls_s,
+                r->gpu ? "host outside traced calls" : "compute", dur - r->calls_s, r->inflight_s);
         for (size_t j = 0; j < r->nseg; j++) {
             const struct cs_report_tl_seg *s = &r->seg[j];
             double x = lw + pw * s->t0_s / W, w = pw * (s->t1_s - s->t0_s) / W;
@@ -599,14 +605,18 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
         }
         fprintf(f, "%s</g>\n",
                 r->truncated ? "<text x=\"842\" y=\"0\" class=\"small\">(truncated)</text>" : "");
+        y += rh;
+        y += cs__report_tl_gpu_svg(f, r, lw, pw, W, y);
     }
-    int y = (int)tl->nrows * rh + 2;
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", lw, y, lw + pw,
-            y);
+    int yl = (int)y + 2;
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", lw, yl, lw + pw,
+            yl);
     for (int t = 0; t <= 4; t++)
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">%.6f s</text>\n",
-                lw + pw * t / 4, y + 16, tl->window_s * t / 4);
+                lw + pw * t / 4, yl + 16, tl->window_s * t / 4);
     fputs("</svg>\n", f);
+    if (tl->gpu_rows)
+        cs__report_tl_gpu_table(tl, f);
 }
 
 static void sec_overlap(const struct cs_report *rep, FILE *f)

@@ -97,3 +97,108 @@ void cs__report_gpu_html(const struct cs_report *rep, FILE *f)
     }
     fputs(fold ? "</table></details>\n" : "</table>\n", f);
 }
+
+/* ---- the representative step's GPU lanes (the timeline of report_html.c) ---- */
+
+#define LANE_H 9
+static const char *const gcol[3] = {"#4e79a7", "#76b7b2", "#f28e2b"};
+static const char *const gwhat[3] = {"compute kernels", "NCCL kernels overlapped by compute",
+                                     "NCCL kernels exposed"};
+
+static void esc_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+void cs__report_tl_gpu_legend(const struct cs_report_timeline *tl, FILE *f)
+{
+    fprintf(f,
+            "<p>On ranks with a GPU timeline the host bar (grey outside traced calls) is "
+            "followed by the GPU's lanes for the same step window: compute kernels, then one lane "
+            "per communicator with its NCCL kernels, split into the part a compute kernel "
+            "overlapped and the exposed rest. %d of the %zu rows have GPU lanes; the table "
+            "below gives each row's numbers, which are the step budget's for this step.</p>\n",
+            tl->gpu_rows, tl->nrows);
+    fputs("<p class=\"legend\">", f);
+    fprintf(f, "<span><i style=\"background:%s\"></i>host outside traced calls</span> ",
+            CS_HTML_HOST_OUTSIDE);
+    for (int k = 0; k < 3; k++)
+        fprintf(f, "<span><i style=\"background:%s\"></i>%s</span> ", gcol[k], gwhat[k]);
+    fputs("</p>\n", f);
+}
+
+int cs__report_tl_gpu_height(const struct cs_report_tl_row *r)
+{
+    return r->gpu ? (int)(1 + r->nlanes) * LANE_H + 4 : 0;
+}
+
+int cs__report_tl_gpu_svg(FILE *f, const struct cs_report_tl_row *r, int lw, int pw, double W,
+                          double y)
+{
+    if (!r->gpu)
+        return 0;
+    fprintf(f, "<g class=\"tlgpu\" data-rank=\"%d\">", r->rank);
+    for (size_t l = 0; l <= r->nlanes; l++) {
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" class=\"small\">", lw - 6,
+                y + (double)l * LANE_H + LANE_H - 1);
+        if (l == 0)
+            fputs("GPU compute", f);
+        else
+            esc_text(f, r->lane_comm[l - 1]);
+        fputs("</text>", f);
+    }
+    for (size_t i = 0; i < r->ngseg; i++) {
+        const struct cs_report_tl_gseg *s = &r->gseg[i];
+        int k = s->kind < 3 ? s->kind : 0;
+        double x = lw + pw * s->t0_s / W, w = pw * (s->t1_s - s->t0_s) / W;
+        if (w < 0.3)
+            w = 0.3;
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>",
+                x, y + (double)s->lane * LANE_H, w, LANE_H - 2, gcol[k]);
+        fprintf(f, "rank %d %s", r->rank, gwhat[k]);
+        if (s->lane > 0 && s->lane <= r->nlanes) {
+            fputs(" (", f);
+            esc_text(f, r->lane_comm[s->lane - 1]);
+            fputc(')', f);
+        }
+        fprintf(f, " %.6f-%.6f s</title></rect>", s->t0_s, s->t1_s);
+    }
+    fprintf(f, "%s</g>\n",
+            r->gtruncated ? "<text x=\"842\" y=\"0\" class=\"small\">(truncated)</text>" : "");
+    return cs__report_tl_gpu_height(r);
+}
+
+void cs__report_tl_gpu_table(const struct cs_report_timeline *tl, FILE *f)
+{
+    fputs("<table id=\"timeline-gpu\"><tr><th>rank</th><th>step (s)</th><th>GPU compute (s)</th>"
+          "<th>NCCL kernels (s)</th><th>overlapped (s)</th><th>exposed (s)</th>"
+          "<th>overlap ratio</th><th>GPU idle (s)</th></tr>\n",
+          f);
+    for (size_t i = 0; i < tl->nrows; i++) {
+        const struct cs_report_tl_row *r = &tl->rows[i];
+        if (!r->gpu)
+            continue;
+        fprintf(f,
+                "<tr><td>%d</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%.6f</td>"
+                "<td>",
+                r->rank, r->end_s - r->begin_s, r->gpu_compute_s, r->gpu_comm_s,
+                r->gpu_overlapped_s, r->gpu_exposed_s);
+        ratio(f, r->gpu_comm_s > 0 ? r->gpu_overlapped_s / r->gpu_comm_s : NAN);
+        fprintf(f, "</td><td>%.6f</td></tr>\n", r->gpu_idle_s);
+    }
+    fputs("</table>\n", f);
+    if ((size_t)tl->ranks_total > tl->nrows)
+        fprintf(f, "<p>%zu of %d ranks are shown (evenly spaced, the straggler included).</p>\n",
+                tl->nrows, tl->ranks_total);
+}

@@ -139,17 +139,21 @@ static const char *fmt(char *buf, size_t n, const char *f, double v)
     return buf;
 }
 
-static void budget_line(FILE *out, const char *who, const struct cs_report_budget *b)
+/* idle: the table has the Idle column (some rank has a GPU timeline). */
+static void budget_line(FILE *out, const char *who, const struct cs_report_budget *b, int idle)
 {
     char x[8][32];
     double comm = 0;
     for (int d = 0; d < CS_DIM_N; d++)
         comm += b->comm_s[d];
-    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s\n", who, fmt(x[0], 32, "%.6f", b->step_s),
+    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s", who, fmt(x[0], 32, "%.6f", b->step_s),
             fmt(x[1], 32, "%.6f", b->compute_s), fmt(x[2], 32, "%.6f", b->grad_sync_s),
             fmt(x[3], 32, "%.6f", b->comm_s[CS_DIM_TP]),
             fmt(x[4], 32, "%.6f", comm - b->comm_s[CS_DIM_TP]), fmt(x[5], 32, "%.6f", b->wait_s),
             fmt(x[6], 32, "%.6f", b->other_mpi_s));
+    if (idle)
+        fprintf(out, " %12s", fmt(x[7], 32, "%.6f", b->idle_s));
+    fputc('\n', out);
 }
 
 void cs__report_steps_text(const struct cs_report *rep, FILE *out)
@@ -169,26 +173,27 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
 
     fprintf(out, "\n@--- Time per step (seconds, mean over timed steps) %s\n",
             "------------------");
-    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s\n", "Rank", "Step", "Compute", "Grad_sync",
+    /* Ranks with a GPU timeline know their idle time (the GPU ran nothing): a column then. */
+    int idle = isfinite(s->total.idle_s);
+    for (size_t i = 0; i < s->nranks; i++)
+        idle |= isfinite(s->ranks[i].idle_s);
+    fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s", "Rank", "Step", "Compute", "Grad_sync",
             "TP_comm", "Other_comm", "Wait", "Other_MPI");
-    budget_line(out, "all", &s->total);
+    fputs(idle ? "         Idle\n" : "\n", out);
+    budget_line(out, "all", &s->total, idle);
     for (size_t i = 0; i < s->nranks; i++) {
         char who[16];
         snprintf(who, sizeof who, "%d", s->ranks[i].rank);
-        budget_line(out, who, &s->ranks[i]);
+        budget_line(out, who, &s->ranks[i], idle);
     }
-    fprintf(out, "(Grad_sync and the comm columns exclude waiting for other ranks, which is in"
-                 " Wait; idle cannot be told from compute without a GPU timeline)\n");
-    /* Ranks with a GPU timeline: Compute is kernel time, and the rest of the step is idle. */
-    for (size_t i = 0; i <= s->nranks; i++) {
-        const struct cs_report_budget *bg = i ? &s->ranks[i - 1] : &s->total;
-        if (!isfinite(bg->idle_s))
-            continue;
-        char who[16];
-        snprintf(who, sizeof who, i ? "%d" : "all", bg->rank);
-        fprintf(out, "%6s idle on the GPU %.6f (Compute, Grad_sync, comm and Wait from kernels)\n",
-                who, bg->idle_s);
-    }
+    if (!idle)
+        fprintf(out, "(Grad_sync and the comm columns exclude waiting for other ranks, which is in"
+                     " Wait; idle cannot be told from compute without a GPU timeline)\n");
+    else
+        fprintf(out, "(Grad_sync and the comm columns exclude waiting for other ranks, which is in"
+                     " Wait; on ranks with a GPU timeline Compute, Grad_sync, comm and Wait come "
+                     "from kernels and Idle is the time the GPU ran neither compute nor NCCL "
+                     "kernels; '-' where idle cannot be told from compute without one)\n");
 
     fprintf(out, "\n@--- Gradient synchronisation and overlap %s\n", "------------------------");
     fprintf(out, "grad_sync_share %s  exposed_s %s  overlapped_s %s  total_s %s per step\n",

@@ -51,6 +51,7 @@ struct grank {
     int64_t *pts;
     uint64_t last_launch;
     int last_red;
+    double wait_all; /* ns waiting over the whole run, in steps or not (the report views') */
 };
 
 struct cs__sgpu {
@@ -183,6 +184,8 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
                 double share = L / m;
                 /* Exposed while the member waited for the others: waiting. */
                 int waiting = sl->we > sl->ws && sl->ws <= x && sl->we >= y;
+                if (waiting)
+                    g->wait_all += share;
                 if (sc) {
                     sc->blocked += share;
                     cl->blocked += share;
@@ -403,6 +406,14 @@ void cs__sgpu_finish_rank(struct cs__steps *S, int rank, int64_t end)
         if (g->slots[i].e > last)
             last = g->slots[i].e;
     sweep(S, rank, g, last);
+}
+
+double cs__sgpu_rank_wait_s(const struct cs__run *run, int rank)
+{
+    const struct cs__steps *S = run->steps;
+    if (!S || !S->gpu || S->gpu->oom || rank < 0 || rank >= S->gpu->world || !S->r[rank].gpu)
+        return NAN;
+    return S->gpu->r[rank].wait_all / 1e9;
 }
 
 void cs__sgpu_finish(struct cs__run *run, struct cs__steps *S)

@@ -494,7 +494,7 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         /* A rank with GPU records: its NCCL collectives are timed on the GPU, its MPI calls
          * (above) on the host (views_gpu.c). */
         if (isfinite(r->gpu_comm_s))
-            cs__views_gpu_segments(r, nccl, o->seg_s[i]);
+            cs__views_gpu_segments(r, cs__sgpu_rank_wait_s(run, r->rank), nccl, o->seg_s[i]);
         o->eligible[i] = v->eligible[r->rank];
         int64_t e = rk->t_first + (int64_t)llround(r->wall_s * 1e9);
         if (e > t_end)
@@ -584,6 +584,10 @@ void cs__report_views_free(struct cs_report_views *o)
     if (o->timeline) {
         for (size_t i = 0; i < o->timeline->nrows; i++)
             free(o->timeline->rows[i].seg);
+        for (size_t i = 0; i < o->timeline->nrows; i++) {
+            free(o->timeline->rows[i].gseg);
+            free(o->timeline->rows[i].lane_comm);
+        }
         free(o->timeline->rows);
         free(o->timeline);
     }

@@ -74,6 +74,15 @@ struct cs_report_tl_seg {
     unsigned char kind; /* enum cs_tl_kind */
     signed char dim;    /* the communicator's parallelism role (enum cs__dim), -1 none */
 };
+/* A piece of a GPU lane: kind CS_TL_G_* on lane (0 compute, 1 + c communicator c). */
+enum cs_tl_gkind { CS_TL_G_COMPUTE, CS_TL_G_OVERLAPPED, CS_TL_G_EXPOSED };
+struct cs_report_tl_gseg {
+    double t0_s, t1_s;
+    unsigned char kind; /* enum cs_tl_gkind */
+    unsigned char lane;
+};
+#define CS_VIEW_TL_LANES 6
+#define CS_VIEW_TL_GPU_ROWS 16
 struct cs_report_tl_row {
     int rank;
     char host[CS_HOST_MAX];
@@ -84,6 +93,20 @@ struct cs_report_tl_row {
     struct cs_report_tl_seg *seg; /* owned; adjacent calls closer than 1/4000 of the window
                                      are merged */
     int truncated;                /* more than CS_VIEW_TL_SEGS segments: the rest is left out */
+    /* Ranks with a GPU timeline (views_steps_gpu.c): lanes of the step's GPU records, clipped to
+     * the step [begin_s, end_s) on the aligned clock -- lane 0 the compute kernels, lane 1 + c
+     * communicator lane_comm[c]'s NCCL kernels split into overlapped and exposed pieces.  The
+     * numbers are those of the step budget (steps_gpu.c, docs/metrics.md): gpu_comm_s the union
+     * of all NCCL kernels, of it gpu_overlapped_s under a compute kernel and gpu_exposed_s not,
+     * gpu_compute_s the union of compute kernels, gpu_idle_s neither running. */
+    int gpu;
+    double gpu_compute_s, gpu_comm_s, gpu_overlapped_s, gpu_exposed_s, gpu_idle_s;
+    size_t nlanes; /* communicator lanes (at most CS_VIEW_TL_LANES; more are merged into the
+                      last one, named "other") */
+    char (*lane_comm)[40];
+    size_t ngseg;
+    struct cs_report_tl_gseg *gseg; /* owned */
+    int gtruncated;
 };
 #define CS_VIEW_TL_SEGS 2000
 struct cs_report_timeline {
@@ -91,6 +114,7 @@ struct cs_report_timeline {
     double step_s;   /* its time (mean over ranks, as in the steps table) */
     double window_s; /* from the earliest begin to the latest end over the shown rows */
     int ranks_total; /* ranks in the report; rows show at most CS_VIEW_RANK_BARS of them */
+    int gpu_rows;    /* rows with GPU lanes (then at most CS_VIEW_TL_GPU_ROWS rows are shown) */
     size_t nrows;
     struct cs_report_tl_row *rows;
 };

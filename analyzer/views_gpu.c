@@ -16,13 +16,17 @@ double cs__views_gpu_comm(const struct cs_report_rank *r)
 }
 
 /* seg holds the host segments of the rank's MPI calls (views.c, NCCL waits left out of them).
- * Compute becomes the union of compute kernels; the NCCL part is added: waiting at NCCL
- * instances (GPU arrivals), at most the exposed NCCL kernel time, and the rest of that exposed
- * time as collective. */
-void cs__views_gpu_segments(const struct cs_report_rank *r, double nccl_wait_s, double *seg)
+ * Compute becomes the union of compute kernels; the NCCL part is added: waiting as the step
+ * budget places it (gpu_wait_s, steps_gpu.c: the exposed NCCL kernel time inside the rank's
+ * waiting intervals at NCCL instances), and the rest of the exposed time as collective.  Only
+ * without that number (the GPU budget ran out of memory) the waits at NCCL instances, at most
+ * the exposed time, stand in for it. */
+void cs__views_gpu_segments(const struct cs_report_rank *r, double gpu_wait_s, double nccl_wait_s,
+                            double *seg)
 {
     double exposed = isfinite(r->exposed_comm_s) && r->exposed_comm_s > 0 ? r->exposed_comm_s : 0;
-    double wait = nccl_wait_s > 0 ? nccl_wait_s : 0;
+    double w = isfinite(gpu_wait_s) ? gpu_wait_s : nccl_wait_s;
+    double wait = w > 0 ? w : 0;
     if (wait > exposed)
         wait = exposed;
     seg[CS_SEG_COMPUTE] = r->compute_s;

@@ -416,9 +416,9 @@ static int read_step(struct cs__run *run, int r, int K, struct tl_build *b,
 }
 
 /* The ranks shown: all up to CS_VIEW_RANK_BARS, else evenly spaced ones plus the straggler. */
-static size_t pick_ranks(const struct cs_report *rep, int *pick)
+static size_t pick_ranks(const struct cs_report *rep, int *pick, size_t most)
 {
-    size_t n = rep->nranks, m = n < CS_VIEW_RANK_BARS ? n : CS_VIEW_RANK_BARS;
+    size_t n = rep->nranks, m = n < most ? n : most;
     for (size_t j = 0; j < m; j++)
         pick[j] = rep->ranks[j * n / m].rank;
     if (m < n && rep->nstragglers) {
@@ -478,7 +478,11 @@ static void build_timeline(struct cs__run *run, struct cs_report *rep)
     tl->step = K;
     tl->step_s = st->list[K].time_s;
     tl->ranks_total = (int)rep->nranks;
-    size_t m = pick_ranks(rep, pick);
+    /* Ranks with GPU lanes take several lines each: fewer of them are shown. */
+    int any_gpu = 0;
+    for (size_t i = 0; i < rep->nranks; i++)
+        any_gpu |= run->steps->r[rep->ranks[i].rank].gpu;
+    size_t m = pick_ranks(rep, pick, any_gpu ? CS_VIEW_TL_GPU_ROWS : CS_VIEW_RANK_BARS);
     struct tl_build b = {0};
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     int64_t *beg = calloc(m + 1, sizeof *beg);
@@ -490,6 +494,9 @@ static void build_timeline(struct cs__run *run, struct cs_report *rep)
             memset(row, 0, sizeof *row);
             continue;
         }
+        if (cs__vsteps_gpu_row(run, pick[j], beg[tl->nrows], e, tl->step_s / 4000, row))
+            row->gtruncated = 1; /* out of memory: the lanes drawn so far */
+        tl->gpu_rows += row->gpu;
         row->rank = pick[j];
         snprintf(row->host, sizeof row->host, "%s", run->ranks[pick[j]].h->host);
         row->end_s = (double)(e - beg[tl->nrows]) / 1e9; /* made absolute below */
@@ -508,6 +515,10 @@ static void build_timeline(struct cs__run *run, struct cs_report *rep)
         for (size_t i = 0; i < row->nseg; i++) {
             row->seg[i].t0_s += d;
             row->seg[i].t1_s += d;
+        }
+        for (size_t i = 0; i < row->ngseg; i++) {
+            row->gseg[i].t0_s += d;
+            row->gseg[i].t1_s += d;
         }
     }
     free(beg);

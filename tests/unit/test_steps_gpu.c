@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,8 +114,173 @@ static void write_run(const char *dir)
     }
 }
 
-int main(void)
+/* Lane `lane` of the row holds exactly the pieces want[n][3] = {t0 us, t1 us, kind}. */
+static void check_lane(const struct cs_report_tl_row *r, int lane, const double (*want)[3],
+                       size_t n)
 {
+    size_t got = 0;
+    for (size_t i = 0; i < r->ngseg; i++) {
+        const struct cs_report_tl_gseg *g = &r->gseg[i];
+        if (g->lane != lane)
+            continue;
+        if (got < n) {
+            CHECK_NEAR(g->t0_s - r->begin_s, want[got][0] * 1e-6, 1e-12);
+            CHECK_NEAR(g->t1_s - r->begin_s, want[got][1] * 1e-6, 1e-12);
+            CHECK_INT(g->kind, ==, (int)want[got][2]);
+        }
+        got++;
+    }
+    CHECK_INT(got, ==, n);
+}
+
+/*
+ * The representative step's timeline with the GPU lanes (views_steps_gpu.c): in every step from
+ * step 1 on (the median timed one is drawn), rank 0's compute lane is [0,50) (the crossing kernel's
+ * second half), [100,500) and [950,1000); its world lane [450,500) overlapped, [500,720) exposed
+ * (two kernels back to back), [800,850) exposed; rank 1 computes [0,600) and its world lane is
+ * exposed [600,720), [800,850).  The row numbers are those of the step budget above: rank 0
+ * compute 500, NCCL 320, overlapped 50, exposed 270, idle 230; rank 1 600, 170, 0, 170, 230 --
+ * and, the timed steps being alike, equal to the budget's per-rank means.
+ */
+static void check_timeline(const char *root)
+{
+    struct cs__run run;
+    struct cs_report rep;
+    char err[512];
+    struct cs__analyze_opts o = {.timeline = 1};
+    CHECK_INT(cs__analyze_dir_opts(root, &run, &rep, err, sizeof err, &o), ==, 0);
+    const struct cs_report_timeline *tl = rep.views ? rep.views->timeline : NULL;
+    CHECK(tl != NULL);
+    if (tl && rep.steps && rep.steps->nranks == 2) {
+        const double u = 1e-6, eps = 1e-12;
+        CHECK(tl->step >= 1 && tl->step < STEPS);
+        CHECK_INT(tl->nrows, ==, 2);
+        CHECK_INT(tl->gpu_rows, ==, 2);
+        static const double c0[][3] = {
+            {0, 50, CS_TL_G_COMPUTE}, {100, 500, CS_TL_G_COMPUTE}, {950, 1000, CS_TL_G_COMPUTE}};
+        static const double w0[][3] = {{450, 500, CS_TL_G_OVERLAPPED},
+                                       {500, 720, CS_TL_G_EXPOSED},
+                                       {800, 850, CS_TL_G_EXPOSED}};
+        static const double c1[][3] = {{0, 600, CS_TL_G_COMPUTE}};
+        static const double w1[][3] = {{600, 720, CS_TL_G_EXPOSED}, {800, 850, CS_TL_G_EXPOSED}};
+        const double want[2][5] = {{500, 320, 50, 270, 230}, {600, 170, 0, 170, 230}};
+        for (size_t i = 0; i < tl->nrows && i < 2; i++) {
+            const struct cs_report_tl_row *r = &tl->rows[i];
+            CHECK_INT(r->rank, ==, (int)i);
+            CHECK(r->gpu);
+            CHECK_NEAR(r->end_s - r->begin_s, 1000 * u, eps);
+            CHECK_INT(r->nlanes, ==, 1);
+            if (r->nlanes)
+                CHECK_STR(r->lane_comm[0], "world");
+            check_lane(r, 0, i ? c1 : c0, i ? 1 : 3);
+            check_lane(r, 1, i ? w1 : w0, i ? 2 : 3);
+            CHECK_NEAR(r->gpu_compute_s, want[i][0] * u, eps);
+            CHECK_NEAR(r->gpu_comm_s, want[i][1] * u, eps);
+            CHECK_NEAR(r->gpu_overlapped_s, want[i][2] * u, eps);
+            CHECK_NEAR(r->gpu_exposed_s, want[i][3] * u, eps);
+            CHECK_NEAR(r->gpu_idle_s, want[i][4] * u, eps);
+            /* the step budget's numbers for the same rank */
+            const struct cs_report_budget *b = &rep.steps->ranks[i];
+            double exposed = b->grad_sync_s + b->wait_s;
+            for (int d = 0; d < CS_DIM_N; d++)
+                exposed += b->comm_s[d];
+            CHECK_NEAR(r->gpu_compute_s, b->compute_s, eps);
+            CHECK_NEAR(r->gpu_exposed_s, exposed, eps);
+            CHECK_NEAR(r->gpu_idle_s, b->idle_s, eps);
+        }
+        /* the step's overlap ratio (all ranks): overlapped over NCCL kernel time of the rows */
+        double n = tl->rows[0].gpu_comm_s + tl->rows[1].gpu_comm_s;
+        double ov = tl->rows[0].gpu_overlapped_s + tl->rows[1].gpu_overlapped_s;
+        CHECK_NEAR(ov / n, rep.steps->list[tl->step].overlap_ratio, 1e-12);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+/*
+ * One rank, steps [0,1000) and [1000,2000) (MPI_Pcontrol), alike, the median timed one drawn.  In
+ * each step: compute [0,300); NCCL kernels of seven communicators, communicator j at
+ * [100 + 100 j, 150 + 100 j).  Lanes: the first five communicators get one each, the sixth and
+ * seventh share the last, named "other"; the kernels of communicators 0 and 1 are overlapped,
+ * the rest exposed.  Numbers: compute 300, NCCL 350, overlapped 100, exposed 250, idle 450 --
+ * the budget's (the communicators are unknown to the group analysis: dimension "other").
+ */
+static void check_lanes_many(const char *root)
+{
+    char dir[600], p[700], err[512];
+    snprintf(dir, sizeof dir, "%s/lanes", root);
+    CHECK(mkdir(dir, 0700) == 0);
+    struct tw *w = tw_new_gpu_rank(0, 1, 0x1a9e, 90, T0, T0 + 2000 * US);
+    for (uint64_t k = 0; k <= 2; k++) {
+        struct cs_event m = ev_at(CS_OP_PCONTROL, 1000 * k, 1000 * k);
+        m.aux = k < 2 ? 1 : 0;
+        tw_event(w, 0, &m);
+    }
+    for (uint64_t k = 0; k < 2; k++) {
+        uint64_t o = 1000 * k;
+        struct cs_event c = kernel(o, o + 300);
+        tw_event(w, 1, &c);
+        for (uint64_t j = 0; j < 7; j++) {
+            struct cs_event n = nccl_kernel(o + 100 + 100 * j, o + 150 + 100 * j, 0, 0);
+            n.comm = 0x7e00 + j;
+            tw_event(w, 1, &n);
+        }
+    }
+    snprintf(p, sizeof p, "%s/rank-00000.cst", dir);
+    CHECK(tw_write(w, p, NULL) > 0);
+    tw_free(w);
+    struct cs__run run;
+    struct cs_report rep;
+    struct cs__analyze_opts o = {.timeline = 1};
+    CHECK_INT(cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &o), ==, 0);
+    const struct cs_report_timeline *tl = rep.views ? rep.views->timeline : NULL;
+    CHECK(tl != NULL && tl->nrows == 1);
+    if (tl && tl->nrows == 1 && rep.steps && rep.steps->nranks == 1) {
+        const double u = 1e-6, eps = 1e-12;
+        const struct cs_report_tl_row *r = &tl->rows[0];
+        CHECK(tl->step == 0 || tl->step == 1); /* the two steps are alike */
+        CHECK_INT(r->nlanes, ==, CS_VIEW_TL_LANES);
+        for (size_t i = 0; i + 1 < r->nlanes && i < CS_VIEW_TL_LANES; i++) {
+            char want[40];
+            cs__comm_label(0x7e00 + i, want, sizeof want);
+            CHECK_STR(r->lane_comm[i], want);
+        }
+        if (r->nlanes == CS_VIEW_TL_LANES)
+            CHECK_STR(r->lane_comm[CS_VIEW_TL_LANES - 1], "other");
+        static const double c[][3] = {{0, 300, CS_TL_G_COMPUTE}};
+        check_lane(r, 0, c, 1);
+        for (int j = 0; j < 5; j++) {
+            const double one[][3] = {
+                {100 + 100.0 * j, 150 + 100.0 * j, j < 2 ? CS_TL_G_OVERLAPPED : CS_TL_G_EXPOSED}};
+            check_lane(r, 1 + j, one, 1);
+        }
+        static const double other[][3] = {{600, 650, CS_TL_G_EXPOSED}, {700, 750, CS_TL_G_EXPOSED}};
+        check_lane(r, CS_VIEW_TL_LANES, other, 2);
+        CHECK_NEAR(r->gpu_compute_s, 300 * u, eps);
+        CHECK_NEAR(r->gpu_comm_s, 350 * u, eps);
+        CHECK_NEAR(r->gpu_overlapped_s, 100 * u, eps);
+        CHECK_NEAR(r->gpu_exposed_s, 250 * u, eps);
+        CHECK_NEAR(r->gpu_idle_s, 450 * u, eps);
+        const struct cs_report_budget *b = &rep.steps->ranks[0];
+        double exposed = b->grad_sync_s + b->wait_s;
+        for (int d = 0; d < CS_DIM_N; d++)
+            exposed += b->comm_s[d];
+        CHECK_NEAR(b->compute_s, r->gpu_compute_s, eps);
+        CHECK_NEAR(exposed, r->gpu_exposed_s, eps);
+        CHECK_NEAR(b->idle_s, r->gpu_idle_s, eps);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+int main(int argc, char **argv)
+{
+    /* `test_steps_gpu --write DIR`: only write the scripted run (tests/report/test_gpu_timeline.py
+     * draws its HTML report). */
+    if (argc == 3 && strcmp(argv[1], "--write") == 0) {
+        write_run(argv[2]);
+        return cs_test_result();
+    }
     char root[] = "/tmp/cs-test-stepsgpu-XXXXXX";
     if (!mkdtemp(root)) {
         perror("mkdtemp");
@@ -216,6 +382,31 @@ int main(void)
         CHECK_NEAR(wi->no_straggler_step_s, 1012.5 * u, eps);
         CHECK_STR(wi->note, "replayed on the GPU timelines");
     }
+    /* The breakdown and the verdict take waiting as the step budget places it: rank 0 waits
+     * [450,600) of each step at the all-reduce, of which [450,500) is under a compute kernel, so
+     * 100 per step, 400 over the run -- not min(waits at NCCL instances = 600, exposed NCCL
+     * kernel time = 4 x 270 = 1080) = 600, the rank-level rule the views used before. */
+    CHECK(rep.views != NULL && rep.nranks == 2);
+    if (rep.views && rep.nranks == 2) {
+        const double(*seg)[CS_SEG_N] = (const double(*)[CS_SEG_N])rep.views->seg_s;
+        CHECK_NEAR(rep.ranks[0].wait_s, 4 * 150 * u, eps); /* at the instances, unchanged */
+        CHECK_NEAR(seg[0][CS_SEG_WAIT], 4 * 100 * u, eps);
+        CHECK_NEAR(seg[0][CS_SEG_COLL], 4 * 270 * u - 4 * 100 * u, eps);
+        CHECK_NEAR(seg[0][CS_SEG_COLL] + seg[0][CS_SEG_WAIT], rep.ranks[0].exposed_comm_s, eps);
+        CHECK_NEAR(seg[1][CS_SEG_WAIT], 0, 0);
+        CHECK_NEAR(seg[1][CS_SEG_COLL], 4 * 170 * u, eps);
+        /* the same as the budget: every step waits alike, step 0 included */
+        if (s && s->nranks == 2)
+            CHECK_NEAR(seg[0][CS_SEG_WAIT], STEPS * s->ranks[0].wait_s, eps);
+        double comm = rep.ranks[0].comm_s + rep.ranks[1].comm_s;
+        int found = 0;
+        for (size_t i = 0; i < rep.views->nfindings; i++)
+            if (rep.views->findings[i].kind == CS_FIND_COMM_SHARE) {
+                found = 1;
+                CHECK_NEAR(rep.views->findings[i].v[2], 100.0 * 400 * u / comm, 1e-9);
+            }
+        CHECK(found);
+    }
     /* the JSON: idle known on GPU ranks */
     char jp[600];
     snprintf(jp, sizeof jp, "%s/report.json", root);
@@ -233,6 +424,8 @@ int main(void)
     }
     cs__report_free(&rep);
     cs__run_free(&run);
+    check_timeline(root);
+    check_lanes_many(root);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0)
