@@ -39,6 +39,7 @@ struct cs__map {
     size_t cap, n; /* cap is a power of two */
 };
 /* Pointer to the value for (a, b), inserting 0 when absent (*fresh = 1).  NULL: out of memory. */
+int cs__grow(void **p, size_t *cap, size_t need, size_t elem);
 uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh);
 static inline uint64_t cs__map_hash(uint64_t a, uint64_t b)
 {

@@ -84,3 +84,20 @@ void cs__map_free(struct cs__map *m)
     m->slot = NULL;
     m->cap = m->n = 0;
 }
+
+/* Grow the array *p of elem-sized items to hold at least need of them (capacity doubled from
+ * 16); 0, or -1 out of memory (the array is then unchanged). */
+int cs__grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}

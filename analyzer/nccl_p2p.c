@@ -53,21 +53,6 @@ struct cs__np2p {
     int oom;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 uint64_t cs__np2p_chan_id(struct cs__map *m, uint64_t *next, uint64_t comm, uint32_t s,
                           uint32_t d)
 {
@@ -118,7 +103,7 @@ static struct chan *chan_get(struct cs__run *run, struct cs__np2p *P, const stru
         return NULL;
     if (!fresh)
         return &P->ch[*v - 1];
-    if (grow((void **)&P->ch, &P->capch, P->nch + 1, sizeof *P->ch)) {
+    if (cs__grow((void **)&P->ch, &P->capch, P->nch + 1, sizeof *P->ch)) {
         cs__map_del(&P->chan_by_key, comm, (uint64_t)from << 32 | to);
         return NULL;
     }
@@ -188,7 +173,7 @@ void cs__np2p_call(struct cs__run *run, int rank, const struct cs_event *ev)
     struct chan *h = chan_get(run, P, c, ev->comm, from, to);
     uint64_t k = !h ? 0 : recv ? h->nrecv : h->nsend;
     if (!h || (k >= h->base + h->n &&
-               grow((void **)&h->q, &h->cap, (size_t)(k - h->base) + 1, sizeof *h->q))) {
+               cs__grow((void **)&h->q, &h->cap, (size_t)(k - h->base) + 1, sizeof *h->q))) {
         oom(run, P);
         return;
     }
@@ -208,7 +193,7 @@ void cs__np2p_call(struct cs__run *run, int rank, const struct cs_event *ev)
         int fresh;
         uint64_t *v = cs__map_put(&P->launches, (uint64_t)rank, ev->request, &fresh);
         struct lref *L = v && !fresh ? (void *)(uintptr_t)*v : v ? calloc(1, sizeof *L) : NULL;
-        if (!L || grow((void **)&L->v, &L->cap, L->n + 1, sizeof *L->v)) {
+        if (!L || cs__grow((void **)&L->v, &L->cap, L->n + 1, sizeof *L->v)) {
             if (v && fresh) {
                 free(L);
                 cs__map_del(&P->launches, (uint64_t)rank, ev->request);

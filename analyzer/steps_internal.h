@@ -98,6 +98,16 @@ void cs__sgpu_finish_rank(struct cs__steps *S, int rank, int64_t end);
 void cs__sgpu_finish(struct cs__run *run, struct cs__steps *S);
 void cs__sgpu_free(struct cs__steps *S);
 
+/* The what-if scenarios (whatif.c, whatif_gpu.c): the replay of the measured times, no straggler,
+ * full overlap, collectives at the best bandwidth. */
+enum { SC_REPLAY, SC_NOSTRAG, SC_OVERLAP, SC_BESTBW, SC_N };
+
+/* whatif.c: the mean over the timed steps first..end-1 with cnt[k] ranks of the per-scenario
+ * sums of replayed step times (ns) into o's step times (s) and replay error; returns the number
+ * of steps counted (0: o is left unchanged). */
+int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end,
+                     double measured_s, struct cs_report_whatif *o);
+
 /* whatif_gpu.c: when every present rank has a GPU timeline, replay the GPU kernels instead of
  * the host calls and overwrite o's replayed values (left unchanged otherwise). */
 void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end,

@@ -41,7 +41,28 @@
 
 #include "steps_internal.h"
 
-enum { SC_REPLAY, SC_NOSTRAG, SC_OVERLAP, SC_BESTBW, SC_N };
+
+int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end,
+                     double measured_s, struct cs_report_whatif *o)
+{
+    double v[SC_N] = {0};
+    int m = 0;
+    for (int k = first; k < end; k++) {
+        if (!cnt[k])
+            continue;
+        m++;
+        for (int sc = 0; sc < SC_N; sc++)
+            v[sc] += sum[sc][k] / cnt[k] / 1e9;
+    }
+    if (m) {
+        o->replayed_step_s = v[SC_REPLAY] / m;
+        o->no_straggler_step_s = v[SC_NOSTRAG] / m;
+        o->full_overlap_step_s = v[SC_OVERLAP] / m;
+        o->best_bandwidth_step_s = v[SC_BESTBW] / m;
+        o->replay_error = (o->replayed_step_s - measured_s) / measured_s;
+    }
+    return m;
+}
 
 int64_t cs__whatif_sync(enum cs_op_pattern pat, int32_t root, int32_t n, const int64_t *arr,
                         const unsigned char *have, int32_t i, int *ok)
@@ -203,21 +224,6 @@ struct replay {
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static int pool_grow(struct replay *P, size_t need)
 {
     if (need <= P->cappool)
@@ -270,7 +276,7 @@ static int32_t inst_of(struct replay *P, const struct cs_event *ev)
         return (int32_t)*v - 1;
     const struct cs__comm *c = cs__comm_get(P->run, ev->comm);
     int32_t n = c ? c->size : 0;
-    if (n < 2 || grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in) ||
+    if (n < 2 || cs__grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in) ||
         pool_grow(P, P->npool + (size_t)n)) {
         *v = 0; /* remembered as unusable */
         return -1;
@@ -302,12 +308,13 @@ static int nbp_linkable(const struct replay *P, const struct cs_event *ev)
            !(ev->flags & (CS_EV_PROC_NULL | CS_EV_ANY_SOURCE));
 }
 
-static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
-                    const struct cs_event *ev)
+/* Point-to-point pairing: the j-th send from src to dst with a tag on a communicator matches the
+ * j-th receive at dst from src.  The first of the two to be read is remembered in P->pair; the
+ * second, item `it` (index idx of rank r), is linked to it (pr, pi).  0, or -1 out of memory. */
+static int pair_p2p(struct replay *P, int r, uint32_t idx, struct item *it, uint64_t comm,
+                    int32_t tag, int32_t src, int32_t dst, int send)
 {
-    int send = ev->op == CS_OP_ISEND;
-    int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-    uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)ev->aux);
+    uint64_t key = cs__map_hash(comm, (uint64_t)(uint32_t)tag);
     uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
     int fresh;
     uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
@@ -316,7 +323,7 @@ static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
     uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
     if (!pv)
         return -1;
-    uint64_t me = (uint64_t)r << 32 | (uint32_t)(w->n - 1);
+    uint64_t me = (uint64_t)r << 32 | idx;
     if (fresh) {
         *pv = (me << 1 | (uint64_t)send) + 1;
     } else if (*pv && ((*pv - 1) & 1) != (uint64_t)send) {
@@ -325,6 +332,17 @@ static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
         it->pi = (int32_t)(uint32_t)other;
         *pv = 0; /* linked */
     }
+    return 0;
+}
+
+static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
+                    const struct cs_event *ev)
+{
+    int send = ev->op == CS_OP_ISEND;
+    int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
+    if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, ev->aux, src, dst, send))
+        return -1;
+    int fresh;
     it->nbp = 1;
     uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, &fresh);
     if (!q)
@@ -364,26 +382,7 @@ static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
     if (idx >= w->n || ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
         (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
         return 0;
-    struct item *it = &w->it[idx];
-    uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)ev->aux);
-    uint64_t sd = (uint64_t)(uint32_t)ev->peer << 32 | (uint32_t)r;
-    int fresh;
-    uint64_t *c = cs__map_put(&P->rcnt, key, sd, &fresh);
-    if (!c)
-        return -1;
-    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
-    if (!pv)
-        return -1;
-    uint64_t me = (uint64_t)r << 32 | idx;
-    if (fresh) {
-        *pv = (me << 1) + 1;
-    } else if (*pv && ((*pv - 1) & 1) == 1) {
-        uint64_t other = (*pv - 1) >> 1;
-        it->pr = (int32_t)(other >> 32);
-        it->pi = (int32_t)(uint32_t)other;
-        *pv = 0; /* linked */
-    }
-    return 0;
+    return pair_p2p(P, r, idx, &w->it[idx], ev->comm, ev->aux, ev->peer, r, 0);
 }
 
 /* MPI_Sendrecv / MPI_Sendrecv_replace (docs/metrics.md, "What-if"): a send and a receive, then
@@ -395,8 +394,8 @@ static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
 static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, double a,
                    int send)
 {
-    if (grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it) ||
-        grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+    if (cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it) ||
+        cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return -1;
     struct item *it = &w->it[w->n++];
     *it = (struct item){.a = a,
@@ -412,24 +411,8 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
     w->prev_e = a;
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
-    uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)tag);
-    uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
-    int fresh;
-    uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
-    if (!c)
+    if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, tag, src, dst, send))
         return -1;
-    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
-    if (!pv)
-        return -1;
-    uint64_t me = (uint64_t)r << 32 | (uint32_t)(w->n - 1);
-    if (fresh) {
-        *pv = (me << 1 | (uint64_t)send) + 1;
-    } else if (*pv && ((*pv - 1) & 1) != (uint64_t)send) {
-        uint64_t other = (*pv - 1) >> 1;
-        it->pr = (int32_t)(other >> 32);
-        it->pi = (int32_t)(uint32_t)other;
-        *pv = 0; /* linked */
-    }
     P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(w->n - 1)};
     return 0;
 }
@@ -493,7 +476,7 @@ static int read_window(struct replay *P, int r, int first_window)
             double te = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
             if (!last || cs_op_info(last->op)->kind != CS_KIND_WAIT || te != last->e ||
                 (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
-                grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+                cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
                 continue;
             if (!last->dn)
                 last->doff = (int32_t)P->ndep;
@@ -523,7 +506,7 @@ static int read_window(struct replay *P, int r, int first_window)
         int32_t sr_off = 0, sr_n = 0;
         if (k == CS_KIND_P2P && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
             return -1;
-        if (grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
+        if (cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
             return -1;
         struct item *it = &w->it[w->n++];
         *it = (struct item){.a = a,
@@ -589,24 +572,8 @@ static int read_window(struct replay *P, int r, int first_window)
             /* The j-th send from s to d with a tag matches the j-th receive at d from s. */
             int send = is_send(ev->op);
             int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-            uint64_t key = cs__map_hash(ev->comm, (uint64_t)(uint32_t)ev->aux);
-            uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
-            int fresh;
-            uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
-            if (!c)
+            if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, ev->aux, src, dst, send))
                 return -1;
-            uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
-            if (!pv)
-                return -1;
-            uint64_t me = (uint64_t)r << 32 | (uint32_t)(w->n - 1);
-            if (fresh) {
-                *pv = (me << 1 | (uint64_t)send) + 1;
-            } else if (((*pv - 1) & 1) != (uint64_t)send) {
-                uint64_t other = (*pv - 1) >> 1;
-                it->pr = (int32_t)(other >> 32);
-                it->pi = (int32_t)(uint32_t)other;
-                *pv = 0; /* linked */
-            }
         } else if (k == CS_KIND_IP2P && nbp_linkable(P, ev)) {
             if (link_nbp(P, r, w, it, ev))
                 return -1;
@@ -1064,22 +1031,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     if (rc) {
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
     } else {
-        double v[SC_N] = {0};
-        int m = 0;
-        for (int k = first; k < end; k++) {
-            if (!P.cnt[k])
-                continue;
-            m++;
-            for (int sc = 0; sc < SC_N; sc++)
-                v[sc] += P.sum[sc][k] / P.cnt[k] / 1e9;
-        }
-        if (m) {
-            o->replayed_step_s = v[SC_REPLAY] / m;
-            o->no_straggler_step_s = v[SC_NOSTRAG] / m;
-            o->full_overlap_step_s = v[SC_OVERLAP] / m;
-            o->best_bandwidth_step_s = v[SC_BESTBW] / m;
-            o->replay_error = (o->replayed_step_s - measured_s) / measured_s;
-        }
+        cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o);
         if (P.cut || P.forced)
             snprintf(o->note, sizeof o->note,
                      "%llu collective calls had members outside their step window and %llu"

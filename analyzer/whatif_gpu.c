@@ -25,7 +25,6 @@
 #include "nccl_p2p.h"
 #include "steps_internal.h"
 
-enum { SC_REPLAY, SC_NOSTRAG, SC_OVERLAP, SC_BESTBW, SC_N };
 
 struct gi {
     double a, e;      /* measured, ns after the origin */
@@ -109,21 +108,6 @@ struct p2pl {
     } *v;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* The same key as whatif.c's best transfer times (cs__whatif_instance). */
 static uint64_t best_key(uint16_t op, int cls)
 {
@@ -135,7 +119,7 @@ static int lane_of(struct gr *w, uint64_t key)
     for (size_t i = 0; i < w->nl; i++)
         if (w->lane[i] == key)
             return (int)i;
-    if (grow((void **)&w->lane, &w->capl, w->nl + 1, sizeof *w->lane))
+    if (cs__grow((void **)&w->lane, &w->capl, w->nl + 1, sizeof *w->lane))
         return -1;
     size_t cl = w->capl;
     void *p = realloc(w->last, cl * sizeof *w->last);
@@ -157,7 +141,7 @@ static int32_t inst_of(struct gp *P, uint64_t comm, uint32_t seq, uint16_t op)
         return (int32_t)*v - 1;
     const struct cs__comm *c = cs__comm_get(P->run, comm);
     int32_t n = c ? c->size : 0;
-    if (n < 2 || grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in)) {
+    if (n < 2 || cs__grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in)) {
         *v = 0;
         return -1;
     }
@@ -221,7 +205,7 @@ static int p2p_call(struct gp *P, int r, const struct cs_event *ev)
     if (!v)
         return -1;
     struct p2pl *L = fresh ? calloc(1, sizeof *L) : (void *)(uintptr_t)*v;
-    if (!L || grow((void **)&L->v, &L->cap, L->n + 1, sizeof *L->v)) {
+    if (!L || cs__grow((void **)&L->v, &L->cap, L->n + 1, sizeof *L->v)) {
         if (fresh) {
             free(L);
             cs__map_del(&w->p2pl, (uint64_t)r, ev->request);
@@ -249,8 +233,8 @@ static int p2p_item(struct gp *P, int r, uint64_t launch)
     for (size_t i = 0; i < L->n && !rc; i++) {
         int fresh;
         uint64_t *pv = cs__map_put(&P->pmap, L->v[i].ch, L->v[i].k, &fresh);
-        if (!pv || (fresh && grow((void **)&P->pe, &P->cappe, P->npe + 1, sizeof *P->pe)) ||
-            grow((void **)&w->pl, &w->cappl, w->npl + 1, sizeof *w->pl)) {
+        if (!pv || (fresh && cs__grow((void **)&P->pe, &P->cappe, P->npe + 1, sizeof *P->pe)) ||
+            cs__grow((void **)&w->pl, &w->cappl, w->npl + 1, sizeof *w->pl)) {
             rc = -1;
             break;
         }
@@ -388,7 +372,7 @@ static int read_window(struct gp *P, int r)
                            ? (uint64_t)(uint32_t)ev->aux << 32 | ev->seq
                            : ev->comm ^ ((uint64_t)(uint32_t)ev->aux << 48) ^ 1ull << 47;
         int lane = lane_of(w, key);
-        if (lane < 0 || grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
+        if (lane < 0 || cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
             return -1;
         struct gi *it = &w->it[w->n];
         int prev = w->last[lane];
@@ -546,7 +530,7 @@ static void replay(struct gp *P, int sc)
                     if (it->inst >= 0) {
                         struct gin *g = &P->in[it->inst];
                         int ok = 0;
-                        if (!grow((void **)&P->arr, &P->caparr, (size_t)g->n, sizeof *P->arr)) {
+                        if (!cs__grow((void **)&P->arr, &P->caparr, (size_t)g->n, sizeof *P->arr)) {
                             for (int32_t j = 0; j < g->n; j++)
                                 P->arr[j] = (int64_t)llround(g->pA[j]);
                             double s = (double)cs__whatif_sync(cs_op_info(g->op)->pattern, g->root,
@@ -690,21 +674,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
     if (bad || P.oom) {
         snprintf(o->note, sizeof o->note, "out of memory for the GPU what-if replay");
     } else {
-        double v[SC_N] = {0};
-        int m = 0;
-        for (int k = first; k < end; k++) {
-            if (!P.cnt[k])
-                continue;
-            m++;
-            for (int sc = 0; sc < SC_N; sc++)
-                v[sc] += P.sum[sc][k] / P.cnt[k] / 1e9;
-        }
-        if (m) {
-            o->replayed_step_s = v[SC_REPLAY] / m;
-            o->no_straggler_step_s = v[SC_NOSTRAG] / m;
-            o->full_overlap_step_s = v[SC_OVERLAP] / m;
-            o->best_bandwidth_step_s = v[SC_BESTBW] / m;
-            o->replay_error = (o->replayed_step_s - measured_s) / measured_s;
+        if (cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o)) {
             snprintf(o->note, sizeof o->note, "replayed on the GPU timelines");
             if (P.cut || P.forced || P.dropped)
                 snprintf(o->note, sizeof o->note,

@@ -83,39 +83,6 @@ static void say(const char *fmt, ...)
     fprintf(stderr, "commscope run: root service: %s\n", buf);
 }
 
-static int send_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Returns the bytes read (n unless the peer closed first), or -1 (error or timeout). */
-static ssize_t recv_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = recv(fd, p + got, n - got, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
 static void reply(int fd, int ok, uint32_t status, uint32_t rounds, const char *msg)
 {
     struct cs_root_reply r;
@@ -124,7 +91,7 @@ static void reply(int fd, int ok, uint32_t status, uint32_t rounds, const char *
     r.status = status;
     r.rounds = rounds;
     snprintf(r.msg, sizeof r.msg, "%s", msg ? msg : "");
-    send_all(fd, &r, sizeof r);
+    cs_root_send_all(fd, &r, sizeof r);
 }
 
 /* Refuse: tell the client and say it on stderr, naming the peer. */
@@ -179,7 +146,7 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
 {
     struct cs__root_svc *s = c->s;
     struct cs_root_offer off;
-    if (recv_all(c->fd, &off, sizeof off) != (ssize_t)sizeof off) {
+    if (cs_root_recv_all(c->fd, &off, sizeof off) != (ssize_t)sizeof off) {
         say("rank %d (%s) closed the connection before offering its trace", h->rank, c->peer);
         return;
     }
@@ -210,7 +177,7 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
     uint64_t got = 0;
     while (got < off.size && buf) {
         size_t want = off.size - got < CHUNK ? (size_t)(off.size - got) : CHUNK;
-        ssize_t n = recv_all(c->fd, buf, want);
+        ssize_t n = cs_root_recv_all(c->fd, buf, want);
         if (n <= 0)
             break;
         if (got == 0 && !bad) {
@@ -269,7 +236,7 @@ static void serve(struct conn *c)
 {
     struct cs__root_svc *s = c->s;
     struct cs_root_hello h;
-    ssize_t n = recv_all(c->fd, h.magic, 8);
+    ssize_t n = cs_root_recv_all(c->fd, h.magic, 8);
     if (n <= 0) {
         if (n < 0)
             say("a connection from %s sent nothing within %d ms; closed", c->peer, s->io_ms);
@@ -283,7 +250,7 @@ static void serve(struct conn *c)
                shown);
         return;
     }
-    if (recv_all(c->fd, (char *)&h + 8, sizeof h - 8) != (ssize_t)(sizeof h - 8)) {
+    if (cs_root_recv_all(c->fd, (char *)&h + 8, sizeof h - 8) != (ssize_t)(sizeof h - 8)) {
         refuse(c, "the hello was cut short (fewer than %zu bytes)", sizeof h);
         return;
     }
@@ -331,7 +298,7 @@ static void serve(struct conn *c)
     reply(c->fd, 1, CS_ROOT_STATUS_OK, s->rounds, "");
     for (uint32_t k = 0; k < s->rounds; k++) {
         uint64_t ping;
-        if (recv_all(c->fd, &ping, sizeof ping) != (ssize_t)sizeof ping) {
+        if (cs_root_recv_all(c->fd, &ping, sizeof ping) != (ssize_t)sizeof ping) {
             say("rank %d (%s) stopped after %u of %u clock rounds", h.rank, c->peer, k,
                 s->rounds);
             return;
@@ -339,7 +306,7 @@ static void serve(struct conn *c)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-        if (send_all(c->fd, &t0, sizeof t0) != 0)
+        if (cs_root_send_all(c->fd, &t0, sizeof t0) != 0)
             return;
     }
     if (h.kind == CS_ROOT_START) {

@@ -142,34 +142,12 @@ static int dial(const char *host, const char *port, int ms)
  * closed peer, EAGAIN for a timeout). */
 static int send_all(int fd, const void *buf, size_t n)
 {
-    const char *p = buf;
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    return cs_root_send_all(fd, buf, n);
 }
 
 static int recv_all(int fd, void *buf, size_t n)
 {
-    char *p = buf;
-    while (n) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0)
-            errno = ECONNRESET;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
+    return cs_root_recv_all(fd, buf, n) == (ssize_t)n ? 0 : -1;
 }
 
 static const char *io_error(void)

@@ -18,10 +18,13 @@
 #ifndef COMMSCOPE_ROOT_H
 #define COMMSCOPE_ROOT_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #define CS_ROOT_MAGIC "CSROOT\0\1"   /* hello: 8 bytes */
 #define CS_ROOT_OK_MAGIC "CSROOTOK" /* reply accepted: 8 bytes */
@@ -67,6 +70,44 @@ struct cs_root_offer { /* 16 bytes */
     uint64_t size;     /* bytes of the closed trace file */
     uint64_t nonce;    /* its header's nonce */
 };
+
+/* Send exactly n bytes on a socket, never raising SIGPIPE.  0, or -1 with errno set (EPIPE or
+ * ECONNRESET for a closed peer, EAGAIN for a timeout). */
+static inline int cs_root_send_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Read n bytes from a socket: the count read (n, or less when the peer closed first, errno then
+ * ECONNRESET), or -1 with errno set (EAGAIN for a timeout). */
+static inline ssize_t cs_root_recv_all(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, p + got, n - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            errno = ECONNRESET;
+            break;
+        }
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
 
 /*
  * Split a root service address "HOST:PORT" or "[IPV6ADDR]:PORT" into host and port (decimal,
