@@ -230,10 +230,17 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
     return 0;
 }
 
+/* Whether op can start or end a step in S's mode: the ops boundary() looks at further. */
+static int boundary_op(const struct cs__steps *S, uint16_t op)
+{
+    return (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
+           (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
+}
+
 int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                           enum cs_op_kind k, uint64_t *occ)
 {
-    return boundary(run, S, ev, k, occ);
+    return boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
 }
 
 /* One pre-pass over rank r: class traffic (classes first seen in this pass, id `pass`), markers,
@@ -522,7 +529,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     double dur = te > tb ? (double)(te - tb) : 0;
     if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
         flush_wait(S, sr, -1, 0);
-    int b = boundary(run, S, ev, k, &sr->occ);
+    /* Only the mode's boundary ops can start or end a step: test those before the call. */
+    int b = boundary_op(S, ev->op) ? boundary(run, S, ev, k, &sr->occ) : 0;
     if (b) {
         close_step(S, sr, tb, 1);
         if (b > 0)
