@@ -165,6 +165,9 @@ struct cs__comm {
     struct cs__inst *spare; /* closed instances kept for reuse (all of this comm's size) */
     int incomplete;         /* NCCL: some members unknown (members[i] == -1) */
     int multi;              /* NCCL: one process holds several members (ncclCommInitAll) */
+    /* Open instances by sequence number mod 8, a cache in front of run->open (match.c): the
+     * members' events of one instance come close together, and a hit needs no hash probe. */
+    struct cs__inst *recent[8];
 };
 
 /* One open collective instance (match.c). */

@@ -183,6 +183,8 @@ static void inst_check(struct cs__run *run, struct cs__inst *in)
     if (!complete && in->ended + in->dead_unended < in->n)
         return;
     cs__map_del(&run->open, in->comm, in->seq);
+    if (in->c->recent[in->seq & 7] == in)
+        in->c->recent[in->seq & 7] = NULL;
     cs__metrics_instance(run, in, complete);
     in->next = in->c->spare;
     in->c->spare = in;
@@ -217,21 +219,25 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
         return;
     }
     int fresh;
-    uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, &fresh);
-    if (!v) {
-        run->unmatched_events++;
-        return;
-    }
-    if (fresh) {
-        struct cs__inst *in = inst_new(run, c, ev->comm, ev->seq, ev->op, row);
-        if (!in) {
-            cs__map_del(&run->open, ev->comm, ev->seq);
+    struct cs__inst *in = c->recent[ev->seq & 7];
+    if (!in || in->seq != ev->seq) {
+        uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, &fresh);
+        if (!v) {
             run->unmatched_events++;
             return;
         }
-        *v = (uint64_t)(uintptr_t)in;
+        if (fresh) {
+            in = inst_new(run, c, ev->comm, ev->seq, ev->op, row);
+            if (!in) {
+                cs__map_del(&run->open, ev->comm, ev->seq);
+                run->unmatched_events++;
+                return;
+            }
+            *v = (uint64_t)(uintptr_t)in;
+        }
+        in = (void *)(uintptr_t)*v;
+        c->recent[ev->seq & 7] = in;
     }
-    struct cs__inst *in = (void *)(uintptr_t)*v;
     /* A communicator of ncclCommInitAll (GPU records): this rank is several members, which take
      * its records of one instance in turn (which device is which member is not kept). */
     for (int32_t j = 0; c->multi && (in->state[idx] & 1) && j < in->n; j++)
