@@ -62,6 +62,9 @@ static inline uint64_t *cs__map_get(const struct cs__map *m, uint64_t a, uint64_
 }
 /* Remove (a, b) if present. */
 void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b);
+/* Remove the entry whose value v points to (from cs__map_get or cs__map_put, no change since):
+ * no second probe. */
+void cs__map_del_at(struct cs__map *m, uint64_t *v);
 void cs__map_free(struct cs__map *m);
 
 /* ---- clocks (align.c) ---- */

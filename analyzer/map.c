@@ -86,8 +86,12 @@ uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
 void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b)
 {
     uint64_t *v = cs__map_get(m, a, b);
-    if (!v)
-        return;
+    if (v)
+        cs__map_del_at(m, v);
+}
+
+void cs__map_del_at(struct cs__map *m, uint64_t *v)
+{
     size_t i = (size_t)((struct cs__map_slot *)(void *)((char *)v - offsetof(struct cs__map_slot, v)) -
                         m->slot);
     size_t mask = m->cap - 1;

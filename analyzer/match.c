@@ -303,7 +303,7 @@ void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         if (!pv)
             return;
         struct cs__pending *p = (void *)(uintptr_t)*pv;
-        cs__map_del(&run->pending, (uint64_t)rank, ev->request);
+        cs__map_del_at(&run->pending, pv);
         int64_t t_end = te;
         if (p->is_coll) {
             uint64_t *iv = cs__map_get(&run->open, p->comm, p->seq);

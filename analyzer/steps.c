@@ -627,7 +627,7 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
             flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
         if (!q)
             break;
-        cs__map_del(&S->reqs, (uint64_t)rank, ev->request);
+        cs__map_del_at(&S->reqs, v);
         if (!(ev->flags & CS_EV_CANCELLED)) {
             /* In flight from the initiation to this record; exposed while inside MPI calls. */
             double D = te > q->tb ? (double)(te - q->tb) : 0;
