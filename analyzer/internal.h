@@ -189,6 +189,7 @@ struct cs__inst {
     const int32_t *members;  /* world ranks */
     int64_t *arr, *end;      /* aligned times per comm rank */
     uint64_t *size;          /* max(bytes, bytes_recv) per comm rank */
+    int64_t *wait;           /* per comm rank: its wait (cs__metrics_instance, complete ones) */
     unsigned char *state;    /* bit 0 arrived, bit 1 ended */
 };
 
@@ -447,8 +448,8 @@ struct cs__views;
 int cs__views_init(struct cs__run *run);
 void cs__views_free(struct cs__run *run);
 void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k);
-/* Member i of complete instance in waited wait_ns (called once per member). */
-void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, int64_t wait_ns);
+/* Every member i of complete instance in waited in->wait[i] (called once per instance). */
+void cs__views_waits(struct cs__run *run, const struct cs__inst *in);
 /* One transfer of `bytes` taking `ns` (complete instance or point-to-point call/request). */
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns);
 void cs__views_build(struct cs__run *run, struct cs_report *rep);

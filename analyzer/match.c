@@ -147,7 +147,7 @@ static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64
                                  uint32_t seq, uint16_t op, size_t row)
 {
     size_t n = (size_t)c->size;
-    size_t bytes = sizeof(struct cs__inst) + n * (3 * sizeof(int64_t) + 1);
+    size_t bytes = sizeof(struct cs__inst) + n * (4 * sizeof(int64_t) + 1);
     /* Instances of one communicator all have its size, so closed ones are reused from its spare
      * list rather than freed: no allocation per instance once the open window is reached, and
      * memory stays at the most instances that were ever open at once. */
@@ -171,7 +171,8 @@ static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64
     in->arr = (int64_t *)(in + 1);
     in->end = in->arr + n;
     in->size = (uint64_t *)(in->end + n);
-    in->state = (unsigned char *)(in->size + n);
+    in->wait = (int64_t *)(in->size + n);
+    in->state = (unsigned char *)(in->wait + n);
     for (size_t i = 0; i < n; i++)
         in->dead_unended += run->ranks[c->members[i]].dead;
     return in;

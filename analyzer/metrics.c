@@ -186,11 +186,13 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
             break;
         }
         run->ranks[in->members[i]].wait_ns += w;
-        if (run->views)
-            cs__views_wait(run, in, i, w);
+        in->wait[i] = w;
         if (i != li)
             others += w;
     }
+    /* The charts and the step budget take the waits computed here. */
+    if (run->views)
+        cs__views_waits(run, in);
     if ((pat == CS_PAT_NXN || pat == CS_PAT_NTO1) && n > 1 &&
         last - second > (int64_t)run->uncertainty_ns) {
         struct cs__rank *s = &run->ranks[in->members[li]];

@@ -667,25 +667,10 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
     int ci = cs__groups_comm(run, S, in->comm);
     enum cs__dim dim = dim_of(S, ci);
     int grad = is_red(in->op) && dim == CS_DIM_DP;
-    enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     const int64_t *a = in->arr;
-    int64_t last = a[0], prefix = INT64_MIN;
-    for (int32_t i = 1; i < in->n; i++)
-        if (a[i] > last)
-            last = a[i];
     for (int32_t i = 0; i < in->n; i++) {
-        int64_t w = 0;
-        if (pat == CS_PAT_NXN)
-            w = last - a[i];
-        else if (pat == CS_PAT_1TON && in->root >= 0 && i != in->root && a[in->root] > a[i])
-            w = a[in->root] - a[i];
-        else if (pat == CS_PAT_NTO1 && i == in->root)
-            w = last - a[i];
-        else if (pat == CS_PAT_PREFIX) {
-            if (a[i] > prefix)
-                prefix = a[i];
-            w = prefix - a[i];
-        }
+        /* the member's wait by the op's pattern, as cs__metrics_instance computed it */
+        int64_t w = in->wait[i];
         int64_t call = in->end[i] - a[i];
         if (w > call)
             w = call;
