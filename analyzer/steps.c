@@ -66,7 +66,7 @@ static int is_traffic(enum cs_op_kind k)
 
 static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
 {
-    int ci = cs__groups_comm(run, S, comm);
+    int ci = cs__groups_comm_cached(run, S, comm);
     return ci < 0 ? -1 : S->comms[ci].cls;
 }
 
@@ -564,7 +564,7 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         if (sr->last_ci && sr->last_comm == ev->comm) {
             ci = sr->last_ci - 1;
         } else {
-            ci = cs__groups_comm(run, S, ev->comm);
+            ci = cs__groups_comm_cached(run, S, ev->comm);
             sr->last_comm = ev->comm;
             sr->last_ci = ci + 1;
         }
@@ -664,7 +664,7 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
     enum cs_op_kind ik = cs_op_info(in->op)->kind;
     if (!S || (ik != CS_KIND_COLL && ik != CS_KIND_NCOLL) || in->n < 2)
         return;
-    int ci = cs__groups_comm(run, S, in->comm);
+    int ci = cs__groups_comm_cached(run, S, in->comm);
     enum cs__dim dim = dim_of(S, ci);
     int grad = is_red(in->op) && dim == CS_DIM_DP;
     const int64_t *a = in->arr;
