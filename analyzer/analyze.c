@@ -145,7 +145,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         /* After the step hook, so a step's first event already counts as in the step. */
         if (run->perfetto)
             cs__perfetto_event(run, r, ev, k, tb, te);
-        cs__match_event(run, r, ev, k, row, tb, te);
+        /* Matching looks at collectives and requests only. */
+        if (k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_IP2P || k == CS_KIND_DONE)
+            cs__match_event(run, r, ev, k, row, tb, te);
         if (run->wire)
             cs__wire_event(run, r, ev);
         if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)

@@ -569,7 +569,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
             sr->last_ci = ci + 1;
         }
         enum cs__dim dim = dim_of(S, ci);
-        int grad = is_red(ev->op) && dim == CS_DIM_DP;
+        int red = is_red(ev->op);
+        int grad = red && dim == CS_DIM_DP;
         int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
         if (bu) {
             bu->blocked[dim] += dur;
@@ -609,7 +610,7 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
                 S->spare = old;
             }
             *q = (struct cs__sreq){
-                .tb = tb, .busy0 = sr->busy - dur, .comm = ci, .red = is_red(ev->op)};
+                .tb = tb, .busy0 = sr->busy - dur, .comm = ci, .red = red};
             *v = (uint64_t)(uintptr_t)q;
         }
         break;
