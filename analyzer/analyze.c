@@ -15,39 +15,41 @@
 /* The merge: a tournament (loser) tree over the ranks with events, ordered by (aligned t_begin,
  * rank).  Taking the next event replays one leaf-to-root path: one comparison per level, where a
  * binary heap needs up to two and mispredicts more.  Any exact merge gives the same order: the
- * (key, rank) order is total. */
-struct src {
-    int64_t key;
-    int r; /* world rank; INT_MAX once the stream is exhausted (key INT64_MAX): after the others */
-};
+ * (key, rank) order is total.  Each inner node holds its loser's (key, rank) itself, packed into
+ * one 128-bit number whose unsigned order is the (key, rank) order, so a level is one load, one
+ * comparison and a branch-free swap, with no indirection through the leaves. */
+typedef unsigned __int128 u128;
 
-struct tourney {
-    struct src *s;  /* [m]: the leaves (m a power of two, padding sources done) */
-    int *lose;      /* [m]: lose[i] the loser at inner node i (1..m-1) */
-    int m, win, n;  /* n: sources not done */
-};
-
-static int before(const struct src *a, const struct src *b)
+static u128 pack(int64_t key, int r)
 {
-    /* (key, r) compared as one 128-bit number: no branch to mispredict */
-    typedef unsigned __int128 u128;
-    u128 x = (u128)((uint64_t)a->key ^ (1ull << 63)) << 64 | (unsigned)a->r,
-         y = (u128)((uint64_t)b->key ^ (1ull << 63)) << 64 | (unsigned)b->r;
-    return x < y;
+    return (u128)((uint64_t)key ^ (1ull << 63)) << 64 | (uint32_t)r;
 }
 
-/* Leaf x changed: replay its path to the root. */
-static void replay(struct tourney *t, int x)
+/* A source with no more events: after every other (rank INT_MAX sorts after real ranks). */
+#define DONE_KEY pack(INT64_MAX, INT_MAX)
+
+struct tourney {
+    u128 *lose;    /* [m]: lose[i] the loser at inner node i (1..m-1); m a power of two */
+    u128 win;      /* the winner */
+    int m, n;      /* n: sources not done */
+};
+
+/* The winner (leaf x, the rank in win) now has value v: replay its path to the root. */
+static void replay(struct tourney *t, int x, u128 v)
 {
-    int w = x;
     for (int i = (x + t->m) >> 1; i > 0; i >>= 1) {
-        int l = t->lose[i];
-        /* swap w and l when l wins, without a branch (the outcome is a coin toss) */
-        int d = (w ^ l) & -before(&t->s[l], &t->s[w]);
-        t->lose[i] = l ^ d;
-        w ^= d;
+        /* keep the larger here and carry the smaller up, in 64-bit halves so the compiler uses
+         * conditional moves (the outcome is a coin toss: a branch would mispredict) */
+        uint64_t lh = (uint64_t)(t->lose[i] >> 64), ll = (uint64_t)t->lose[i];
+        uint64_t vh = (uint64_t)(v >> 64), vl = (uint64_t)v;
+        int lt = (lh < vh) | ((lh == vh) & (ll < vl));
+        uint64_t nh = lt ? vh : lh, nl = lt ? vl : ll;
+        vh = lt ? lh : vh;
+        vl = lt ? ll : vl;
+        t->lose[i] = (u128)nh << 64 | nl;
+        v = (u128)vh << 64 | vl;
     }
-    t->win = w;
+    t->win = v;
 }
 
 int cs__analyze(struct cs__run *run, struct cs_report *rep)
@@ -88,11 +90,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     struct tourney h = {.m = 1};
     while (h.m < run->world)
         h.m *= 2;
-    h.s = malloc((size_t)h.m * sizeof *h.s);
     h.lose = malloc((size_t)h.m * sizeof *h.lose);
-    int *wins = malloc(2 * (size_t)h.m * sizeof *wins);
-    if (!h.s || !h.lose || !wins) {
-        free(h.s);
+    u128 *wins = malloc(2 * (size_t)h.m * sizeof *wins);
+    if (!h.lose || !wins) {
         free(h.lose);
         free(wins);
         cs__problem(run, "out of memory for the event merge");
@@ -101,26 +101,23 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     }
     for (int x = 0; x < h.m; x++) {
         struct cs__rank *rk = x < run->world ? &run->ranks[x] : NULL;
-        h.s[x] = (struct src){.key = INT64_MAX, .r = INT_MAX};
+        wins[h.m + x] = DONE_KEY;
         if (!rk || !rk->present)
             continue;
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
             rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
-            h.s[x] = (struct src){.key = rk->next_key, .r = x};
+            wins[h.m + x] = pack(rk->next_key, x);
             h.n++;
         }
     }
     /* Build bottom-up: wins[i] the winner below node i, lose[i] the other one. */
-    for (int x = 0; x < h.m; x++)
-        wins[h.m + x] = x;
     for (int i = h.m - 1; i > 0; i--) {
-        int a = wins[2 * i], b = wins[2 * i + 1];
-        int b_first = before(&h.s[b], &h.s[a]);
-        wins[i] = b_first ? b : a;
-        h.lose[i] = b_first ? a : b;
+        u128 a = wins[2 * i], b = wins[2 * i + 1];
+        wins[i] = b < a ? b : a;
+        h.lose[i] = b < a ? a : b;
     }
-    h.win = h.m > 1 ? wins[1] : 0;
+    h.win = wins[1];
     free(wins);
     /* Ranks without events will send nothing: instances need not wait for them. */
     for (int r = 0; r < run->world; r++)
@@ -132,7 +129,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         kind[op] = (unsigned char)cs_op_info(op)->kind;
     uint64_t nev = 0;
     while (h.n) {
-        int r = h.win;
+        int r = (int)(uint32_t)h.win;
         struct cs__rank *rk = &run->ranks[r];
         const struct cs_event *ev = rk->next;
         /* Each timestamp is mapped once here and handed on. */
@@ -149,7 +146,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         /* After the step hook, so a step's first event already counts as in the step. */
         if (run->perfetto)
             cs__perfetto_event(run, r, ev, k, tb, te);
-        cs__match_event(run, r, ev, k, row, tb, te);
+        /* Matching looks at collectives and requests only. */
+        if (k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_IP2P || k == CS_KIND_DONE)
+            cs__match_event(run, r, ev, k, row, tb, te);
         if (run->wire)
             cs__wire_event(run, r, ev);
         if (k == CS_KIND_NP2P)
@@ -157,16 +156,16 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
             cs__gpu_event(run, r, ev, k, tb, te);
         rk->next = cs_reader_next(rk->rd);
+        u128 v = DONE_KEY;
         if (rk->next) {
-            rk->next_key = h.s[r].key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
+            rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
+            v = pack(rk->next_key, r);
         } else {
-            h.s[r] = (struct src){.key = INT64_MAX, .r = INT_MAX};
             h.n--;
             cs__match_rank_done(run, r);
         }
-        replay(&h, r);
+        replay(&h, r, v);
     }
-    free(h.s);
     free(h.lose);
     if (run->progress_out)
         cs__progress(run, nev, 1);

@@ -65,6 +65,9 @@ static inline uint64_t *cs__map_get(const struct cs__map *m, uint64_t a, uint64_
 }
 /* Remove (a, b) if present. */
 void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b);
+/* Remove the entry whose value v points to (from cs__map_get or cs__map_put, no change since):
+ * no second probe. */
+void cs__map_del_at(struct cs__map *m, uint64_t *v);
 void cs__map_free(struct cs__map *m);
 
 /* ---- clocks (align.c) ---- */
@@ -168,6 +171,9 @@ struct cs__comm {
     struct cs__inst *spare; /* closed instances kept for reuse (all of this comm's size) */
     int incomplete;         /* NCCL: some members unknown (members[i] == -1) */
     int multi;              /* NCCL: one process holds several members (ncclCommInitAll) */
+    /* Open instances by sequence number mod 8, a cache in front of run->open (match.c): the
+     * members' events of one instance come close together, and a hit needs no hash probe. */
+    struct cs__inst *recent[8];
 };
 
 /* One open collective instance (match.c). */
@@ -186,6 +192,7 @@ struct cs__inst {
     const int32_t *members;  /* world ranks */
     int64_t *arr, *end;      /* aligned times per comm rank */
     uint64_t *size;          /* max(bytes, bytes_recv) per comm rank */
+    int64_t *wait;           /* per comm rank: its wait (cs__metrics_instance, complete ones) */
     unsigned char *state;    /* bit 0 arrived, bit 1 ended */
 };
 
@@ -446,8 +453,8 @@ struct cs__views;
 int cs__views_init(struct cs__run *run);
 void cs__views_free(struct cs__run *run);
 void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k);
-/* Member i of complete instance in waited wait_ns (called once per member). */
-void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, int64_t wait_ns);
+/* Every member i of complete instance in waited in->wait[i] (called once per instance). */
+void cs__views_waits(struct cs__run *run, const struct cs__inst *in);
 /* One transfer of `bytes` taking `ns` (complete instance or point-to-point call/request). */
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns);
 void cs__views_build(struct cs__run *run, struct cs_report *rep);

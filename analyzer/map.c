@@ -23,7 +23,9 @@ static int grow(struct cs__map *m)
     return 0;
 }
 
-uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
+/* cs__map_put when the map may have to grow first. */
+static __attribute__((noinline)) uint64_t *put_slow(struct cs__map *m, uint64_t a, uint64_t b,
+                                                    int *fresh)
 {
     /* One probe finds the key or the first free slot, where it goes unless the map must grow
      * (the slot a lookup followed by an insertion would pick). */
@@ -56,11 +58,40 @@ uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
     return &m->slot[j].v;
 }
 
+uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh)
+{
+    /* The usual case, an insertion that needs no growth (or a hit), in a function small enough
+     * to need no saved registers; the same probe and the same slot as put_slow. */
+    if (m->cap && 2 * (m->n + 1) <= m->cap) {
+        size_t mask = m->cap - 1;
+        for (size_t j = cs__map_hash(a, b) & mask;; j = (j + 1) & mask) {
+            struct cs__map_slot *s = &m->slot[j];
+            if (!s->used) {
+                *s = (struct cs__map_slot){.a = a, .b = b, .v = 0, .used = 1};
+                m->n++;
+                if (fresh)
+                    *fresh = 1;
+                return &s->v;
+            }
+            if (s->a == a && s->b == b) {
+                if (fresh)
+                    *fresh = 0;
+                return &s->v;
+            }
+        }
+    }
+    return put_slow(m, a, b, fresh);
+}
+
 void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b)
 {
     uint64_t *v = cs__map_get(m, a, b);
-    if (!v)
-        return;
+    if (v)
+        cs__map_del_at(m, v);
+}
+
+void cs__map_del_at(struct cs__map *m, uint64_t *v)
+{
     size_t i = (size_t)((struct cs__map_slot *)(void *)((char *)v - offsetof(struct cs__map_slot, v)) -
                         m->slot);
     size_t mask = m->cap - 1;

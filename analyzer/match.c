@@ -147,7 +147,7 @@ static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64
                                  uint32_t seq, uint16_t op, size_t row)
 {
     size_t n = (size_t)c->size;
-    size_t bytes = sizeof(struct cs__inst) + n * (3 * sizeof(int64_t) + 1);
+    size_t bytes = sizeof(struct cs__inst) + n * (4 * sizeof(int64_t) + 1);
     /* Instances of one communicator all have its size, so closed ones are reused from its spare
      * list rather than freed: no allocation per instance once the open window is reached, and
      * memory stays at the most instances that were ever open at once. */
@@ -171,7 +171,8 @@ static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64
     in->arr = (int64_t *)(in + 1);
     in->end = in->arr + n;
     in->size = (uint64_t *)(in->end + n);
-    in->state = (unsigned char *)(in->size + n);
+    in->wait = (int64_t *)(in->size + n);
+    in->state = (unsigned char *)(in->wait + n);
     for (size_t i = 0; i < n; i++)
         in->dead_unended += run->ranks[c->members[i]].dead;
     return in;
@@ -183,6 +184,8 @@ static void inst_check(struct cs__run *run, struct cs__inst *in)
     if (!complete && in->ended + in->dead_unended < in->n)
         return;
     cs__map_del(&run->open, in->comm, in->seq);
+    if (in->c->recent[in->seq & 7] == in)
+        in->c->recent[in->seq & 7] = NULL;
     cs__metrics_instance(run, in, complete);
     in->next = in->c->spare;
     in->c->spare = in;
@@ -217,21 +220,25 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
         return;
     }
     int fresh;
-    uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, &fresh);
-    if (!v) {
-        run->unmatched_events++;
-        return;
-    }
-    if (fresh) {
-        struct cs__inst *in = inst_new(run, c, ev->comm, ev->seq, ev->op, row);
-        if (!in) {
-            cs__map_del(&run->open, ev->comm, ev->seq);
+    struct cs__inst *in = c->recent[ev->seq & 7];
+    if (!in || in->seq != ev->seq) {
+        uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, &fresh);
+        if (!v) {
             run->unmatched_events++;
             return;
         }
-        *v = (uint64_t)(uintptr_t)in;
+        if (fresh) {
+            in = inst_new(run, c, ev->comm, ev->seq, ev->op, row);
+            if (!in) {
+                cs__map_del(&run->open, ev->comm, ev->seq);
+                run->unmatched_events++;
+                return;
+            }
+            *v = (uint64_t)(uintptr_t)in;
+        }
+        in = (void *)(uintptr_t)*v;
+        c->recent[ev->seq & 7] = in;
     }
-    struct cs__inst *in = (void *)(uintptr_t)*v;
     /* A communicator of ncclCommInitAll (GPU records): this rank is several members, which take
      * its records of one instance in turn (which device is which member is not kept). */
     for (int32_t j = 0; c->multi && (in->state[idx] & 1) && j < in->n; j++)
@@ -297,7 +304,7 @@ void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         if (!pv)
             return;
         struct cs__pending *p = (void *)(uintptr_t)*pv;
-        cs__map_del(&run->pending, (uint64_t)rank, ev->request);
+        cs__map_del_at(&run->pending, pv);
         int64_t t_end = te;
         if (p->is_coll) {
             uint64_t *iv = cs__map_get(&run->open, p->comm, p->seq);

@@ -38,16 +38,29 @@ static size_t row_lookup(struct cs__run *run, uint16_t op, uint64_t comm)
     return run->nrows - 1;
 }
 
-size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm)
+static __attribute__((noinline)) size_t row_miss(struct cs__run *run, struct cs__rowc *c,
+                                                  uint16_t op, uint64_t comm)
+{
+    size_t row = row_lookup(run, op, comm);
+    if (row != SIZE_MAX && op != 0 && row < UINT32_MAX)
+        *c = (struct cs__rowc){.comm = comm, .op = op, .row = (uint32_t)row};
+    return row;
+}
+
+/* cs__row_get inline (the per-event metrics): a cache hit costs no call, a miss goes to
+ * row_miss. */
+static inline size_t row_get(struct cs__run *run, uint16_t op, uint64_t comm)
 {
     struct cs__rowc *c = &run->rowc[(comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >>
                                     56];
     if (c->op == op && c->comm == comm)
         return c->row;
-    size_t row = row_lookup(run, op, comm);
-    if (row != SIZE_MAX && op != 0 && row < UINT32_MAX)
-        *c = (struct cs__rowc){.comm = comm, .op = op, .row = (uint32_t)row};
-    return row;
+    return row_miss(run, c, op, comm);
+}
+
+size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm)
+{
+    return row_get(run, op, comm);
 }
 
 static int is_comm_kind(enum cs_op_kind k)
@@ -69,7 +82,7 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
     rk->comm_ns += dur;
     rk->calls++;
     rk->bytes += ev->bytes;
-    size_t row = cs__row_get(run, ev->op, ev->comm);
+    size_t row = row_get(run, ev->op, ev->comm);
     if (row == SIZE_MAX)
         return row;
     struct cs__oprow *r = &run->rows[row];
@@ -187,11 +200,13 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
             break;
         }
         run->ranks[in->members[i]].wait_ns += w;
-        if (run->views)
-            cs__views_wait(run, in, i, w);
+        in->wait[i] = w;
         if (i != li)
             others += w;
     }
+    /* The charts and the step budget take the waits computed here. */
+    if (run->views)
+        cs__views_waits(run, in);
     if ((pat == CS_PAT_NXN || pat == CS_PAT_NTO1) && n > 1 &&
         last - second > (int64_t)run->uncertainty_ns) {
         struct cs__rank *s = &run->ranks[in->members[li]];

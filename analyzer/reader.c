@@ -323,45 +323,79 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
     return 0;
 }
 
-static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t used, char *err,
-                        size_t errlen)
+/* What check_events asks of an op, by op id (op_checks). */
+enum { OPC_BAD = 1, OPC_COMM = 2, OPC_REQUEST = 4 };
+
+static void op_checks(unsigned char *t)
+{
+    for (unsigned op = 0; op < CS_OP_MAX; op++) {
+        const struct cs_op_info *oi = cs_op_info(op);
+        enum cs_op_kind k = oi->kind;
+        t[op] = (unsigned char)((op == CS_OP_NONE || !oi->name ? OPC_BAD : 0) |
+                                (k == CS_KIND_COLL || k == CS_KIND_ICOLL ? OPC_COMM : 0) |
+                                (k == CS_KIND_ICOLL || k == CS_KIND_IP2P || k == CS_KIND_DONE
+                                     ? OPC_REQUEST
+                                     : 0));
+    }
+}
+
+/* The first thing wrong with event k of block bi (at byte `at`), said in err; 0 nothing. */
+static int event_error(struct cs_reader *r, const struct cs_event *e, uint32_t k, uint64_t bi,
+                       uint64_t at, int32_t world, char *err, size_t errlen)
+{
+    const struct cs_op_info *oi = cs_op_info(e->op);
+    if (e->op == CS_OP_NONE || !oi->name)
+        return fail(r, err, errlen, CS_EEVENT,
+                    "event %" PRIu32 " in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")",
+                    k, bi, (unsigned)e->op, at);
+    if (e->t_end < e->t_begin)
+        return fail(r, err, errlen, CS_EEVENT,
+                    "event %" PRIu32 " in block %" PRIu64 ": t_end before t_begin (%" PRIu64
+                    " < %" PRIu64 ", byte %" PRIu64 ")",
+                    k, bi, e->t_end, e->t_begin, at);
+    if (e->flags & ~KNOWN_EVENT_FLAGS)
+        return fail(r, err, errlen, CS_EEVENT,
+                    "event %" PRIu32 " in block %" PRIu64 ": unknown flags 0x%x (byte %" PRIu64
+                    ")",
+                    k, bi, (unsigned)(e->flags & ~KNOWN_EVENT_FLAGS), at);
+    if (e->peer < -1 || e->peer >= world)
+        return fail(r, err, errlen, CS_EEVENT,
+                    "event %" PRIu32 " in block %" PRIu64 ": peer %" PRId32
+                    " out of range -1..%" PRId32 " (byte %" PRIu64 ")",
+                    k, bi, e->peer, world - 1, at);
+    if (((oi->kind == CS_KIND_COLL) | (oi->kind == CS_KIND_ICOLL)) & (e->comm == 0))
+        return fail(r, err, errlen, CS_EEVENT,
+                    "event %" PRIu32 " in block %" PRIu64 ": collective %s without a"
+                    " communicator (byte %" PRIu64 ")",
+                    k, bi, oi->name, at);
+    if (((oi->kind == CS_KIND_ICOLL) | (oi->kind == CS_KIND_IP2P) |
+         (oi->kind == CS_KIND_DONE)) & (e->request == 0))
+        return fail(r, err, errlen, CS_EEVENT,
+                    "event %" PRIu32 " in block %" PRIu64 ": %s without a request id (byte %"
+                    PRIu64 ")",
+                    k, bi, oi->name, at);
+    return 0;
+}
+
+/* The events of block bi: every check at once per event (opc: op_checks), the message from
+ * event_error for the first event that fails one. */
+static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t used,
+                        const unsigned char *opc, char *err, size_t errlen)
 {
     const struct cs_event *ev = (const void *)(r->map + off + sizeof(struct cs_block_header));
     int32_t world = r->hdr.world_size;
     for (uint32_t k = 0; k < used; k++) {
         const struct cs_event *e = &ev[k];
-        uint64_t at = off + sizeof(struct cs_block_header) + (uint64_t)k * CS_EVENT_SIZE;
-        const struct cs_op_info *oi = cs_op_info(e->op);
-        if (e->op == CS_OP_NONE || !oi->name)
-            return fail(r, err, errlen, CS_EEVENT,
-                        "event %" PRIu32 " in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")",
-                        k, bi, (unsigned)e->op, at);
-        if (e->t_end < e->t_begin)
-            return fail(r, err, errlen, CS_EEVENT,
-                        "event %" PRIu32 " in block %" PRIu64 ": t_end before t_begin (%" PRIu64
-                        " < %" PRIu64 ", byte %" PRIu64 ")",
-                        k, bi, e->t_end, e->t_begin, at);
-        if (e->flags & ~KNOWN_EVENT_FLAGS)
-            return fail(r, err, errlen, CS_EEVENT,
-                        "event %" PRIu32 " in block %" PRIu64 ": unknown flags 0x%x (byte %" PRIu64
-                        ")",
-                        k, bi, (unsigned)(e->flags & ~KNOWN_EVENT_FLAGS), at);
-        if (e->peer < -1 || e->peer >= world)
-            return fail(r, err, errlen, CS_EEVENT,
-                        "event %" PRIu32 " in block %" PRIu64 ": peer %" PRId32
-                        " out of range -1..%" PRId32 " (byte %" PRIu64 ")",
-                        k, bi, e->peer, world - 1, at);
-        if (((oi->kind == CS_KIND_COLL) | (oi->kind == CS_KIND_ICOLL)) & (e->comm == 0))
-            return fail(r, err, errlen, CS_EEVENT,
-                        "event %" PRIu32 " in block %" PRIu64 ": collective %s without a"
-                        " communicator (byte %" PRIu64 ")",
-                        k, bi, oi->name, at);
-        if (((oi->kind == CS_KIND_ICOLL) | (oi->kind == CS_KIND_IP2P) |
-             (oi->kind == CS_KIND_DONE)) & (e->request == 0))
-            return fail(r, err, errlen, CS_EEVENT,
-                        "event %" PRIu32 " in block %" PRIu64 ": %s without a request id (byte %"
-                        PRIu64 ")",
-                        k, bi, oi->name, at);
+        unsigned m = e->op < CS_OP_MAX ? opc[e->op] : OPC_BAD;
+        int bad = (m & OPC_BAD) | (e->t_end < e->t_begin) | ((e->flags & ~KNOWN_EVENT_FLAGS) != 0) |
+                  (e->peer < -1) | (e->peer >= world) | (((m & OPC_COMM) != 0) & (e->comm == 0)) |
+                  (((m & OPC_REQUEST) != 0) & (e->request == 0));
+        if (bad) {
+            uint64_t at = off + sizeof(struct cs_block_header) + (uint64_t)k * CS_EVENT_SIZE;
+            int rc = event_error(r, e, k, bi, at, world, err, errlen);
+            if (rc)
+                return rc;
+        }
     }
     return 0;
 }
@@ -398,6 +432,8 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
     if (partial)
         r->st.trailing_bytes = region % CS_BLOCK_SIZE;
     size_t cap = 0;
+    unsigned char opc[CS_OP_MAX];
+    op_checks(opc);
     for (uint64_t i = 0; i < nb;) {
         uint64_t off = CS_HEADER_SIZE + i * CS_BLOCK_SIZE;
         struct cs_block_header bh;
@@ -463,7 +499,7 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
                         i, bh.used, cap_units, off + 8);
         int rc;
         if (bh.kind == CS_BLOCK_EVENTS) {
-            rc = check_events(r, i, off, bh.used, err, errlen);
+            rc = check_events(r, i, off, bh.used, opc, err, errlen);
             if (rc)
                 return rc;
             struct blk b = {.off = off, .seq = bh.seq, .used = bh.used, .thread = bh.thread};

@@ -66,7 +66,7 @@ static int is_traffic(enum cs_op_kind k)
 
 static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
 {
-    int ci = cs__groups_comm(run, S, comm);
+    int ci = cs__groups_comm_cached(run, S, comm);
     return ci < 0 ? -1 : S->comms[ci].cls;
 }
 
@@ -230,10 +230,17 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
     return 0;
 }
 
+/* Whether op can start or end a step in S's mode: the ops boundary() looks at further. */
+static int boundary_op(const struct cs__steps *S, uint16_t op)
+{
+    return (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
+           (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
+}
+
 int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                           enum cs_op_kind k, uint64_t *occ)
 {
-    return boundary(run, S, ev, k, occ);
+    return boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
 }
 
 /* One pre-pass over rank r: class traffic (classes first seen in this pass, id `pass`), markers,
@@ -522,7 +529,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     double dur = te > tb ? (double)(te - tb) : 0;
     if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
         flush_wait(S, sr, -1, 0);
-    int b = boundary(run, S, ev, k, &sr->occ);
+    /* Only the mode's boundary ops can start or end a step: test those before the call. */
+    int b = boundary_op(S, ev->op) ? boundary(run, S, ev, k, &sr->occ) : 0;
     if (b) {
         close_step(S, sr, tb, 1);
         if (b > 0)
@@ -556,12 +564,13 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         if (sr->last_ci && sr->last_comm == ev->comm) {
             ci = sr->last_ci - 1;
         } else {
-            ci = cs__groups_comm(run, S, ev->comm);
+            ci = cs__groups_comm_cached(run, S, ev->comm);
             sr->last_comm = ev->comm;
             sr->last_ci = ci + 1;
         }
         enum cs__dim dim = dim_of(S, ci);
-        int grad = is_red(ev->op) && dim == CS_DIM_DP;
+        int red = is_red(ev->op);
+        int grad = red && dim == CS_DIM_DP;
         int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
         if (bu) {
             bu->blocked[dim] += dur;
@@ -601,7 +610,7 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
                 S->spare = old;
             }
             *q = (struct cs__sreq){
-                .tb = tb, .busy0 = sr->busy - dur, .comm = ci, .red = is_red(ev->op)};
+                .tb = tb, .busy0 = sr->busy - dur, .comm = ci, .red = red};
             *v = (uint64_t)(uintptr_t)q;
         }
         break;
@@ -619,7 +628,7 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
             flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
         if (!q)
             break;
-        cs__map_del(&S->reqs, (uint64_t)rank, ev->request);
+        cs__map_del_at(&S->reqs, v);
         if (!(ev->flags & CS_EV_CANCELLED)) {
             /* In flight from the initiation to this record; exposed while inside MPI calls. */
             double D = te > q->tb ? (double)(te - q->tb) : 0;
@@ -656,28 +665,13 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
     enum cs_op_kind ik = cs_op_info(in->op)->kind;
     if (!S || (ik != CS_KIND_COLL && ik != CS_KIND_NCOLL) || in->n < 2)
         return;
-    int ci = cs__groups_comm(run, S, in->comm);
+    int ci = cs__groups_comm_cached(run, S, in->comm);
     enum cs__dim dim = dim_of(S, ci);
     int grad = is_red(in->op) && dim == CS_DIM_DP;
-    enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     const int64_t *a = in->arr;
-    int64_t last = a[0], prefix = INT64_MIN;
-    for (int32_t i = 1; i < in->n; i++)
-        if (a[i] > last)
-            last = a[i];
     for (int32_t i = 0; i < in->n; i++) {
-        int64_t w = 0;
-        if (pat == CS_PAT_NXN)
-            w = last - a[i];
-        else if (pat == CS_PAT_1TON && in->root >= 0 && i != in->root && a[in->root] > a[i])
-            w = a[in->root] - a[i];
-        else if (pat == CS_PAT_NTO1 && i == in->root)
-            w = last - a[i];
-        else if (pat == CS_PAT_PREFIX) {
-            if (a[i] > prefix)
-                prefix = a[i];
-            w = prefix - a[i];
-        }
+        /* the member's wait by the op's pattern, as cs__metrics_instance computed it */
+        int64_t w = in->wait[i];
         int64_t call = in->end[i] - a[i];
         if (w > call)
             w = call;

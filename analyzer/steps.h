@@ -156,6 +156,7 @@ struct cs_report_steps {
 int cs__steps_begin(struct cs__run *run);
 void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                      int64_t tb, int64_t te);
+/* A complete instance, its members' waits in in->wait (cs__metrics_instance calls it). */
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in);
 void cs__steps_finish(struct cs__run *run);
 /* Whether ev starts (1) or ends (-1) a step of its rank, 0 neither, exactly as the main pass

@@ -72,6 +72,15 @@ struct cs__steps {
     struct cs__sgpu *gpu;
 };
 
+/* cs__groups_comm with its cache probe inline: the step budget asks per event. */
+static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *S, uint64_t id)
+{
+    const struct cs__ccache *e = &S->comm_cache[(id ^ (id >> 32) ^ (id >> 3)) & 7];
+    if (e->idx1 && e->id == id)
+        return e->idx1 - 1;
+    return cs__groups_comm(run, S, id);
+}
+
 /* steps.c: 1 when ev starts a step, -1 when it ends one, 0 neither; *occ counts the pattern's
  * anchors seen on the rank so far. */
 int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,

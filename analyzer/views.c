@@ -209,11 +209,10 @@ void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     }
 }
 
-void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, int64_t wait_ns)
+void cs__views_waits(struct cs__run *run, const struct cs__inst *in)
 {
     struct cs__views *v = run->views;
-    int r = in->members[i];
-    /* The members of one instance come in a row: look the op up once. */
+    /* Instances of one op often come in a row: look the op up once. */
     if (in->op != v->last_op) {
         const struct cs_op_info *oi = cs_op_info(in->op);
         v->last_op = in->op;
@@ -221,13 +220,17 @@ void cs__views_wait(struct cs__run *run, const struct cs__inst *in, int32_t i, i
         v->last_nb = oi->kind == CS_KIND_ICOLL;
         v->last_nccl = oi->kind == CS_KIND_NCOLL;
     }
-    if (v->last_eligible && in->n > 1)
-        v->eligible[r]++;
-    if (wait_ns > 0 && v->last_nb)
-        v->wait_nb[r] += (double)wait_ns;
-    if (wait_ns > 0 && v->last_nccl)
-        v->wait_nccl[r] += (double)wait_ns;
-    if (wait_ns > 0) {
+    int eligible = v->last_eligible && in->n > 1;
+    for (int32_t i = 0; i < in->n; i++) {
+        int r = in->members[i];
+        int64_t wait_ns = in->wait[i];
+        v->eligible[r] += (uint64_t)eligible;
+        if (wait_ns <= 0)
+            continue;
+        if (v->last_nb)
+            v->wait_nb[r] += (double)wait_ns;
+        if (v->last_nccl)
+            v->wait_nccl[r] += (double)wait_ns;
         v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
         if (run->vsteps)
             cs__vsteps_wait(run, r, in->arr[i], wait_ns);
