@@ -322,6 +322,19 @@ int cs__comms_build(struct cs__run *run);
 /* Add c to the run's communicator table (owned by the run).  Returns 0 or -1 (out of memory). */
 int cs__comm_register(struct cs__run *run, struct cs__comm *c);
 const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id);
+/* Comm rank of world rank r in communicator c, or -1. */
+static inline int32_t cs__comm_rank(const struct cs__run *run, const struct cs__comm *c, int r)
+{
+    uint64_t *v = cs__map_get(&run->my_rank, c->id, (uint64_t)r);
+    if (v)
+        return (int32_t)(*v - 1);
+    if (c->members == run->ident)
+        return r;
+    for (int32_t i = 0; i < c->size; i++)
+        if (c->members[i] == r)
+            return i;
+    return -1;
+}
 /* tb, te: ev's t_begin and t_end on rank 0's clock. */
 void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                      size_t row, int64_t tb, int64_t te);

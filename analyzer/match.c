@@ -109,20 +109,6 @@ const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id)
     return p;
 }
 
-/* Comm rank of world rank r in c, or -1. */
-static int32_t comm_rank(const struct cs__run *run, const struct cs__comm *c, int r)
-{
-    uint64_t *v = cs__map_get(&run->my_rank, c->id, (uint64_t)r);
-    if (v)
-        return (int32_t)(*v - 1);
-    if (c->members == run->ident)
-        return r;
-    for (int32_t i = 0; i < c->size; i++)
-        if (c->members[i] == r)
-            return i;
-    return -1;
-}
-
 /*
  * The communicator with id `id` and world rank `rank`'s rank in it (-1 not a member), through the
  * rank's small cache of recently used communicators: a rank's collectives cycle over a few
@@ -138,7 +124,7 @@ static struct cs__comm *comm_of(struct cs__run *run, int rank, uint64_t id, int3
     struct cs__comm *c = (struct cs__comm *)cs__comm_get(run, id);
     if (!c)
         return NULL;
-    *idx = comm_rank(run, c, rank);
+    *idx = cs__comm_rank(run, c, rank);
     *e = (struct cs__rank_comm){.id = id, .c = c, .idx = *idx};
     return c;
 }
@@ -259,7 +245,7 @@ static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
     if (ev->flags & CS_EV_ROOT)
         in->root = idx;
     else if (in->root < 0 && ev->peer >= 0 && cs_op_info(ev->op)->pattern != CS_PAT_NXN)
-        in->root = comm_rank(run, c, ev->peer);
+        in->root = cs__comm_rank(run, c, ev->peer);
     if (k == CS_KIND_COLL) {
         in->end[idx] = te;
         in->state[idx] |= 2;
@@ -334,7 +320,7 @@ void cs__match_rank_done(struct cs__run *run, int rank)
         if (!run->open.slot[i].used)
             continue;
         struct cs__inst *in = (void *)(uintptr_t)run->open.slot[i].v;
-        int32_t idx = comm_rank(run, in->c, rank);
+        int32_t idx = cs__comm_rank(run, in->c, rank);
         if (idx >= 0 && !(in->state[idx] & 2)) {
             in->dead_unended++;
             hit[n++] = in;

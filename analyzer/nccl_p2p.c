@@ -65,20 +65,6 @@ uint64_t cs__np2p_chan_id(struct cs__map *m, uint64_t *next, uint64_t comm, uint
     return *v;
 }
 
-/* Comm rank of world rank r in communicator c (id), or -1. */
-static int32_t my_rank(struct cs__run *run, const struct cs__comm *c, uint64_t id, int r)
-{
-    uint64_t *v = cs__map_get(&run->my_rank, id, (uint64_t)r);
-    if (v)
-        return (int32_t)(*v - 1);
-    if (c->members == run->ident)
-        return r;
-    for (int32_t i = 0; i < c->size; i++)
-        if (c->members[i] == r)
-            return i;
-    return -1;
-}
-
 static struct cs__np2p *state(struct cs__run *run)
 {
     if (!run->np2p)
@@ -164,7 +150,7 @@ void cs__np2p_call(struct cs__run *run, int rank, const struct cs_event *ev)
     if (!strcmp(run->source, "kineto"))
         return; /* imported Send/Recv kernels carry no peer (seq is their group's sequence) */
     const struct cs__comm *c = cs__comm_get(run, ev->comm);
-    int32_t me = c ? my_rank(run, c, ev->comm, rank) : -1;
+    int32_t me = c ? cs__comm_rank(run, c, rank) : -1;
     if (!c || me < 0 || c->multi || ev->seq >= (uint32_t)c->size) {
         P->skipped++;
         return;

@@ -575,17 +575,25 @@ static void gpu_emit(struct cs__run *run, int rank, const struct gpu_pend *g)
 /* One GPU record: kept in its rank's reorder heap (written at once without memory for it); an
  * NCCL kernel also gets an arrow from the host call of its launch when that call's slice was
  * written (and does not start after the kernel). */
-static void gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb,
-                      int64_t te)
+/* A call or kernel from tb to te on rank's clock is outside --perfetto-steps or
+ * --perfetto-window. */
+static int left_out(struct cs__run *run, int rank, int64_t tb, int64_t te)
 {
-    struct cs__perfetto *p = run->perfetto;
+    const struct cs__perfetto *p = run->perfetto;
     const struct cs__perfetto_opts *o = run->perfetto_opts;
     if (o->steps) {
         int s = cs__vsteps_current(run, rank);
         if (s < o->step_from || (o->step_to >= 0 && s > o->step_to))
-            return;
+            return 1;
     }
-    if (te < p->w0 || tb > p->w1)
+    return te < p->w0 || tb > p->w1;
+}
+
+static void gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb,
+                      int64_t te)
+{
+    struct cs__perfetto *p = run->perfetto;
+    if (left_out(run, rank, tb, te))
         return;
     struct gpu_pend g = {.ev = *ev, .tb = tb, .te = te, .order = p->gpu_order++, .arrow_tid = -1};
     if (ev->op == CS_OP_GPU_NCCL && ev->request && p->launches[rank]) {
@@ -668,13 +676,7 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
     }
     if (p->steps_track)
         step_slice(run, rank, tb);
-    const struct cs__perfetto_opts *o = run->perfetto_opts;
-    if (o->steps) {
-        int s = cs__vsteps_current(run, rank);
-        if (s < o->step_from || (o->step_to >= 0 && s > o->step_to))
-            return;
-    }
-    if (te < p->w0 || tb > p->w1)
+    if (left_out(run, rank, tb, te))
         return;
     int fresh;
     long ti;

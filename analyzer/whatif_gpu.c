@@ -170,18 +170,11 @@ static int32_t inst_of(struct gp *P, uint64_t comm, uint32_t seq, uint16_t op)
 /* Comm rank of world rank r in communicator id, or -1 (as match.c finds it). */
 static int32_t comm_rank(struct cs__run *run, uint64_t id, int r)
 {
-    uint64_t *v = cs__map_get(&run->my_rank, id, (uint64_t)r);
-    if (v)
-        return (int32_t)(*v - 1);
     const struct cs__comm *c = cs__comm_get(run, id);
-    if (!c)
-        return -1;
-    if (c->members == run->ident)
-        return r;
-    for (int32_t i = 0; i < c->size; i++)
-        if (c->members[i] == r)
-            return i;
-    return -1;
+    if (c)
+        return cs__comm_rank(run, c, r);
+    uint64_t *v = cs__map_get(&run->my_rank, id, (uint64_t)r);
+    return v ? (int32_t)(*v - 1) : -1;
 }
 
 /* An ncclSend/ncclRecv call of rank r: its pair index on its channel (NCCL's issue order), kept
