@@ -16,7 +16,6 @@
  * names are recorded as "" (not converted).  Push/pop nesting is per thread and one stack for all
  * domains; start/end ranges may end on another thread (a small table keeps their names).
  */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +34,12 @@ struct named {
 static __thread struct named stack[STACK];
 static __thread int depth;
 
-static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    uint64_t id;
+/* Start/end range names, without a lock: a slot's id is BUSY while its name is written (a
+ * sequence lock); end() takes the name only if the id is still its own after the copy.  With more
+ * than OPEN ranges open, a newer range takes the slot and the older one ends with no name. */
+#define BUSY UINT64_MAX
+static struct open_range {
+    _Atomic uint64_t id;
     struct named n;
 } open_ranges[OPEN];
 static _Atomic uint64_t next_id = 1;
@@ -121,10 +123,11 @@ static uint64_t start(const char *s)
     uint64_t id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     struct named n;
     set_name(&n, s);
-    pthread_mutex_lock(&open_lock);
-    open_ranges[id % OPEN].id = id;
-    open_ranges[id % OPEN].n = n;
-    pthread_mutex_unlock(&open_lock);
+    struct open_range *slot = &open_ranges[id % OPEN];
+    atomic_store_explicit(&slot->id, BUSY, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    slot->n = n;
+    atomic_store_explicit(&slot->id, id, memory_order_release);
     record(CS_OP_NVTX_RANGE_BEGIN, &n, 0);
     return id;
 }
@@ -132,12 +135,15 @@ static uint64_t start(const char *s)
 static void end(uint64_t id)
 {
     struct named n = {{0}, 0};
-    pthread_mutex_lock(&open_lock);
-    if (open_ranges[id % OPEN].id == id) {
-        n = open_ranges[id % OPEN].n;
-        open_ranges[id % OPEN].id = 0;
+    struct open_range *slot = &open_ranges[id % OPEN];
+    uint64_t mine = id;
+    if (atomic_load_explicit(&slot->id, memory_order_acquire) == id) {
+        n = slot->n;
+        atomic_thread_fence(memory_order_acquire);
+        if (!atomic_compare_exchange_strong_explicit(&slot->id, &mine, 0, memory_order_relaxed,
+                                                     memory_order_relaxed))
+            n = (struct named){{0}, 0}; /* the slot was taken while the name was copied */
     }
-    pthread_mutex_unlock(&open_lock);
     record(CS_OP_NVTX_RANGE_END, &n, 0);
 }
 
