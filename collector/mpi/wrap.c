@@ -21,6 +21,7 @@ struct fill {
     int32_t aux;
     int32_t tag;
     uint16_t recv;
+    uint64_t rtag; /* Sendrecv: the received message's tag + 1 (0 none), into `request` */
 };
 
 /*
@@ -67,6 +68,7 @@ static inline void finish(uint64_t t0, uint64_t t1, uint16_t op, int rc, uint64_
     ev->op = op;
     ev->flags = f->flags;
     ev->aux = f->aux;
+    ev->request = f->rtag;
     if (id) {
         ev->request = id;
         ev->flags |= CS_EV_NONBLOCKING;
@@ -441,38 +443,28 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
  * (the received message's tag + 1; 0 none), which blocking calls leave unused otherwise.
  */
 static void finish_sendrecv(uint64_t t0, uint64_t t1, uint16_t op, int rc, const struct cs__comm *ci,
-                            struct fill *f, int source, const MPI_Status *st)
+                            int dest, int sendtag, uint64_t sbytes, int source, const MPI_Status *st)
 {
+    const struct cs__comm *c = ci ? ci : &no_comm;
+    struct fill f = {.aux = sendtag, .tag = sendtag};
+    f.peer = cs__to_world(c, dest, &f.flags);
+    if (source == MPI_ANY_SOURCE)
+        f.flags |= CS_EV_ANY_SOURCE;
     uint32_t src = 0;
-    uint64_t rtag = 0;
-    if (rc == MPI_SUCCESS && source != MPI_PROC_NULL && st->MPI_SOURCE != MPI_PROC_NULL &&
-        st->MPI_TAG >= 0) {
-        uint16_t ignore = 0;
-        int32_t w = cs__to_world(ci ? ci : &no_comm, st->MPI_SOURCE, &ignore);
-        if (w >= 0) {
-            src = (uint32_t)w + 1;
-            rtag = (uint64_t)st->MPI_TAG + 1;
+    if (rc == MPI_SUCCESS) {
+        if (dest != MPI_PROC_NULL)
+            f.bytes = sbytes;
+        f.brecv = status_bytes(st);
+        if (source != MPI_PROC_NULL && st->MPI_SOURCE != MPI_PROC_NULL && st->MPI_TAG >= 0) {
+            uint16_t ignore = 0;
+            int32_t w = cs__to_world(c, st->MPI_SOURCE, &ignore);
+            if (w >= 0) {
+                src = (uint32_t)w + 1;
+                f.rtag = (uint64_t)st->MPI_TAG + 1;
+            }
         }
     }
-    struct cs_event *ev = cs_hot_begin();
-    if (CS_UNLIKELY(!ev))
-        return;
-    ev->t_begin = t0;
-    ev->t_end = t1;
-    ev->comm = ci ? ci->id : 0;
-    ev->bytes = f->bytes;
-    ev->bytes_recv = f->brecv;
-    ev->request = rtag;
-    ev->seq = src;
-    ev->peer = f->peer;
-    ev->op = op;
-    ev->flags = f->flags;
-    ev->aux = f->aux;
-    if (rc != MPI_SUCCESS) {
-        ev->flags |= CS_EV_ERROR;
-        ev->aux = rc;
-    }
-    cs_hot_commit(ev);
+    finish(t0, t1, op, rc, ci ? ci->id : 0, src, &f, NULL, MPI_COMM_NULL);
 }
 
 CS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
@@ -489,16 +481,8 @@ CS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype send
     int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                            recvtype, source, recvtag, comm, st);
     uint64_t t1 = cs_hot_now();
-    struct fill f = {.aux = sendtag, .tag = sendtag};
-    f.peer = cs__to_world(ci ? ci : &no_comm, dest, &f.flags);
-    if (source == MPI_ANY_SOURCE)
-        f.flags |= CS_EV_ANY_SOURCE;
-    if (rc == MPI_SUCCESS) {
-        if (dest != MPI_PROC_NULL)
-            f.bytes = (uint64_t)sendcount * cs__tsize(sendtype);
-        f.brecv = status_bytes(st);
-    }
-    finish_sendrecv(t0, t1, CS_OP_SENDRECV, rc, ci, &f, source, st);
+    finish_sendrecv(t0, t1, CS_OP_SENDRECV, rc, ci, dest, sendtag,
+                    (uint64_t)sendcount * cs__tsize(sendtype), source, st);
     return rc;
 }
 
@@ -515,16 +499,8 @@ CS_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, 
     uint64_t t0 = cs_hot_now();
     int rc = PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, st);
     uint64_t t1 = cs_hot_now();
-    struct fill f = {.aux = sendtag, .tag = sendtag};
-    f.peer = cs__to_world(ci ? ci : &no_comm, dest, &f.flags);
-    if (source == MPI_ANY_SOURCE)
-        f.flags |= CS_EV_ANY_SOURCE;
-    if (rc == MPI_SUCCESS) {
-        if (dest != MPI_PROC_NULL)
-            f.bytes = (uint64_t)count * cs__tsize(datatype);
-        f.brecv = status_bytes(st);
-    }
-    finish_sendrecv(t0, t1, CS_OP_SENDRECV_REPLACE, rc, ci, &f, source, st);
+    finish_sendrecv(t0, t1, CS_OP_SENDRECV_REPLACE, rc, ci, dest, sendtag,
+                    (uint64_t)count * cs__tsize(datatype), source, st);
     return rc;
 }
 
