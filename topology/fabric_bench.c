@@ -320,6 +320,17 @@ static void coll_once(int k, void *s, void *r, size_t bytes, int n, int me)
     }
 }
 
+void cs__fabric_emit_coll(const char *transport, const char *name, int op, size_t bytes, int n,
+                          double worst)
+{
+    if (worst <= 0)
+        return;
+    double alg = (double)bytes * 8 / worst / 1e9;
+    cs__fabric_emit("coll op=%s transport=%s bytes=%zu time_us=%.6g algbw_gbps=%.6g "
+                    "busbw_gbps=%.6g",
+                    name, transport, bytes, worst * 1e6, alg, alg * cs_op_busbw_factor(op, n));
+}
+
 int cs__fabric_iters(size_t bytes)
 {
     return bytes <= 65536 ? 20 : bytes <= (1u << 22) ? 5 : 2;
@@ -349,13 +360,8 @@ static void run_collectives(int me, int n, const struct opts *o)
                 coll_once((int)k, s, r, size, n, me);
             double dt = (MPI_Wtime() - t0) / iters, worst;
             MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-            if (me == 0 && worst > 0) {
-                double alg = (double)size * 8 / worst / 1e9;
-                cs__fabric_emit("coll op=%s transport=mpi bytes=%zu time_us=%.6g algbw_gbps=%.6g "
-                                "busbw_gbps=%.6g",
-                                colls[k].name, size, worst * 1e6, alg,
-                                alg * cs_op_busbw_factor(colls[k].op, n));
-            }
+            if (me == 0)
+                cs__fabric_emit_coll("mpi", colls[k].name, colls[k].op, size, n, worst);
         }
     }
     free(s);

@@ -20,6 +20,12 @@ int cs__fabric_iters(size_t bytes);
 /* Print one "@cs-fabric ..." result line on rank 0's stdout (other ranks: nothing). */
 void cs__fabric_emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The "coll" result line of one collective and size: worst = the slowest rank's mean time per
+ * call (s), algbw and busbw (nccl-tests' factor for op over n ranks) from it; none when worst
+ * is 0. */
+void cs__fabric_emit_coll(const char *transport, const char *name, int op, size_t bytes, int n,
+                          double worst);
+
 /*
  * The NCCL sweep (fabric_nccl.c), collective over world: every rank loads libcudart and libnccl
  * with dlopen, takes GPU local_rank modulo the device count, and the communicator is bootstrapped

@@ -277,13 +277,8 @@ static int sweep(const struct api *a, MPI_Comm world, ncclComm_t c, cudaStream_t
                 return -1;
             }
             MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, world);
-            if (me == 0 && worst > 0) {
-                double alg = (double)size * 8 / worst / 1e9;
-                cs__fabric_emit("coll op=%s transport=nccl bytes=%zu time_us=%.6g algbw_gbps=%.6g "
-                                "busbw_gbps=%.6g",
-                                ops[k].name, size, worst * 1e6, alg,
-                                alg * cs_op_busbw_factor(ops[k].op, n));
-            }
+            if (me == 0)
+                cs__fabric_emit_coll("nccl", ops[k].name, ops[k].op, size, n, worst);
         }
     }
     return 0;
