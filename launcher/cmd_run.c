@@ -695,8 +695,7 @@ int cs__cmd_run(int argc, char **argv)
     }
     append_run_file(run_file, "mpi_preload: %s (%s)\n", mpi ? "yes" : "no", why);
     if (nvtx_set)
-        append_run_file(run_file, "nvtx: NVTX_INJECTION64_PATH=%s/" LIB_CORE " (NVTX ranges recorded)\n",
-                        libdir);
+        append_run_file(run_file, "nvtx: NVTX_INJECTION64_PATH=%s (NVTX ranges recorded)\n", nvtx);
     else
         append_run_file(run_file,
                         "nvtx: NVTX_INJECTION64_PATH was already set (%s): NVTX ranges are not"
