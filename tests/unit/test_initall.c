@@ -119,15 +119,10 @@ static void test_multi(const char *root, int flagged)
 int main(void)
 {
     char root[] = "/tmp/cs-test-initall-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     test_multi(root, 1);
     test_multi(root, 0);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -200,14 +200,9 @@ static void test_pairs(const char *root)
 int main(void)
 {
     char root[] = "/tmp/cs-test-np2p-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     test_pairs(root);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -85,10 +85,7 @@ static void write_run(const char *dir)
                 sendrecv(w, CS_OP_SENDRECV_REPLACE, o + 780, o + 800, 0, 6, 0, 5);
         }
         put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
-        char p[600];
-        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
-        CHECK(tw_write(w, p, NULL) > 0);
-        tw_free(w);
+        CHECK(tw_write_rank(w, dir, r) > 0);
     }
 }
 
@@ -131,10 +128,7 @@ static void write_anysrc(const char *dir)
             }
         }
         put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
-        char p[600];
-        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
-        CHECK(tw_write(w, p, NULL) > 0);
-        tw_free(w);
+        CHECK(tw_write_rank(w, dir, r) > 0);
     }
 }
 
@@ -160,10 +154,8 @@ static void test_anysrc(const char *root)
 int main(void)
 {
     char root[] = "/tmp/cs-test-whatifsr-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     write_run(root);
     struct cs__run run;
     struct cs_report rep;
@@ -185,9 +177,6 @@ int main(void)
     cs__report_free(&rep);
     cs__run_free(&run);
     test_anysrc(root);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

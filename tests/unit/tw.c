@@ -229,3 +229,28 @@ void tw_comm_nccl_multi(struct tw *w, uint64_t id, int size, int my_rank, int ra
     comm_record(w, id, CS_OP_NCCL_COMM_INIT_ALL, CS_COMM_NCCL, size, my_rank, m, &g, sizeof g);
     free(m);
 }
+
+long tw_write_rank(struct tw *w, const char *dir, int rank)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, rank);
+    long n = tw_write(w, p, NULL);
+    tw_free(w);
+    return n;
+}
+
+int tw_tmpdir(char *tmpl)
+{
+    if (mkdtemp(tmpl))
+        return 0;
+    perror("mkdtemp");
+    return -1;
+}
+
+void tw_rmtree(const char *dir)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}

@@ -45,4 +45,12 @@ struct tw_opts {
 long tw_write(struct tw *w, const char *path, const struct tw_opts *opts);
 void tw_free(struct tw *w);
 
+/* Write `w` as `dir`/rank-NNNNN.cst (rank numbered as given) and free it.  Returns tw_write's
+ * result: the size, or -1. */
+long tw_write_rank(struct tw *w, const char *dir, int rank);
+/* mkdtemp(`tmpl`), saying why on stderr when it fails.  Returns 0, or -1. */
+int tw_tmpdir(char *tmpl);
+/* rm -rf `dir` (a test's scratch directory), saying so on stderr when it fails. */
+void tw_rmtree(const char *dir);
+
 #endif
