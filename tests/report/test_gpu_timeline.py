@@ -71,10 +71,7 @@ def main():
         for ln in lines[2:5]:
             f = ln.split()
             check(len(f) == 9 and abs(float(f[-1]) - 230e-6) <= 6e-7, "Idle 230 us: %r" % ln)
-        exe = test_reports.chromium()
-        if exe:
-            test_reports.check_html(exe, ht, rep)
-            failures.extend("Chromium: %s" % f for f in test_reports.failures)
+        failures.extend(test_reports.rendered(ht, rep))
     finally:
         subprocess.run(["rm", "-rf", tmp])
     if failures:

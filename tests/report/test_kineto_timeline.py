@@ -150,10 +150,7 @@ def main():
         check(rep["topology"]["gpu_nic_affinity"]["reason"] == m.group(1) if m else False,
               "the JSON gives the same reason")
         import test_reports  # noqa: E402
-        exe = test_reports.chromium()
-        if exe:
-            test_reports.check_html(exe, ht, rep)
-            failures.extend("Chromium: %s" % f for f in test_reports.failures)
+        failures.extend(test_reports.rendered(ht, rep))
         print("step %d: NCCL %.6f s, overlapped %.6f s over %d ranks (computed here)"
               % (K, tot_n / 1e9, tot_o / 1e9, len(files)))
     finally:

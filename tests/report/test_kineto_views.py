@@ -206,11 +206,7 @@ def case(tmp, name, inputs, files):
     # in the page (tests/report/test_reports.py's check).
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import test_reports  # noqa: E402
-    exe = test_reports.chromium()
-    if exe:
-        test_reports.check_html(exe, ht, rep)
-        failures.extend("%s (Chromium): %s" % (name, f) for f in test_reports.failures)
-        del test_reports.failures[:]
+    failures.extend(test_reports.rendered(ht, rep, "%s (Chromium)" % name))
     print("%s: %d ranks, NCCL %.6f s, overlapped %.6f s, exposed %.6f s (computed here)"
           % (name, len(want), tot[0] / 1e9, tot[1] / 1e9, tot[2] / 1e9))
 

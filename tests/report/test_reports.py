@@ -365,6 +365,19 @@ def check_html(exe, path, rep, shot=None):
     return text
 
 
+def rendered(path, rep, label="Chromium"):
+    """With Chromium installed, check_html on the page at `path` against the JSON report `rep`
+    and hand back its failures as "LABEL: what" (taken off this module's list, for the calling
+    test to add to its own); without Chromium, []."""
+    exe = chromium()
+    if not exe:
+        return []
+    check_html(exe, path, rep)
+    got = ["%s: %s" % (label, f) for f in failures]
+    del failures[:]
+    return got
+
+
 def case_html_synthetic(tmp):
     exe = chromium()
     if not exe:
