@@ -74,11 +74,7 @@ def main():
         failures.extend(test_reports.rendered(ht, rep))
     finally:
         subprocess.run(["rm", "-rf", tmp])
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return test_reports.verdict(failures)
 
 
 if __name__ == "__main__":

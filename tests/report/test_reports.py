@@ -378,6 +378,15 @@ def rendered(path, rep, label="Chromium"):
     return got
 
 
+def verdict(failures):
+    """A test's exit status from its failures: 1 (after counting them on stderr) or 0 ("ok")."""
+    if failures:
+        print("%d failure(s)" % len(failures), file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
 def case_html_synthetic(tmp):
     exe = chromium()
     if not exe:
@@ -548,11 +557,7 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
     if rc == 77:
         return 77
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":
