@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "commscope/ops.h"
+#include "internal.h"
 
 struct tblock {
     unsigned char *data; /* span * CS_BLOCK_SIZE bytes */
@@ -253,4 +254,19 @@ void tw_rmtree(const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
+}
+
+char *tw_report_json(const struct cs_report *rep)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int rc = cs__report_json(rep, f);
+    if (fclose(f) != 0 || rc != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }

@@ -53,4 +53,9 @@ int tw_tmpdir(char *tmpl);
 /* rm -rf `dir` (a test's scratch directory), saying so on stderr when it fails. */
 void tw_rmtree(const char *dir);
 
+struct cs_report;
+/* The JSON report of `rep` (cs__report_json) as a string to free(), or NULL when writing it
+ * failed. */
+char *tw_report_json(const struct cs_report *rep);
+
 #endif
