@@ -270,3 +270,23 @@ char *tw_report_json(const struct cs_report *rep)
     }
     return buf;
 }
+
+void tw_mpi_event(struct tw *w, uint64_t t0, uint16_t op, uint64_t b, uint64_t e, int32_t peer,
+                  uint64_t req, int32_t aux)
+{
+    struct cs_event ev = {.t_begin = t0 + b * 1000,
+                          .t_end = t0 + e * 1000,
+                          .comm = CS_COMM_WORLD_ID,
+                          .peer = peer,
+                          .request = req,
+                          .op = op,
+                          .aux = aux};
+    if (op == CS_OP_ISEND || op == CS_OP_IRECV) {
+        ev.flags = CS_EV_NONBLOCKING;
+        ev.bytes = op == CS_OP_ISEND ? 64 : 0;
+        ev.bytes_recv = op == CS_OP_IRECV ? 64 : 0;
+    }
+    if (op == CS_OP_PCONTROL || op == CS_OP_WAIT)
+        ev.comm = 0;
+    tw_event(w, 0, &ev);
+}

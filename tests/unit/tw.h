@@ -53,6 +53,12 @@ int tw_tmpdir(char *tmpl);
 /* rm -rf `dir` (a test's scratch directory), saying so on stderr when it fails. */
 void tw_rmtree(const char *dir);
 
+/* An MPI event on thread 0 at [t0 + b us, t0 + e us) on the world communicator, with the given
+ * peer, request and aux; MPI_Isend and MPI_Irecv non-blocking with 64 bytes sent or received,
+ * MPI_Pcontrol and MPI_Wait on no communicator (comm 0), as the what-if tests script them. */
+void tw_mpi_event(struct tw *w, uint64_t t0, uint16_t op, uint64_t b, uint64_t e, int32_t peer,
+                  uint64_t req, int32_t aux);
+
 struct cs_report;
 /* The JSON report of `rep` (cs__report_json) as a string to free(), or NULL when writing it
  * failed. */
