@@ -19,17 +19,7 @@
 
 static void host_nccl(struct tw *w, uint64_t t, uint32_t seq, uint64_t launch)
 {
-    struct cs_event e = {.t_begin = T0 + t * US,
-                         .t_end = T0 + t * US + 2 * US,
-                         .comm = CS_COMM_WORLD_ID,
-                         .bytes = 1000,
-                         .bytes_recv = 1000,
-                         .request = launch,
-                         .seq = seq,
-                         .peer = -1,
-                         .op = CS_OP_NCCL_ALLREDUCE,
-                         .aux = 7 /* ncclFloat32 */};
-    tw_event(w, 0, &e);
+    tw_host_allreduce(w, 0, CS_COMM_WORLD_ID, T0 + t * US, T0 + t * US + 2 * US, seq, launch);
 }
 
 static struct cs_event gpu(uint16_t op, uint64_t b, uint64_t e, int dev, uint32_t seq,

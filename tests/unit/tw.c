@@ -290,3 +290,20 @@ void tw_mpi_event(struct tw *w, uint64_t t0, uint16_t op, uint64_t b, uint64_t e
         ev.comm = 0;
     tw_event(w, 0, &ev);
 }
+
+struct cs_event tw_host_allreduce(struct tw *w, unsigned thread, uint64_t comm, uint64_t t_begin,
+                                  uint64_t t_end, uint32_t seq, uint64_t launch)
+{
+    struct cs_event e = {.t_begin = t_begin,
+                         .t_end = t_end,
+                         .comm = comm,
+                         .bytes = 1000,
+                         .bytes_recv = 1000,
+                         .request = launch,
+                         .seq = seq,
+                         .peer = -1,
+                         .op = CS_OP_NCCL_ALLREDUCE,
+                         .aux = 7 /* ncclFloat32 */};
+    tw_event(w, thread, &e);
+    return e;
+}

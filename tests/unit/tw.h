@@ -59,6 +59,12 @@ void tw_rmtree(const char *dir);
 void tw_mpi_event(struct tw *w, uint64_t t0, uint16_t op, uint64_t b, uint64_t e, int32_t peer,
                   uint64_t req, int32_t aux);
 
+/* The host record of an ncclAllReduce of 1000 floats (1000 bytes each way, aux 7 ncclFloat32) on
+ * communicator `comm` at [t_begin, t_end) (ns), with the given seq and launch id, appended to
+ * `thread`.  Returns the event written. */
+struct cs_event tw_host_allreduce(struct tw *w, unsigned thread, uint64_t comm, uint64_t t_begin,
+                                  uint64_t t_end, uint32_t seq, uint64_t launch);
+
 struct cs_report;
 /* The JSON report of `rep` (cs__report_json) as a string to free(), or NULL when writing it
  * failed. */
