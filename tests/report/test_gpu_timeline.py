@@ -71,17 +71,10 @@ def main():
         for ln in lines[2:5]:
             f = ln.split()
             check(len(f) == 9 and abs(float(f[-1]) - 230e-6) <= 6e-7, "Idle 230 us: %r" % ln)
-        exe = test_reports.chromium()
-        if exe:
-            test_reports.check_html(exe, ht, rep)
-            failures.extend("Chromium: %s" % f for f in test_reports.failures)
+        failures.extend(test_reports.rendered(ht, rep))
     finally:
         subprocess.run(["rm", "-rf", tmp])
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return test_reports.verdict(failures)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from decimal import Decimal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_kineto_views import is_candidate, union, length, intersect  # noqa: E402
+import test_reports  # noqa: E402
 
 BIN = os.environ.get("CS_BIN", "")
 failures = []
@@ -149,20 +150,12 @@ def main():
               % (m.group(1) if m else None))
         check(rep["topology"]["gpu_nic_affinity"]["reason"] == m.group(1) if m else False,
               "the JSON gives the same reason")
-        import test_reports  # noqa: E402
-        exe = test_reports.chromium()
-        if exe:
-            test_reports.check_html(exe, ht, rep)
-            failures.extend("Chromium: %s" % f for f in test_reports.failures)
+        failures.extend(test_reports.rendered(ht, rep))
         print("step %d: NCCL %.6f s, overlapped %.6f s over %d ranks (computed here)"
               % (K, tot_n / 1e9, tot_o / 1e9, len(files)))
     finally:
         subprocess.run(["rm", "-rf", tmp])
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return test_reports.verdict(failures)
 
 
 if __name__ == "__main__":

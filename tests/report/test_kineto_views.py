@@ -29,6 +29,9 @@ import sys
 import tempfile
 from decimal import Decimal
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_reports  # noqa: E402
+
 BIN = os.environ.get("CS_BIN", "")
 failures = []
 CANDIDATES = ("rccl", "msccl", "nvshmem", "allreduce", "allgather", "reducescatter", "alltoall",
@@ -204,13 +207,7 @@ def case(tmp, name, inputs, files):
               "%s: load balance and waiting share stated: %s" % (name, verdict))
     # Rendered in headless Chromium (when installed): no console errors, the JSON's key numbers
     # in the page (tests/report/test_reports.py's check).
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import test_reports  # noqa: E402
-    exe = test_reports.chromium()
-    if exe:
-        test_reports.check_html(exe, ht, rep)
-        failures.extend("%s (Chromium): %s" % (name, f) for f in test_reports.failures)
-        del test_reports.failures[:]
+    failures.extend(test_reports.rendered(ht, rep, "%s (Chromium)" % name))
     print("%s: %d ranks, NCCL %.6f s, overlapped %.6f s, exposed %.6f s (computed here)"
           % (name, len(want), tot[0] / 1e9, tot[1] / 1e9, tot[2] / 1e9))
 
@@ -230,11 +227,7 @@ def main():
         case(tmp, "negative_queue", [neg], [neg])
     finally:
         subprocess.run(["rm", "-rf", tmp])
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return test_reports.verdict(failures)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perfetto_check  # noqa: E402
+import test_reports  # noqa: E402
 
 BIN = os.environ.get("CS_BIN", "")
 failures = []
@@ -200,11 +201,7 @@ def main():
         real(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return test_reports.verdict(failures)
 
 
 if __name__ == "__main__":

@@ -365,6 +365,28 @@ def check_html(exe, path, rep, shot=None):
     return text
 
 
+def rendered(path, rep, label="Chromium"):
+    """With Chromium installed, check_html on the page at `path` against the JSON report `rep`
+    and hand back its failures as "LABEL: what" (taken off this module's list, for the calling
+    test to add to its own); without Chromium, []."""
+    exe = chromium()
+    if not exe:
+        return []
+    check_html(exe, path, rep)
+    got = ["%s: %s" % (label, f) for f in failures]
+    del failures[:]
+    return got
+
+
+def verdict(failures):
+    """A test's exit status from its failures: 1 (after counting them on stderr) or 0 ("ok")."""
+    if failures:
+        print("%d failure(s)" % len(failures), file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
 def case_html_synthetic(tmp):
     exe = chromium()
     if not exe:
@@ -535,11 +557,7 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
     if rc == 77:
         return 77
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_reports  # noqa: E402
+
 BIN = os.environ.get("CS_BIN", "")
 COMMSCOPE = os.path.join(BIN, "commscope")
 failures = []
@@ -75,11 +78,7 @@ def main():
               "%r %r" % (tty[:300], out[:200]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print("%d failure(s)" % len(failures), file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return test_reports.verdict(failures)
 
 
 if __name__ == "__main__":

@@ -19,17 +19,8 @@
 
 static void host(struct tw *w, int rank, uint64_t t, uint32_t seq, uint64_t launch)
 {
-    struct cs_event e = {.t_begin = T0 + t * US,
-                         .t_end = T0 + t * US + 2 * US,
-                         .comm = CS_COMM_WORLD_ID,
-                         .bytes = 1000,
-                         .bytes_recv = 1000,
-                         .request = launch,
-                         .seq = seq,
-                         .peer = -1,
-                         .op = CS_OP_NCCL_ALLREDUCE,
-                         .aux = 7};
-    tw_event(w, 0, &e);
+    struct cs_event e = tw_host_allreduce(w, 0, CS_COMM_WORLD_ID, T0 + t * US,
+                                          T0 + t * US + 2 * US, seq, launch);
     printf("host %d %s %" PRIu64 " %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", rank,
            cs_op_name(e.op), e.comm, e.seq, launch, e.t_begin, e.t_end);
 }

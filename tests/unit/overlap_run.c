@@ -24,17 +24,8 @@
 static void host(struct tw *w, int rank, unsigned thread, uint64_t b, uint64_t e, uint32_t seq,
                  uint64_t launch)
 {
-    struct cs_event ev = {.t_begin = T0 + b * US,
-                          .t_end = T0 + e * US,
-                          .comm = CS_COMM_WORLD_ID,
-                          .bytes = 1000,
-                          .bytes_recv = 1000,
-                          .request = launch,
-                          .seq = seq,
-                          .peer = -1,
-                          .op = CS_OP_NCCL_ALLREDUCE,
-                          .aux = 7};
-    tw_event(w, thread, &ev);
+    struct cs_event ev =
+        tw_host_allreduce(w, thread, CS_COMM_WORLD_ID, T0 + b * US, T0 + e * US, seq, launch);
     printf("host %d %s %" PRIu64 " %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u\n", rank,
            cs_op_name(ev.op), ev.comm, ev.seq, launch, ev.t_begin, ev.t_end, thread);
 }

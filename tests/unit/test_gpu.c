@@ -19,17 +19,7 @@
 
 static void host_nccl(struct tw *w, uint64_t t, uint32_t seq, uint64_t launch)
 {
-    struct cs_event e = {.t_begin = T0 + t * US,
-                         .t_end = T0 + t * US + 2 * US,
-                         .comm = CS_COMM_WORLD_ID,
-                         .bytes = 1000,
-                         .bytes_recv = 1000,
-                         .request = launch,
-                         .seq = seq,
-                         .peer = -1,
-                         .op = CS_OP_NCCL_ALLREDUCE,
-                         .aux = 7 /* ncclFloat32 */};
-    tw_event(w, 0, &e);
+    tw_host_allreduce(w, 0, CS_COMM_WORLD_ID, T0 + t * US, T0 + t * US + 2 * US, seq, launch);
 }
 
 static struct cs_event gpu(uint16_t op, uint64_t b, uint64_t e, int dev, uint32_t seq,
@@ -208,20 +198,13 @@ static void test_overlap(const char *root)
         CHECK_INT(share_sentence, ==, 1);
     }
     /* the JSON keys */
-    char jp[600];
-    snprintf(jp, sizeof jp, "%s/report.json", dir);
-    FILE *f = fopen(jp, "w+");
-    CHECK(f != NULL);
-    if (f) {
-        CHECK_INT(cs__report_json(&rep, f), ==, 0);
-        rewind(f);
-        static char buf[1 << 16];
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        buf[n] = '\0';
-        fclose(f);
+    char *buf = tw_report_json(&rep);
+    CHECK(buf != NULL);
+    if (buf) {
         CHECK_CONTAINS(buf, "\"overlap_ratio\": 0.44,");
         CHECK_CONTAINS(buf, "\"exposed_comm_s\": 0.00014,");
         CHECK_CONTAINS(buf, "\"gpu\": {");
+        free(buf);
     }
     cs__report_free(&rep);
     cs__run_free(&run);
@@ -278,15 +261,10 @@ static void test_two_comms(const char *root)
 int main(void)
 {
     char root[] = "/tmp/cs-test-gpu-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     test_overlap(root);
     test_two_comms(root);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -19,17 +19,7 @@
 
 static void host_ar(struct tw *w, uint64_t t, uint32_t seq, uint64_t launch)
 {
-    struct cs_event e = {.t_begin = T0 + t * US,
-                         .t_end = T0 + t * US + 2 * US,
-                         .comm = COMM,
-                         .bytes = 1000,
-                         .bytes_recv = 1000,
-                         .request = launch,
-                         .seq = seq,
-                         .peer = -1,
-                         .op = CS_OP_NCCL_ALLREDUCE,
-                         .aux = 7};
-    tw_event(w, 0, &e);
+    tw_host_allreduce(w, 0, COMM, T0 + t * US, T0 + t * US + 2 * US, seq, launch);
 }
 
 static void gpu_ar(struct tw *w, uint64_t b, uint64_t e, int dev, uint32_t seq, uint64_t launch)
@@ -119,15 +109,10 @@ static void test_multi(const char *root, int flagged)
 int main(void)
 {
     char root[] = "/tmp/cs-test-initall-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     test_multi(root, 1);
     test_multi(root, 0);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

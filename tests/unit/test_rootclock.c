@@ -60,17 +60,12 @@ static int run_case(const char *root, const char *name, const int via_root[2], c
 int main(void)
 {
     char root[] = "/tmp/cs-test-rootclock-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     CHECK_INT(run_case(root, "mixed-two-hosts", (const int[]){1, 0}, "node-b"), ==, 1);
     CHECK_INT(run_case(root, "mixed-one-host", (const int[]){1, 0}, "node-a"), ==, 0);
     CHECK_INT(run_case(root, "all-root", (const int[]){1, 1}, "node-b"), ==, 0);
     CHECK_INT(run_case(root, "all-host", (const int[]){0, 0}, "node-b"), ==, 0);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -107,10 +107,7 @@ static void write_run(const char *dir)
         }
         if (ng % 2)
             tw_event(w, 1, &g[ng - 1]);
-        char p[600];
-        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
-        CHECK(tw_write(w, p, NULL) > 0);
-        tw_free(w);
+        CHECK(tw_write_rank(w, dir, r) > 0);
     }
 }
 
@@ -282,10 +279,8 @@ int main(int argc, char **argv)
         return cs_test_result();
     }
     char root[] = "/tmp/cs-test-stepsgpu-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     write_run(root);
     struct cs__run run;
     struct cs_report rep;
@@ -408,27 +403,17 @@ int main(int argc, char **argv)
         CHECK(found);
     }
     /* the JSON: idle known on GPU ranks */
-    char jp[600];
-    snprintf(jp, sizeof jp, "%s/report.json", root);
-    FILE *f = fopen(jp, "w+");
-    CHECK(f != NULL);
-    if (f) {
-        CHECK_INT(cs__report_json(&rep, f), ==, 0);
-        rewind(f);
-        static char buf[1 << 17];
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        buf[n] = '\0';
-        fclose(f);
+    char *buf = tw_report_json(&rep);
+    CHECK(buf != NULL);
+    if (buf) {
         CHECK_CONTAINS(buf, "\"idle_s\": 0.00023");
         CHECK_CONTAINS(buf, "\"comm\": \"world\"");
+        free(buf);
     }
     cs__report_free(&rep);
     cs__run_free(&run);
     check_timeline(root);
     check_lanes_many(root);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -18,25 +18,8 @@
 #define T0 (1000000ull * US)
 #define STEPS 4
 
-static void put(struct tw *w, uint16_t op, uint64_t b, uint64_t e, int32_t peer, uint64_t req,
-                int32_t aux)
-{
-    struct cs_event ev = {.t_begin = T0 + b * US,
-                          .t_end = T0 + e * US,
-                          .comm = CS_COMM_WORLD_ID,
-                          .peer = peer,
-                          .request = req,
-                          .op = op,
-                          .aux = aux};
-    if (op == CS_OP_ISEND || op == CS_OP_IRECV) {
-        ev.flags = CS_EV_NONBLOCKING;
-        ev.bytes = op == CS_OP_ISEND ? 64 : 0;
-        ev.bytes_recv = op == CS_OP_IRECV ? 64 : 0;
-    }
-    if (op == CS_OP_PCONTROL || op == CS_OP_WAIT)
-        ev.comm = 0;
-    tw_event(w, 0, &ev);
-}
+/* An MPI event at [b, e) us after T0 (tw_mpi_event). */
+#define put(w, ...) tw_mpi_event((w), T0, __VA_ARGS__)
 
 /*
  * Steps of 1000 us marked by MPI_Pcontrol(1) at 1000 k (closed by MPI_Pcontrol(0) at 4000).
@@ -73,20 +56,15 @@ static void write_run(const char *dir)
             }
         }
         put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
-        char p[600];
-        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
-        CHECK(tw_write(w, p, NULL) > 0);
-        tw_free(w);
+        CHECK(tw_write_rank(w, dir, r) > 0);
     }
 }
 
 int main(void)
 {
     char root[] = "/tmp/cs-test-whatifnb-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     write_run(root);
     struct cs__run run;
     struct cs_report rep;
@@ -106,9 +84,6 @@ int main(void)
     }
     cs__report_free(&rep);
     cs__run_free(&run);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -93,20 +93,15 @@ static void write_run(const char *dir)
                 gpu(w, CS_OP_GPU_NCCL, o + 200, o + 550, launch++);
             }
         }
-        char p[600];
-        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
-        CHECK(tw_write(w, p, NULL) > 0);
-        tw_free(w);
+        CHECK(tw_write_rank(w, dir, r) > 0);
     }
 }
 
 int main(void)
 {
     char root[] = "/tmp/cs-test-wip2p-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     write_run(root);
     struct cs__run run;
     struct cs_report rep;
@@ -139,9 +134,6 @@ int main(void)
     }
     cs__report_free(&rep);
     cs__run_free(&run);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -18,25 +18,8 @@
 #define T0 (1000000ull * US)
 #define STEPS 4
 
-static void put(struct tw *w, uint16_t op, uint64_t b, uint64_t e, int32_t peer, uint64_t req,
-                int32_t aux)
-{
-    struct cs_event ev = {.t_begin = T0 + b * US,
-                          .t_end = T0 + e * US,
-                          .comm = CS_COMM_WORLD_ID,
-                          .peer = peer,
-                          .request = req,
-                          .op = op,
-                          .aux = aux};
-    if (op == CS_OP_ISEND || op == CS_OP_IRECV) {
-        ev.flags = CS_EV_NONBLOCKING;
-        ev.bytes = op == CS_OP_ISEND ? 64 : 0;
-        ev.bytes_recv = op == CS_OP_IRECV ? 64 : 0;
-    }
-    if (op == CS_OP_PCONTROL || op == CS_OP_WAIT)
-        ev.comm = 0;
-    tw_event(w, 0, &ev);
-}
+/* An MPI event at [b, e) us after T0 (tw_mpi_event). */
+#define put(w, ...) tw_mpi_event((w), T0, __VA_ARGS__)
 
 /*
  * A halo exchange by MPI_Sendrecv on a scripted trace (every time known): steps of 1000 us
@@ -85,10 +68,7 @@ static void write_run(const char *dir)
                 sendrecv(w, CS_OP_SENDRECV_REPLACE, o + 780, o + 800, 0, 6, 0, 5);
         }
         put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
-        char p[600];
-        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
-        CHECK(tw_write(w, p, NULL) > 0);
-        tw_free(w);
+        CHECK(tw_write_rank(w, dir, r) > 0);
     }
 }
 
@@ -131,10 +111,7 @@ static void write_anysrc(const char *dir)
             }
         }
         put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
-        char p[600];
-        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
-        CHECK(tw_write(w, p, NULL) > 0);
-        tw_free(w);
+        CHECK(tw_write_rank(w, dir, r) > 0);
     }
 }
 
@@ -160,10 +137,8 @@ static void test_anysrc(const char *root)
 int main(void)
 {
     char root[] = "/tmp/cs-test-whatifsr-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (tw_tmpdir(root) != 0)
         return 1;
-    }
     write_run(root);
     struct cs__run run;
     struct cs_report rep;
@@ -185,9 +160,6 @@ int main(void)
     cs__report_free(&rep);
     cs__run_free(&run);
     test_anysrc(root);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    tw_rmtree(root);
     return cs_test_result();
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "commscope/ops.h"
+#include "internal.h"
 
 struct tblock {
     unsigned char *data; /* span * CS_BLOCK_SIZE bytes */
@@ -228,4 +229,81 @@ void tw_comm_nccl_multi(struct tw *w, uint64_t id, int size, int my_rank, int ra
     struct cs_comm_gpu g = {cuda_dev, CS_COMM_GPU_MULTI, ""};
     comm_record(w, id, CS_OP_NCCL_COMM_INIT_ALL, CS_COMM_NCCL, size, my_rank, m, &g, sizeof g);
     free(m);
+}
+
+long tw_write_rank(struct tw *w, const char *dir, int rank)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, rank);
+    long n = tw_write(w, p, NULL);
+    tw_free(w);
+    return n;
+}
+
+int tw_tmpdir(char *tmpl)
+{
+    if (mkdtemp(tmpl))
+        return 0;
+    perror("mkdtemp");
+    return -1;
+}
+
+void tw_rmtree(const char *dir)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+char *tw_report_json(const struct cs_report *rep)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int rc = cs__report_json(rep, f);
+    if (fclose(f) != 0 || rc != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+void tw_mpi_event(struct tw *w, uint64_t t0, uint16_t op, uint64_t b, uint64_t e, int32_t peer,
+                  uint64_t req, int32_t aux)
+{
+    struct cs_event ev = {.t_begin = t0 + b * 1000,
+                          .t_end = t0 + e * 1000,
+                          .comm = CS_COMM_WORLD_ID,
+                          .peer = peer,
+                          .request = req,
+                          .op = op,
+                          .aux = aux};
+    if (op == CS_OP_ISEND || op == CS_OP_IRECV) {
+        ev.flags = CS_EV_NONBLOCKING;
+        ev.bytes = op == CS_OP_ISEND ? 64 : 0;
+        ev.bytes_recv = op == CS_OP_IRECV ? 64 : 0;
+    }
+    if (op == CS_OP_PCONTROL || op == CS_OP_WAIT)
+        ev.comm = 0;
+    tw_event(w, 0, &ev);
+}
+
+struct cs_event tw_host_allreduce(struct tw *w, unsigned thread, uint64_t comm, uint64_t t_begin,
+                                  uint64_t t_end, uint32_t seq, uint64_t launch)
+{
+    struct cs_event e = {.t_begin = t_begin,
+                         .t_end = t_end,
+                         .comm = comm,
+                         .bytes = 1000,
+                         .bytes_recv = 1000,
+                         .request = launch,
+                         .seq = seq,
+                         .peer = -1,
+                         .op = CS_OP_NCCL_ALLREDUCE,
+                         .aux = 7 /* ncclFloat32 */};
+    tw_event(w, thread, &e);
+    return e;
 }

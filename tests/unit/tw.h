@@ -45,4 +45,29 @@ struct tw_opts {
 long tw_write(struct tw *w, const char *path, const struct tw_opts *opts);
 void tw_free(struct tw *w);
 
+/* Write `w` as `dir`/rank-NNNNN.cst (rank numbered as given) and free it.  Returns tw_write's
+ * result: the size, or -1. */
+long tw_write_rank(struct tw *w, const char *dir, int rank);
+/* mkdtemp(`tmpl`), saying why on stderr when it fails.  Returns 0, or -1. */
+int tw_tmpdir(char *tmpl);
+/* rm -rf `dir` (a test's scratch directory), saying so on stderr when it fails. */
+void tw_rmtree(const char *dir);
+
+/* An MPI event on thread 0 at [t0 + b us, t0 + e us) on the world communicator, with the given
+ * peer, request and aux; MPI_Isend and MPI_Irecv non-blocking with 64 bytes sent or received,
+ * MPI_Pcontrol and MPI_Wait on no communicator (comm 0), as the what-if tests script them. */
+void tw_mpi_event(struct tw *w, uint64_t t0, uint16_t op, uint64_t b, uint64_t e, int32_t peer,
+                  uint64_t req, int32_t aux);
+
+/* The host record of an ncclAllReduce of 1000 floats (1000 bytes each way, aux 7 ncclFloat32) on
+ * communicator `comm` at [t_begin, t_end) (ns), with the given seq and launch id, appended to
+ * `thread`.  Returns the event written. */
+struct cs_event tw_host_allreduce(struct tw *w, unsigned thread, uint64_t comm, uint64_t t_begin,
+                                  uint64_t t_end, uint32_t seq, uint64_t launch);
+
+struct cs_report;
+/* The JSON report of `rep` (cs__report_json) as a string to free(), or NULL when writing it
+ * failed. */
+char *tw_report_json(const struct cs_report *rep);
+
 #endif
