@@ -904,6 +904,19 @@ static void replay_window(struct replay *P, int k)
     }
 }
 
+/* Sorts c[0..m-1] in place (insertion sort: a few thousand ranks at most); their median, 0 when
+ * m is 0. */
+double cs__whatif_median(double *c, size_t m)
+{
+    for (size_t i = 1; i < m; i++)
+        for (size_t j = i; j > 0 && c[j - 1] > c[j]; j--) {
+            double t = c[j];
+            c[j] = c[j - 1];
+            c[j - 1] = t;
+        }
+    return !m ? 0 : m % 2 ? c[m / 2] : (c[m / 2 - 1] + c[m / 2]) / 2;
+}
+
 /* The no-straggler factors of the window: median compute over ranks / the rank's compute. */
 static int straggler_factors(struct replay *P, int k)
 {
@@ -923,13 +936,7 @@ static int straggler_factors(struct replay *P, int k)
         w->comp += w->next_gap;
         c[m++] = w->comp;
     }
-    for (size_t i = 1; i < m; i++) /* insertion sort: a few thousand ranks at most */
-        for (size_t j = i; j > 0 && c[j - 1] > c[j]; j--) {
-            double t = c[j];
-            c[j] = c[j - 1];
-            c[j - 1] = t;
-        }
-    double med = !m ? 0 : m % 2 ? c[m / 2] : (c[m / 2 - 1] + c[m / 2]) / 2;
+    double med = cs__whatif_median(c, m);
     free(c);
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];

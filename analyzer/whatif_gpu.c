@@ -472,13 +472,7 @@ static void factors(struct gp *P)
     }
     if (!c)
         return;
-    for (size_t i = 1; i < m; i++)
-        for (size_t j = i; j > 0 && c[j - 1] > c[j]; j--) {
-            double t = c[j];
-            c[j] = c[j - 1];
-            c[j - 1] = t;
-        }
-    double med = !m ? 0 : m % 2 ? c[m / 2] : (c[m / 2 - 1] + c[m / 2]) / 2;
+    double med = cs__whatif_median(c, m);
     free(c);
     for (int r = 0; r < world; r++)
         if (P->r[r].comp > 0)
