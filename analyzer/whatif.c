@@ -253,13 +253,6 @@ static int pool_grow(struct replay *P, size_t need)
     return 0;
 }
 
-static void map_clear(struct cs__map *m)
-{
-    if (m->cap)
-        memset(m->slot, 0, m->cap * sizeof *m->slot);
-    m->n = 0;
-}
-
 static int is_send(unsigned op)
 {
     return op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND || op == CS_OP_RSEND;
@@ -1010,11 +1003,11 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         have_origin = 1;
     }
     for (int k = -1; rc == 0; k++) {
-        map_clear(&P.imap);
-        map_clear(&P.scnt);
-        map_clear(&P.rcnt);
-        map_clear(&P.pair);
-        map_clear(&P.req);
+        cs__map_clear(&P.imap);
+        cs__map_clear(&P.scnt);
+        cs__map_clear(&P.rcnt);
+        cs__map_clear(&P.pair);
+        cs__map_clear(&P.req);
         P.nin = P.npool = P.ndep = 0;
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {

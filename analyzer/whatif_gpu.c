@@ -629,12 +629,8 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
             free(P.in[x].has);
         }
         P.nin = 0;
-        if (P.imap.cap)
-            memset(P.imap.slot, 0, P.imap.cap * sizeof *P.imap.slot);
-        P.imap.n = 0;
-        if (P.pmap.cap)
-            memset(P.pmap.slot, 0, P.pmap.cap * sizeof *P.pmap.slot);
-        P.pmap.n = 0;
+        cs__map_clear(&P.imap);
+        cs__map_clear(&P.pmap);
         P.npe = 0;
         int any = 0;
         for (int r = 0; r < world && !bad; r++) {
