@@ -479,6 +479,19 @@ static void factors(struct gp *P)
             P->r[r].f = med / P->r[r].comp;
 }
 
+/* Free the window's collective instances (the array itself is kept for the next window). */
+static void ins_clear(struct gp *P)
+{
+    for (size_t x = 0; x < P->nin; x++) {
+        free(P->in[x].who);
+        free(P->in[x].item);
+        free(P->in[x].pa);
+        free(P->in[x].pA);
+        free(P->in[x].has);
+    }
+    P->nin = 0;
+}
+
 /* Replay the window in scenario sc; books the steps' replayed times. */
 static void replay(struct gp *P, int sc)
 {
@@ -621,14 +634,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
     }
     /* Windows in lockstep: step k of every rank, then k + 1. */
     while (!bad) {
-        for (size_t x = 0; x < P.nin; x++) {
-            free(P.in[x].who);
-            free(P.in[x].item);
-            free(P.in[x].pa);
-            free(P.in[x].pA);
-            free(P.in[x].has);
-        }
-        P.nin = 0;
+        ins_clear(&P);
         cs__map_clear(&P.imap);
         cs__map_clear(&P.pmap);
         P.npe = 0;
@@ -669,13 +675,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
                          (unsigned long long)P.dropped);
         }
     }
-    for (size_t x = 0; x < P.nin; x++) {
-        free(P.in[x].who);
-        free(P.in[x].item);
-        free(P.in[x].pa);
-        free(P.in[x].pA);
-        free(P.in[x].has);
-    }
+    ins_clear(&P);
     free(P.in);
     free(P.arr);
     cs__map_free(&P.imap);
