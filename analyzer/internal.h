@@ -68,6 +68,8 @@ void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b);
 /* Remove the entry whose value v points to (from cs__map_get or cs__map_put, no change since):
  * no second probe. */
 void cs__map_del_at(struct cs__map *m, uint64_t *v);
+/* Remove every entry, keeping the slots allocated. */
+void cs__map_clear(struct cs__map *m);
 void cs__map_free(struct cs__map *m);
 
 /* ---- clocks (align.c) ---- */

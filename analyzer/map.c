@@ -1,5 +1,6 @@
 /* A small open-addressing hash map from a pair of 64-bit keys to a 64-bit value. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -107,6 +108,13 @@ void cs__map_del_at(struct cs__map *m, uint64_t *v)
             i = j;
         }
     }
+}
+
+void cs__map_clear(struct cs__map *m)
+{
+    if (m->cap)
+        memset(m->slot, 0, m->cap * sizeof *m->slot);
+    m->n = 0;
 }
 
 void cs__map_free(struct cs__map *m)

@@ -253,13 +253,6 @@ static int pool_grow(struct replay *P, size_t need)
     return 0;
 }
 
-static void map_clear(struct cs__map *m)
-{
-    if (m->cap)
-        memset(m->slot, 0, m->cap * sizeof *m->slot);
-    m->n = 0;
-}
-
 static int is_send(unsigned op)
 {
     return op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND || op == CS_OP_RSEND;
@@ -904,6 +897,19 @@ static void replay_window(struct replay *P, int k)
     }
 }
 
+/* Sorts c[0..m-1] in place (insertion sort: a few thousand ranks at most); their median, 0 when
+ * m is 0. */
+double cs__whatif_median(double *c, size_t m)
+{
+    for (size_t i = 1; i < m; i++)
+        for (size_t j = i; j > 0 && c[j - 1] > c[j]; j--) {
+            double t = c[j];
+            c[j] = c[j - 1];
+            c[j - 1] = t;
+        }
+    return !m ? 0 : m % 2 ? c[m / 2] : (c[m / 2 - 1] + c[m / 2]) / 2;
+}
+
 /* The no-straggler factors of the window: median compute over ranks / the rank's compute. */
 static int straggler_factors(struct replay *P, int k)
 {
@@ -923,13 +929,7 @@ static int straggler_factors(struct replay *P, int k)
         w->comp += w->next_gap;
         c[m++] = w->comp;
     }
-    for (size_t i = 1; i < m; i++) /* insertion sort: a few thousand ranks at most */
-        for (size_t j = i; j > 0 && c[j - 1] > c[j]; j--) {
-            double t = c[j];
-            c[j] = c[j - 1];
-            c[j - 1] = t;
-        }
-    double med = !m ? 0 : m % 2 ? c[m / 2] : (c[m / 2 - 1] + c[m / 2]) / 2;
+    double med = cs__whatif_median(c, m);
     free(c);
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
@@ -1003,11 +1003,11 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         have_origin = 1;
     }
     for (int k = -1; rc == 0; k++) {
-        map_clear(&P.imap);
-        map_clear(&P.scnt);
-        map_clear(&P.rcnt);
-        map_clear(&P.pair);
-        map_clear(&P.req);
+        cs__map_clear(&P.imap);
+        cs__map_clear(&P.scnt);
+        cs__map_clear(&P.rcnt);
+        cs__map_clear(&P.pair);
+        cs__map_clear(&P.req);
         P.nin = P.npool = P.ndep = 0;
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {

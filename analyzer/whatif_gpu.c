@@ -472,17 +472,24 @@ static void factors(struct gp *P)
     }
     if (!c)
         return;
-    for (size_t i = 1; i < m; i++)
-        for (size_t j = i; j > 0 && c[j - 1] > c[j]; j--) {
-            double t = c[j];
-            c[j] = c[j - 1];
-            c[j - 1] = t;
-        }
-    double med = !m ? 0 : m % 2 ? c[m / 2] : (c[m / 2 - 1] + c[m / 2]) / 2;
+    double med = cs__whatif_median(c, m);
     free(c);
     for (int r = 0; r < world; r++)
         if (P->r[r].comp > 0)
             P->r[r].f = med / P->r[r].comp;
+}
+
+/* Free the window's collective instances (the array itself is kept for the next window). */
+static void ins_clear(struct gp *P)
+{
+    for (size_t x = 0; x < P->nin; x++) {
+        free(P->in[x].who);
+        free(P->in[x].item);
+        free(P->in[x].pa);
+        free(P->in[x].pA);
+        free(P->in[x].has);
+    }
+    P->nin = 0;
 }
 
 /* Replay the window in scenario sc; books the steps' replayed times. */
@@ -627,20 +634,9 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
     }
     /* Windows in lockstep: step k of every rank, then k + 1. */
     while (!bad) {
-        for (size_t x = 0; x < P.nin; x++) {
-            free(P.in[x].who);
-            free(P.in[x].item);
-            free(P.in[x].pa);
-            free(P.in[x].pA);
-            free(P.in[x].has);
-        }
-        P.nin = 0;
-        if (P.imap.cap)
-            memset(P.imap.slot, 0, P.imap.cap * sizeof *P.imap.slot);
-        P.imap.n = 0;
-        if (P.pmap.cap)
-            memset(P.pmap.slot, 0, P.pmap.cap * sizeof *P.pmap.slot);
-        P.pmap.n = 0;
+        ins_clear(&P);
+        cs__map_clear(&P.imap);
+        cs__map_clear(&P.pmap);
         P.npe = 0;
         int any = 0;
         for (int r = 0; r < world && !bad; r++) {
@@ -679,13 +675,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
                          (unsigned long long)P.dropped);
         }
     }
-    for (size_t x = 0; x < P.nin; x++) {
-        free(P.in[x].who);
-        free(P.in[x].item);
-        free(P.in[x].pa);
-        free(P.in[x].pA);
-        free(P.in[x].has);
-    }
+    ins_clear(&P);
     free(P.in);
     free(P.arr);
     cs__map_free(&P.imap);
