@@ -18,6 +18,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,8 +492,17 @@ int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_sv
         snprintf(s->addr, sizeof s->addr, "%s:%u", named ? s->myhost : "127.0.0.1",
                  (unsigned)ntohs(sin.sin_port));
     }
-    if (pipe2(s->wake, O_CLOEXEC) != 0 ||
-        pthread_create(&s->acceptor, NULL, accept_main, s) != 0) {
+    /* The service's threads (the acceptor, and the connection threads it starts, which inherit
+     * its mask) take no signals: commscope run forwards SIGINT/SIGTERM from its main thread,
+     * which blocks them until the program's pid is known; a thread with them unblocked would
+     * take such a signal in that window and drop it. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int started = pipe2(s->wake, O_CLOEXEC) == 0 &&
+                  pthread_create(&s->acceptor, NULL, accept_main, s) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!started) {
         fprintf(stderr, "commscope run: cannot start the root service: %s\n", strerror(errno));
         close(s->lfd);
         if (s->wake[0] >= 0) {
