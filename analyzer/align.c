@@ -90,6 +90,27 @@ void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, ui
     *m = (struct cs__clock_memo){.lo = lo, .hi = hi, .q = q, .ok = 1};
 }
 
+int64_t cs__clock_map_near_slow(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t)
+{
+    if (c->valid < 2) {
+        /* The correction is 0 for every t; a sum that overflows comes back here and wraps as
+         * cs__clock_map's does. */
+        *m = (struct cs__clock_memo){.lo = 0, .hi = UINT64_MAX, .q = 0, .ok = 1};
+        return (int64_t)t + c->o0;
+    }
+    int64_t q, r;
+    if (!(m->ok && t >= m->lo && t <= m->hi)) {
+        if (!cs__clock_corr(c, t, &q))
+            return cs__clock_map_wide(c, t);
+        cs__clock_memo_fill(m, c, t, q);
+    } else {
+        q = m->q;
+    }
+    if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
+        return r;
+    return cs__clock_map_wide(c, t);
+}
+
 double cs__clock_drift_ppm(const struct cs__clock *c)
 {
     if (c->valid < 2)

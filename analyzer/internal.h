@@ -140,25 +140,23 @@ struct cs__clock_memo {
 void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t,
                          int64_t q);
 
+/* cs__clock_map_near's miss: maps t and refills the memo (align.c). */
+int64_t cs__clock_map_near_slow(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t);
+
 /* cs__clock_map(c, t), for a stream of nearby times: the correction q(t) is a rounded linear
  * function of t, so it changes only every den / |num| ns (typically milliseconds), and the memo
  * holds the range of times around the last one that share its q (checked exactly, see
- * cs__clock_memo_fill).  Same results as cs__clock_map. */
-static inline int64_t cs__clock_map_near(struct cs__clock_memo *m, const struct cs__clock *c,
-                                         uint64_t t)
+ * cs__clock_memo_fill; with fewer than two samples q is 0 everywhere).  Same results as
+ * cs__clock_map.  Forced inline, the memo's hit only: the analyzer maps every timestamp, and
+ * GCC's link-time optimisation would otherwise make a call of it. */
+static inline __attribute__((always_inline)) int64_t
+cs__clock_map_near(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t)
 {
-    if (c->valid < 2)
-        return (int64_t)t + c->o0;
-    int64_t q, r;
-    if (m->ok && t >= m->lo && t <= m->hi)
-        q = m->q;
-    else if (cs__clock_corr(c, t, &q))
-        cs__clock_memo_fill(m, c, t, q);
-    else
-        return cs__clock_map_wide(c, t);
-    if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
+    int64_t r;
+    if (m->ok && t >= m->lo && t <= m->hi && !__builtin_add_overflow((int64_t)t, c->o0, &r) &&
+        !__builtin_add_overflow(r, m->q, &r))
         return r;
-    return cs__clock_map_wide(c, t);
+    return cs__clock_map_near_slow(m, c, t);
 }
 /* Drift in ppm ((o1 - o0) / (l1 - l0) * 1e6), 0 unless both samples are valid. */
 double cs__clock_drift_ppm(const struct cs__clock *c);
