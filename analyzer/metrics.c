@@ -132,44 +132,52 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
     enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     int64_t *a = in->arr;
 
-    /* Causality: in an NxN operation nobody leaves before the last member arrived.  A clock
-     * error shows as an end before a later arrival; pull those arrivals back to the earliest
-     * end, the smallest change that restores the order. */
-    if (pat == CS_PAT_NXN && n > 1) {
-        int64_t min_end = in->end[0], last = a[0];
-        for (int32_t i = 1; i < n; i++) {
-            if (in->end[i] < min_end)
-                min_end = in->end[i];
-            if (a[i] > last)
-                last = a[i];
-        }
-        if (last > min_end) {
-            run->violations++;
-            for (int32_t i = 0; i < n; i++)
-                if (a[i] > min_end)
-                    a[i] = min_end;
-        }
-    }
-
+    /* One pass for the arrival order (first, last and its member li, the second latest: the
+     * latest of the others), the last end, the largest size and the earliest end. */
     int32_t li = 0;
-    int64_t first = a[0], last = a[0], last_end = in->end[0];
+    int64_t first = a[0], last = a[0], second = INT64_MIN, last_end = in->end[0],
+            min_end = in->end[0];
     uint64_t S = in->size[0];
     for (int32_t i = 1; i < n; i++) {
-        if (a[i] < first)
-            first = a[i];
         if (a[i] > last) {
+            second = last;
             last = a[i];
             li = i;
+        } else if (a[i] > second) {
+            second = a[i];
         }
+        if (a[i] < first)
+            first = a[i];
         if (in->end[i] > last_end)
             last_end = in->end[i];
+        if (in->end[i] < min_end)
+            min_end = in->end[i];
         if (in->size[i] > S)
             S = in->size[i];
     }
-    int64_t second = INT64_MIN;
-    for (int32_t i = 0; i < n; i++)
-        if (i != li && a[i] > second)
-            second = a[i];
+    /* Causality: in an NxN operation nobody leaves before the last member arrived.  A clock
+     * error shows as an end before a later arrival; pull those arrivals back to the earliest
+     * end, the smallest change that restores the order (then the arrival order again). */
+    if (pat == CS_PAT_NXN && n > 1 && last > min_end) {
+        run->violations++;
+        for (int32_t i = 0; i < n; i++)
+            if (a[i] > min_end)
+                a[i] = min_end;
+        li = 0;
+        first = last = a[0];
+        second = INT64_MIN;
+        for (int32_t i = 1; i < n; i++) {
+            if (a[i] > last) {
+                second = last;
+                last = a[i];
+                li = i;
+            } else if (a[i] > second) {
+                second = a[i];
+            }
+            if (a[i] < first)
+                first = a[i];
+        }
+    }
     int64_t skew = last - first;
     run->skew_sum_ns += (double)skew;
     if (skew > run->skew_max_ns)
