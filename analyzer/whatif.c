@@ -133,7 +133,40 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 
 /* ---- the replay ---- */
 
+/* The four scenarios side by side, one lane each: every lane does the IEEE operations the scalar
+ * loop over the scenarios did, in the same order, so the results are the same bit for bit (GCC
+ * vector extensions: SSE2 on x86-64, NEON on aarch64; no fused multiply-add on x86-64).
+ * Alignment 16 is what malloc gives. */
+_Static_assert(SC_N == 4, "the replay's vectors hold one lane per scenario");
+typedef double v4d __attribute__((vector_size(4 * sizeof(double)), aligned(16)));
+typedef int64_t v4l __attribute__((vector_size(4 * sizeof(int64_t)), aligned(16)));
+/* GCC warns that passing such vectors changes with AVX; these functions are static (inlined), so
+ * no ABI is crossed. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+/* Per lane: b where b > a, else a (if (b > a) a = b). */
+static inline v4d vmax(v4d a, v4d b)
+{
+    v4l m = b > a;
+    return (v4d)(((v4l)a & ~m) | ((v4l)b & m));
+}
+
+/* round_ns per lane, as doubles. */
+static inline v4d round4(v4d x)
+{
+    v4d r;
+    for (int sc = 0; sc < SC_N; sc++)
+        r[sc] = (double)round_ns(x[sc]);
+    return r;
+}
+
+/* Sync points are the latest of the rounded arrivals waited for (cs__whatif_sync).  Rounding is
+ * monotonic, so that is the rounded latest arrival: found in doubles and rounded once. */
+
 struct item {
+    v4d A;              /* replayed arrival in each scenario, once arr is set */
     double a, e;        /* measured, ns after the run's origin */
     double gap;         /* a minus the previous item's e */
     double x;           /* measured time after its dependencies were met */
@@ -141,16 +174,14 @@ struct item {
     int32_t inst;       /* collective instance in the window, -1 none */
     int32_t idx;        /* comm rank in it */
     int32_t pr, pi;     /* point-to-point partner item (rank, index) waited for, -1 none */
-    int32_t doff, dn;   /* completion call: the non-blocking collectives it completed */
+    int32_t doff, dn;   /* completion call: its dependencies P->dep[doff .. doff + dn) */
+    uint16_t op;
     unsigned char comm; /* a communication call */
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
     unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner (pr, pi), waits for
                          * nothing; the completion call of its request waits instead */
+    unsigned char arr;  /* replayed arrival known (the item is at or before its rank's cursor) */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
-    uint16_t op;
-    /* replay state: the replayed arrival in each scenario, valid once it arrived (an item before
-     * its rank's cursor, or the one at it with cur_arrived set; see struct wrank) */
-    double A[SC_N];
 };
 
 struct wrank {
@@ -161,19 +192,21 @@ struct wrank {
     int started;                 /* first event seen (prev_e valid) */
     double prev_e;
     uint64_t occ;
-    double comp, next_gap, f_cur, f_prev;
+    double comp; /* compute of the window: its gaps after the first item, in order, + next_gap */
+    double next_gap, f_cur, f_prev;
+    v4d fv_cur, fv_prev; /* {1, f, 1, 1}: the gap factor of each scenario */
     int fin_seen;
     /* per scenario, carried across windows */
-    double R[SC_N], open_at[SC_N];
+    v4d R; /* the replayed end of the rank's last finished item */
+    double open_at[SC_N];
     int open_step[SC_N];
     /* The scenarios are replayed together: which item can finish when depends on which
      * arrivals are known, never on their values, so every scenario visits the items in the same
      * order (and cuts the same cycles), each with its own numbers. */
     size_t cur; /* cursor of the replay: the items before it have finished */
-    /* the item at the cursor has arrived; its dependencies were cut (a cycle).  Only the item at
-     * the cursor can be arrived and not finished, or forced, so these replace per-item flags
-     * that every window and scenario had to clear. */
-    int cur_arrived, cur_forced;
+    /* the item at the cursor has its dependencies cut (a cycle); only the item at the cursor can
+     * be, so this replaces a per-item flag */
+    int cur_forced;
     struct cs__clock_memo clkm; /* cs__clock_map_near over the rank's stream */
     /* the rank's comm rank in its last communicators (run->my_rank lookups; INT32_MIN none) */
     struct wcc {
@@ -186,16 +219,165 @@ struct wrank {
 struct winst {
     uint64_t comm, bytes; /* bytes: max over members of max(bytes, bytes_recv) */
     uint16_t op;
-    enum cs_op_pattern pat; /* cs_op_info(op)->pattern */
+    unsigned char pat; /* cs_op_info(op)->pattern */
     int32_t n, root, seen;
     int broken;
-    size_t off; /* into the pools */
+    size_t off; /* its members in P->mem and P->mp */
+    int64_t pa_all; /* the latest measured arrival, rounded (resolve) */
     /* replay state: members whose replayed arrival is known, and (when all are) the latest of
-     * them in each scenario, which every member waiting for all members syncs at */
-    int64_t pa_all; /* the latest measured arrival (resolve) */
+     * them in each scenario, rounded, which every member waiting for all members syncs at */
     int32_t narr;
     int all_known;
-    int64_t all_max[SC_N];
+    v4d all_max;
+};
+
+/* A small open-addressing table (keys (k1, k2, k3) -> v) for what one window needs (its
+ * instances, point-to-point channels and requests), emptied at once by a new stamp instead of
+ * clearing the slots.  A deleted entry keeps its slot with live 0, so probes go on past it. */
+struct wslot {
+    uint64_t k1, k2, k3, v;
+    uint32_t stamp, live;
+};
+struct wtab {
+    struct wslot *s;
+    size_t cap, used; /* used: slots of the current stamp, deleted ones too */
+    unsigned shift;   /* 64 - log2(cap) */
+    uint32_t stamp;
+};
+
+static size_t wt_home(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
+{
+    uint64_t h = ((k1 * 0x9e3779b97f4a7c15ull + k2) * 0xbf58476d1ce4e5b9ull + k3) *
+                 0x94d049bb133111ebull;
+    return (size_t)(h >> t->shift); /* the top bits of a multiplicative hash */
+}
+
+static int wt_init(struct wtab *t)
+{
+    *t = (struct wtab){.cap = 64, .shift = 64 - 6, .stamp = 1};
+    t->s = calloc(t->cap, sizeof *t->s);
+    return t->s ? 0 : -1;
+}
+
+static void wt_clear(struct wtab *t)
+{
+    t->used = 0;
+    if (++t->stamp == 0) {
+        memset(t->s, 0, t->cap * sizeof *t->s);
+        t->stamp = 1;
+    }
+}
+
+static int wt_grow(struct wtab *t)
+{
+    struct wtab g = {.cap = t->cap * 2, .shift = t->shift - 1, .stamp = 1};
+    g.s = calloc(g.cap, sizeof *g.s);
+    if (!g.s)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        const struct wslot *s = &t->s[i];
+        if (s->stamp != t->stamp || !s->live)
+            continue;
+        size_t j = wt_home(&g, s->k1, s->k2, s->k3);
+        while (g.s[j].stamp)
+            j = (j + 1) & (g.cap - 1);
+        g.s[j] = *s;
+        g.s[j].stamp = 1;
+        g.used++;
+    }
+    free(t->s);
+    *t = g;
+    return 0;
+}
+
+/* The value of key (k1, k2, k3); a new entry (v 0, *fresh 1) when it is absent or deleted.
+ * NULL out of memory. */
+static uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3, int *fresh)
+{
+    if (2 * (t->used + 1) > t->cap && wt_grow(t))
+        return NULL;
+    for (size_t j = wt_home(t, k1, k2, k3);; j = (j + 1) & (t->cap - 1)) {
+        struct wslot *s = &t->s[j];
+        if (s->stamp != t->stamp) {
+            *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1};
+            t->used++;
+            *fresh = 1;
+            return &s->v;
+        }
+        if (s->k1 == k1 && s->k2 == k2 && s->k3 == k3) {
+            *fresh = !s->live;
+            if (!s->live)
+                *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1};
+            return &s->v;
+        }
+    }
+}
+
+/* The live entry of key (k1, k2, k3), or NULL. */
+static struct wslot *wt_get(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
+{
+    for (size_t j = wt_home(t, k1, k2, k3);; j = (j + 1) & (t->cap - 1)) {
+        struct wslot *s = &t->s[j];
+        if (s->stamp != t->stamp)
+            return NULL;
+        if (s->k1 == k1 && s->k2 == k2 && s->k3 == k3)
+            return s->live ? s : NULL;
+    }
+}
+
+/* What the window reader needs to know of an op, from one table lookup. */
+enum {
+    F_GPU = 1 << 0,   /* a GPU record, not a host call */
+    F_DONE = 1 << 1,  /* one request completed */
+    F_COMM = 1 << 2,  /* a communication call */
+    F_COLL = 1 << 3,  /* a collective (blocking or initiation) whose pattern waits */
+    F_ICOLL = 1 << 4, /* a non-blocking collective initiation */
+    F_SEND = 1 << 5,  /* a blocking send */
+    F_RECV = 1 << 6,  /* MPI_Recv */
+    F_IP2P = 1 << 7,  /* a non-blocking point-to-point initiation */
+    F_SR = 1 << 8,    /* MPI_Sendrecv(_replace) */
+    F_WAIT = 1 << 9,  /* a completion call */
+    F_BOP = 1 << 10,  /* it can start or end a step: steps.c's boundary_op() */
+};
+
+static unsigned op_flags(const struct cs__steps *S, unsigned op)
+{
+    const struct cs_op_info *oi = cs_op_info(op);
+    enum cs_op_kind k = oi->kind;
+    unsigned f = 0;
+    f |= k == CS_KIND_GPU ? F_GPU : 0;
+    f |= k == CS_KIND_DONE ? F_DONE : 0;
+    f |= k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
+                 k == CS_KIND_WAIT || k == CS_KIND_NCOLL || k == CS_KIND_NP2P ||
+                 k == CS_KIND_GROUP
+             ? F_COMM
+             : 0;
+    f |= (k == CS_KIND_COLL || k == CS_KIND_ICOLL) && oi->pattern != CS_PAT_NONE ? F_COLL : 0;
+    f |= k == CS_KIND_ICOLL ? F_ICOLL : 0;
+    f |= k == CS_KIND_P2P && (op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND ||
+                              op == CS_OP_RSEND)
+             ? F_SEND
+             : 0;
+    f |= k == CS_KIND_P2P && op == CS_OP_RECV ? F_RECV : 0;
+    f |= k == CS_KIND_IP2P ? F_IP2P : 0;
+    f |= k == CS_KIND_P2P && (op == CS_OP_SENDRECV || op == CS_OP_SENDRECV_REPLACE) ? F_SR : 0;
+    f |= k == CS_KIND_WAIT ? F_WAIT : 0;
+    f |= (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
+                 (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END))
+             ? F_BOP
+             : 0;
+    return f;
+}
+
+/* A point-to-point channel of the window: the j-th send from src to dst with a tag on a
+ * communicator matches the j-th receive at dst from src.  The items of the side that is ahead
+ * wait in a FIFO (nodes in P->nd) for their partners. */
+struct wchan {
+    uint32_t ns, nr; /* sends and receives read so far */
+    int32_t head, tail;
+};
+struct wnode {
+    int32_t r, i, next;
 };
 
 struct replay {
@@ -206,22 +388,33 @@ struct replay {
     struct wrank *w;
     struct winst *in;
     size_t nin, capin;
-    int64_t *pa;       /* measured arrivals (ns after origin), per instance member */
-    int64_t *pA[SC_N]; /* replayed arrivals (rounded), per scenario */
-    int32_t *pref;     /* the member's rank (-1 not seen) */
-    int32_t *pitem;    /* the member's item index */
-    unsigned char *ph; /* replayed arrival known */
+    struct wmem {
+        int32_t r, i; /* the member's item (rank, index); r -1 not seen */
+    } * mem;
+    struct item **mp; /* the same as pointers, once the window is read (complete instances) */
     size_t npool, cappool;
     struct wdep {
         int32_t inst, idx;
     } * dep;
     size_t ndep, capdep;
-    struct cs__map imap, scnt, rcnt, pair, req;
+    struct wchan *ch;
+    size_t nch, capch;
+    struct wnode *nd;
+    size_t nnd, capnd;
+    struct wmem *cd; /* the window's completion calls (items with dependencies) */
+    size_t ncd, capcd;
+    /* per window: (comm, seq) -> instance + 1 (0 unusable), (comm, tag, src << 32 | dst) ->
+     * channel, (rank, request) -> what completes it + 1; for the whole replay: (comm) ->
+     * its size | (class + 2) << 32 (0: not asked yet), (op | (class + 1) << 16, bytes) ->
+     * S->best's value (0 none) */
+    struct wtab inst_t, chan_t, req_t, comm_t, best_t;
     int first, end; /* timed steps [first, end) */
     double *sum[SC_N];
     int *cnt;
+    double *med; /* [world + 1]: the ranks' compute, for the median */
     uint64_t cut, forced;
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
+    uint16_t fl[CS_OP_MAX]; /* op_flags by table */
 };
 
 static int pool_grow(struct replay *P, size_t need)
@@ -231,61 +424,178 @@ static int pool_grow(struct replay *P, size_t need)
     size_t c = P->cappool ? P->cappool : 256;
     while (c < need)
         c *= 2;
-    void *a = realloc(P->pa, c * sizeof *P->pa), *b = a;
-    if (a)
-        P->pa = a;
-    for (int sc = 0; sc < SC_N && b; sc++) {
-        b = realloc(P->pA[sc], c * sizeof *P->pA[sc]);
-        if (b)
-            P->pA[sc] = b;
-    }
-    void *r = b ? realloc(P->pref, c * sizeof *P->pref) : NULL;
-    if (r)
-        P->pref = r;
-    void *i = r ? realloc(P->pitem, c * sizeof *P->pitem) : NULL;
-    if (i)
-        P->pitem = i;
-    void *h = i ? realloc(P->ph, c) : NULL;
-    if (!h)
+    void *m = realloc(P->mem, c * sizeof *P->mem);
+    if (!m)
         return -1;
-    P->ph = h;
+    P->mem = m;
+    void *p = realloc(P->mp, c * sizeof *P->mp);
+    if (!p)
+        return -1;
+    P->mp = p;
     P->cappool = c;
     return 0;
 }
 
-static int is_send(unsigned op)
+/* The size of communicator id (0 unknown) and its class for the best transfer times (-1
+ * unknown), each asked once: P->comm_t holds size + 1 | (class + 2) << 32, 0 where not asked. */
+static int32_t comm_size(struct replay *P, uint64_t id)
 {
-    return op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND || op == CS_OP_RSEND;
+    int fresh;
+    uint64_t *v = wt_put(&P->comm_t, id, 0, 0, &fresh);
+    if (v && (uint32_t)*v)
+        return (int32_t)((uint32_t)*v - 1);
+    const struct cs__comm *c = cs__comm_get(P->run, id);
+    int32_t n = c && c->size > 0 ? c->size : 0;
+    if (v)
+        *v |= (uint32_t)n + 1;
+    return n;
+}
+
+static int comm_cls(struct replay *P, uint64_t id)
+{
+    int fresh;
+    uint64_t *v = wt_put(&P->comm_t, id, 0, 0, &fresh);
+    if (v && *v >> 32)
+        return (int)(*v >> 32) - 2;
+    int ci = cs__groups_comm(P->run, P->S, id);
+    int cls = ci < 0 ? -1 : cs__groups_scomm(P->S, ci)->cls;
+    if (v)
+        *v |= (uint64_t)(uint32_t)(cls + 2) << 32;
+    return cls;
+}
+
+/* S->best's value for (op, class, bytes) (0 none), looked up once. */
+static uint64_t best_of(struct replay *P, uint16_t op, int cls, uint64_t bytes)
+{
+    int fresh;
+    uint64_t key = best_key(op, cls);
+    uint64_t *v = wt_put(&P->best_t, key, bytes, 0, &fresh);
+    if (v && !fresh)
+        return *v;
+    const uint64_t *b = cs__map_get(&P->S->best, key, bytes);
+    uint64_t r = b ? *b : 0;
+    if (v)
+        *v = r;
+    return r;
 }
 
 /* The instance of (comm, seq) in the window, created when new; -1 out of memory or unusable. */
 static int32_t inst_of(struct replay *P, const struct cs_event *ev)
 {
     int fresh;
-    uint64_t *v = cs__map_put(&P->imap, ev->comm, ev->seq, &fresh);
+    uint64_t *v = wt_put(&P->inst_t, ev->comm, ev->seq, 0, &fresh);
     if (!v)
         return -1;
     if (!fresh)
         return (int32_t)*v - 1;
-    const struct cs__comm *c = cs__comm_get(P->run, ev->comm);
-    int32_t n = c ? c->size : 0;
+    int32_t n = comm_size(P, ev->comm);
     if (n < 2 || cs__grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in) ||
-        pool_grow(P, P->npool + (size_t)n)) {
-        *v = 0; /* remembered as unusable */
-        return -1;
-    }
+        pool_grow(P, P->npool + (size_t)n))
+        return -1; /* *v stays 0: remembered as unusable */
     struct winst *w = &P->in[P->nin];
-    *w = (struct winst){.comm = ev->comm,
-                        .op = ev->op,
-                        .pat = cs_op_info(ev->op)->pattern,
-                        .n = n,
-                        .root = -1,
-                        .off = P->npool};
+    w->comm = ev->comm;
+    w->bytes = 0;
+    w->op = ev->op;
+    w->pat = ev->op < CS_OP_MAX ? P->pat[ev->op] : (unsigned char)cs_op_info(ev->op)->pattern;
+    w->n = n;
+    w->root = -1;
+    w->seen = 0;
+    w->broken = 0;
+    w->off = P->npool;
+    w->narr = 0;
+    w->all_known = 0;
     for (int32_t i = 0; i < n; i++)
-        P->pref[P->npool + (size_t)i] = -1;
+        P->mem[P->npool + (size_t)i].r = -1;
     P->npool += (size_t)n;
     *v = ++P->nin;
     return (int32_t)P->nin - 1;
+}
+
+/* A new item at the end of the rank's window: measured arrival a and end e, the gap since the
+ * previous item's end, x = e - a, no dependency yet.  NULL out of memory. */
+static struct item *add_item(struct wrank *w, double a, double e, uint16_t op, int comm)
+{
+    if (w->n == w->cap && cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
+        return NULL;
+    struct item *it = &w->it[w->n++];
+    it->a = a;
+    it->e = e;
+    it->gap = a - w->prev_e;
+    it->x = e - a;
+    it->scale = 1;
+    it->inst = -1;
+    it->idx = 0;
+    it->pr = it->pi = -1;
+    it->doff = it->dn = 0;
+    it->op = op;
+    it->comm = (unsigned char)comm;
+    it->init = it->nbp = it->arr = 0;
+    it->bnd = 0;
+    if (w->n > 1)
+        w->comp += it->gap;
+    w->prev_e = e;
+    return it;
+}
+
+/* A point-to-point item's x once its partner o is known: the receive waits for the send, the
+ * send for the receive only when it ended after the receive began (the dependencies the
+ * measured run can have had); an Isend / Irecv (nbp) waits for nothing itself. */
+static void p2p_x(struct item *it, const struct item *o)
+{
+    if (it->nbp)
+        return;
+    if (o->a > it->e) {
+        it->pr = it->pi = -1;
+        return;
+    }
+    double s = o->a > it->a ? o->a : it->a;
+    it->x = it->e - s;
+}
+
+/* Point-to-point pairing: item idx of rank r is the next send (or receive) on the channel
+ * (comm, tag, src, dst); linked both ways with the partner when that was read before it.  0, or
+ * -1 out of memory. */
+static int pair_p2p(struct replay *P, int r, int32_t idx, uint64_t comm, int32_t tag,
+                    int32_t src, int32_t dst, int send)
+{
+    int fresh;
+    uint64_t *v = wt_put(&P->chan_t, comm, (uint32_t)tag,
+                         (uint64_t)(uint32_t)src << 32 | (uint32_t)dst, &fresh);
+    if (!v)
+        return -1;
+    if (fresh) {
+        if (cs__grow((void **)&P->ch, &P->capch, P->nch + 1, sizeof *P->ch))
+            return -1;
+        P->ch[P->nch] = (struct wchan){0, 0, -1, -1};
+        *v = P->nch++;
+    }
+    struct wchan *c = &P->ch[*v];
+    uint32_t *mine = send ? &c->ns : &c->nr, other = send ? c->nr : c->ns;
+    if (*mine < other) {
+        /* the partner is the first waiting item of the other side */
+        const struct wnode *q = &P->nd[c->head];
+        c->head = q->next;
+        struct item *it = &P->w[r].it[idx], *o = &P->w[q->r].it[q->i];
+        it->pr = q->r;
+        it->pi = q->i;
+        p2p_x(it, o);
+        if (o->pr < 0) {
+            o->pr = r;
+            o->pi = idx;
+            p2p_x(o, it);
+        }
+    } else {
+        if (cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
+            return -1;
+        P->nd[P->nnd] = (struct wnode){r, idx, -1};
+        if (c->head < 0)
+            c->head = (int32_t)P->nnd;
+        else
+            P->nd[c->tail].next = (int32_t)P->nnd;
+        c->tail = (int32_t)P->nnd++;
+    }
+    (*mine)++;
+    return 0;
 }
 
 /* Non-blocking point-to-point (docs/metrics.md, "What-if"): an MPI_Isend / MPI_Irecv with a
@@ -301,46 +611,20 @@ static int nbp_linkable(const struct replay *P, const struct cs_event *ev)
            !(ev->flags & (CS_EV_PROC_NULL | CS_EV_ANY_SOURCE));
 }
 
-/* Point-to-point pairing: the j-th send from src to dst with a tag on a communicator matches the
- * j-th receive at dst from src.  The first of the two to be read is remembered in P->pair; the
- * second, item `it` (index idx of rank r), is linked to it (pr, pi).  0, or -1 out of memory. */
-static int pair_p2p(struct replay *P, int r, uint32_t idx, struct item *it, uint64_t comm,
-                    int32_t tag, int32_t src, int32_t dst, int send)
-{
-    uint64_t key = cs__map_hash(comm, (uint64_t)(uint32_t)tag);
-    uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
-    int fresh;
-    uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
-    if (!c)
-        return -1;
-    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
-    if (!pv)
-        return -1;
-    uint64_t me = (uint64_t)r << 32 | idx;
-    if (fresh) {
-        *pv = (me << 1 | (uint64_t)send) + 1;
-    } else if (*pv && ((*pv - 1) & 1) != (uint64_t)send) {
-        uint64_t other = (*pv - 1) >> 1;
-        it->pr = (int32_t)(other >> 32);
-        it->pi = (int32_t)(uint32_t)other;
-        *pv = 0; /* linked */
-    }
-    return 0;
-}
-
 static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
                     const struct cs_event *ev)
 {
     int send = ev->op == CS_OP_ISEND;
     int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-    if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, ev->aux, src, dst, send))
+    int32_t idx = (int32_t)(w->n - 1);
+    it->nbp = 1;
+    if (pair_p2p(P, r, idx, ev->comm, ev->aux, src, dst, send))
         return -1;
     int fresh;
-    it->nbp = 1;
-    uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, &fresh);
+    uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
-    *q = ((uint64_t)1 << 63 | (uint32_t)(w->n - 1)) + 1;
+    *q = ((uint64_t)1 << 63 | (uint32_t)idx) + 1;
     return 0;
 }
 
@@ -360,7 +644,8 @@ static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
 static int anysrc_post(struct replay *P, int r, struct wrank *w, struct item *it,
                        const struct cs_event *ev)
 {
-    uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, NULL);
+    int fresh;
+    uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
     it->nbp = 1;
@@ -375,7 +660,16 @@ static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
     if (idx >= w->n || ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
         (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
         return 0;
-    return pair_p2p(P, r, idx, &w->it[idx], ev->comm, ev->aux, ev->peer, r, 0);
+    return pair_p2p(P, r, (int32_t)idx, ev->comm, ev->aux, ev->peer, r, 0);
+}
+
+/* Item i of rank r has dependencies (P->cd, for resolve). */
+static int add_cd(struct replay *P, int r, size_t i)
+{
+    if (cs__grow((void **)&P->cd, &P->capcd, P->ncd + 1, sizeof *P->cd))
+        return -1;
+    P->cd[P->ncd++] = (struct wmem){r, (int32_t)i};
+    return 0;
 }
 
 /* MPI_Sendrecv / MPI_Sendrecv_replace (docs/metrics.md, "What-if"): a send and a receive, then
@@ -387,24 +681,15 @@ static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
 static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, double a,
                    int send)
 {
-    if (cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it) ||
-        cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+    if (cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return -1;
-    struct item *it = &w->it[w->n++];
-    *it = (struct item){.a = a,
-                        .e = a,
-                        .gap = a - w->prev_e,
-                        .scale = 1,
-                        .inst = -1,
-                        .pr = -1,
-                        .pi = -1,
-                        .comm = 1,
-                        .nbp = 1,
-                        .op = send ? CS_OP_ISEND : CS_OP_IRECV};
-    w->prev_e = a;
+    struct item *it = add_item(w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1);
+    if (!it)
+        return -1;
+    it->nbp = 1;
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
-    if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, tag, src, dst, send))
+    if (pair_p2p(P, r, (int32_t)(w->n - 1), ev->comm, tag, src, dst, send))
         return -1;
     P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(w->n - 1)};
     return 0;
@@ -416,8 +701,7 @@ static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_e
                      double a, int32_t *doff, int32_t *dn)
 {
     *dn = 0;
-    if ((ev->op != CS_OP_SENDRECV && ev->op != CS_OP_SENDRECV_REPLACE) ||
-        (ev->flags & CS_EV_ERROR))
+    if (ev->flags & CS_EV_ERROR)
         return 0;
     int send = ev->peer >= 0 && ev->peer < P->world && !(ev->flags & CS_EV_PROC_NULL) &&
                ev->aux >= 0;
@@ -432,56 +716,95 @@ static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_e
     return 0;
 }
 
+static unsigned flags_of(const struct replay *P, unsigned op)
+{
+    return op < CS_OP_MAX ? P->fl[op] : op_flags(P->S, op);
+}
+
+/* A request completed (record ev of rank r): the completion call just before it completed it,
+ * a dependency of that call.  0, or -1 out of memory. */
+static int done_record(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
+{
+    struct wslot *q = wt_get(&P->req_t, (uint64_t)r, ev->request, 0);
+    if (!q)
+        return 0;
+    uint64_t v = q->v - 1;
+    q->live = 0;
+    if (v >> 63 && (v & ANYSRC_BIT)) {
+        v &= ~ANYSRC_BIT;
+        if (anysrc_link(P, r, w, (uint32_t)v, ev))
+            return -1;
+    }
+    if (!w->n)
+        return 0;
+    struct item *last = &w->it[w->n - 1];
+    if (!(flags_of(P, last->op) & F_WAIT))
+        return 0;
+    double te = (double)cs__clock_map_near(&w->clkm, &P->run->ranks[r].clk, ev->t_end) - P->origin;
+    if (te != last->e || (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
+        cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+        return 0;
+    if (!last->dn) {
+        if (add_cd(P, r, w->n - 1))
+            return -1;
+        last->doff = (int32_t)P->ndep;
+    }
+    last->dn++;
+    if (v >> 63) /* a non-blocking send or receive: its initiation item */
+        P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
+    else
+        P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
+    return 0;
+}
+
+/* cs__clock_map_near of an event's begin and end: when both share the memo's correction (nearly
+ * always), without asking twice.  Same results. */
+static inline void map_event(struct cs__clock_memo *m, const struct cs__clock *c,
+                             const struct cs_event *ev, int64_t *a, int64_t *e)
+{
+    uint64_t tb = ev->t_begin, te = ev->t_end;
+    if (c->valid >= 2 && m->ok && tb >= m->lo && te <= m->hi && tb <= te &&
+        !__builtin_add_overflow((int64_t)tb, c->o0, a) && !__builtin_add_overflow(*a, m->q, a) &&
+        !__builtin_add_overflow((int64_t)te, c->o0, e) && !__builtin_add_overflow(*e, m->q, e))
+        return;
+    *a = cs__clock_map_near(m, c, tb);
+    *e = cs__clock_map_near(m, c, te);
+}
+
 /* Read rank r's events of the next window into P->w[r].it.  first_window: the events before the
- * first step boundary. */
+ * first step boundary.  Point-to-point partners are linked as they are read (the earlier of the
+ * two is in this window already). */
 static int read_window(struct replay *P, int r, int first_window)
 {
     struct wrank *w = &P->w[r];
     struct cs__rank *rk = &P->run->ranks[r];
     w->n = 0;
     w->next_gap = 0;
+    w->comp = 0;
     if (w->done)
         return 0;
     for (;;) {
-        const struct cs_event *ev = w->peek ? w->peek : cs_reader_next(rk->rd);
-        int was_peek = w->peek != NULL;
+        const struct cs_event *ev = w->peek;
+        int was_peek = ev != NULL;
         w->peek = NULL;
+        if (!was_peek)
+            ev = cs_reader_next(rk->rd);
         if (!ev) {
             w->done = 1;
             return 0;
         }
-        enum cs_op_kind k = ev->op < CS_OP_MAX ? P->kind[ev->op] : cs_op_info(ev->op)->kind;
-        if (k == CS_KIND_GPU)
+        unsigned f = flags_of(P, ev->op);
+        if (f & F_GPU)
             continue;
-        if (k == CS_KIND_DONE) {
-            /* The completion call just before it completed this request: a dependency. */
-            uint64_t *q = cs__map_get(&P->req, (uint64_t)r, ev->request);
-            if (!q)
-                continue;
-            uint64_t v = *q - 1;
-            cs__map_del(&P->req, (uint64_t)r, ev->request);
-            if (v >> 63 && (v & ANYSRC_BIT)) {
-                v &= ~ANYSRC_BIT;
-                if (anysrc_link(P, r, w, (uint32_t)v, ev))
-                    return -1;
-            }
-            struct item *last = w->n ? &w->it[w->n - 1] : NULL;
-            double te = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
-            if (!last || cs_op_info(last->op)->kind != CS_KIND_WAIT || te != last->e ||
-                (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
-                cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
-                continue;
-            if (!last->dn)
-                last->doff = (int32_t)P->ndep;
-            last->dn++;
-            if (v >> 63) /* a non-blocking send or receive: its initiation item */
-                P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
-            else
-                P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
+        if (f & F_DONE) {
+            if (done_record(P, r, w, ev))
+                return -1;
             continue;
         }
-        double a = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_begin) - P->origin;
-        double e = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
+        int64_t ta, te;
+        map_event(&w->clkm, &rk->clk, ev, &ta, &te);
+        double a = (double)ta - P->origin;
+        double e = (double)te - P->origin;
         if (e < a)
             e = a;
         if (!w->started) { /* the rank's replayed clock starts at its first event */
@@ -490,39 +813,33 @@ static int read_window(struct replay *P, int r, int first_window)
             for (int sc = 0; sc < SC_N; sc++)
                 w->R[sc] = a;
         }
-        int b = was_peek ? 1 : cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
-        if (b == 1 && (first_window || w->n > 0) && !was_peek) {
-            w->peek = ev;
-            w->next_gap = a - w->prev_e;
-            return 0;
+        int b = 1;
+        if (!was_peek) {
+            b = 0;
+            if (f & F_BOP) {
+                enum cs_op_kind k = ev->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[ev->op]
+                                                       : cs_op_info(ev->op)->kind;
+                b = cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
+            }
+            if (b == 1 && (first_window || w->n > 0)) {
+                w->peek = ev;
+                w->next_gap = a - w->prev_e;
+                return 0;
+            }
         }
         int32_t sr_off = 0, sr_n = 0;
-        if (k == CS_KIND_P2P && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
+        if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
             return -1;
-        if (cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
+        struct item *it = add_item(w, a, e, ev->op, (f & F_COMM) != 0);
+        if (!it)
             return -1;
-        struct item *it = &w->it[w->n++];
-        *it = (struct item){.a = a,
-                            .e = e,
-                            .gap = a - w->prev_e,
-                            .x = e - a,
-                            .scale = 1,
-                            .inst = -1,
-                            .pr = -1,
-                            .pi = -1,
-                            .op = ev->op,
-                            .bnd = (signed char)b};
-        w->prev_e = e;
+        it->bnd = (signed char)b;
         if (ev->op == CS_OP_FINALIZE && !w->fin_seen) {
             w->fin_seen = 1;
             if (!it->bnd)
                 it->bnd = 2;
         }
-        it->comm = k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P ||
-                   k == CS_KIND_IP2P || k == CS_KIND_WAIT || k == CS_KIND_NCOLL ||
-                   k == CS_KIND_NP2P || k == CS_KIND_GROUP;
-        if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) &&
-            (ev->op < CS_OP_MAX ? P->pat[ev->op] : cs_op_info(ev->op)->pattern) != CS_PAT_NONE) {
+        if (f & F_COLL) {
             int32_t x = inst_of(P, ev);
             /* The rank's comm rank: its collectives cycle over a few communicators. */
             struct wcc *cc = &w->cc[(ev->comm ^ (ev->comm >> 32)) & 3];
@@ -536,165 +853,140 @@ static int read_window(struct replay *P, int r, int first_window)
                 continue;
             struct winst *in = &P->in[x];
             int32_t idx = cc->idx;
-            size_t o = in->off + (size_t)idx;
-            if (idx < 0 || idx >= in->n || P->pref[o] >= 0 || in->op != ev->op) {
+            if (idx < 0 || idx >= in->n || P->mem[in->off + (size_t)idx].r >= 0 ||
+                in->op != ev->op) {
                 in->broken = 1;
                 continue;
             }
             if (ev->flags & CS_EV_ROOT)
                 in->root = idx;
-            P->pref[o] = r;
-            P->pitem[o] = (int32_t)(w->n - 1);
-            P->pa[o] = round_ns(a);
+            P->mem[in->off + (size_t)idx] = (struct wmem){r, (int32_t)(w->n - 1)};
             uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
             if (by > in->bytes)
                 in->bytes = by;
             in->seen++;
             it->inst = x;
             it->idx = idx;
-            if (k == CS_KIND_ICOLL) {
+            if (f & F_ICOLL) {
                 int fresh;
-                uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, &fresh);
+                uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
                 if (!q)
                     return -1;
                 *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
                 it->init = 1;
             }
-        } else if (k == CS_KIND_P2P && ev->peer >= 0 && ev->peer < P->world &&
-                   !(ev->flags & CS_EV_PROC_NULL) && (is_send(ev->op) || ev->op == CS_OP_RECV)) {
+        } else if ((f & (F_SEND | F_RECV)) && ev->peer >= 0 && ev->peer < P->world &&
+                   !(ev->flags & CS_EV_PROC_NULL)) {
             /* The j-th send from s to d with a tag matches the j-th receive at d from s. */
-            int send = is_send(ev->op);
+            int send = (f & F_SEND) != 0;
             int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-            if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, ev->aux, src, dst, send))
+            if (pair_p2p(P, r, (int32_t)(w->n - 1), ev->comm, ev->aux, src, dst, send))
                 return -1;
-        } else if (k == CS_KIND_IP2P && nbp_linkable(P, ev)) {
+        } else if ((f & F_IP2P) && nbp_linkable(P, ev)) {
             if (link_nbp(P, r, w, it, ev))
                 return -1;
-        } else if (k == CS_KIND_IP2P && anysrc_irecv(P, ev)) {
+        } else if ((f & F_IP2P) && anysrc_irecv(P, ev)) {
             if (anysrc_post(P, r, w, it, ev))
                 return -1;
         } else if (sr_n) {
             it->doff = sr_off;
             it->dn = sr_n;
+            if (add_cd(P, r, w->n - 1))
+                return -1;
         }
     }
 }
 
-/* Point-to-point links (both directions), and each collective member's x. */
+/* The measured sync point of member i of complete instance in (cs__whatif_sync over the rounded
+ * measured arrivals): the rounded latest measured arrival of those it waits for and its own. */
+static int64_t measured_sync(const struct replay *P, const struct winst *in, int32_t i)
+{
+    struct item *const *m = P->mp + in->off;
+    if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root))
+        return in->pa_all;
+    int32_t lo = 0, hi = -1;
+    if (in->pat == CS_PAT_PREFIX)
+        hi = i;
+    else if (in->pat == CS_PAT_1TON && in->root >= 0 && i != in->root)
+        lo = hi = in->root;
+    double s = m[i]->a;
+    for (int32_t j = lo; j <= hi; j++)
+        if (m[j]->a > s)
+            s = m[j]->a;
+    return round_ns(s);
+}
+
+/* Each collective member's x and best-bandwidth factor, cut instances, and the completion
+ * calls' x (point-to-point links were resolved as they were read). */
 static void resolve(struct replay *P)
 {
-    for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        for (size_t i = 0; i < w->n; i++) {
-            struct item *it = &w->it[i];
-            if (it->pr < 0 || it->pr >= P->world || (size_t)it->pi >= P->w[it->pr].n)
-                continue;
-            struct item *o = &P->w[it->pr].it[it->pi];
-            if (o->pr >= 0)
-                continue;
-            o->pr = r;
-            o->pi = (int32_t)i;
-        }
-    }
-    /* Keep only the dependencies the measured run can have had: the receive waits for the send,
-     * the send for the receive only when it ended after the receive began. */
-    for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        for (size_t i = 0; i < w->n; i++) {
-            struct item *it = &w->it[i];
-            if (it->pr < 0 || it->nbp)
-                continue;
-            const struct item *o = &P->w[it->pr].it[it->pi];
-            if (o->a > it->e) {
-                it->pr = it->pi = -1;
-                continue;
-            }
-            double s = o->a > it->a ? o->a : it->a;
-            it->x = it->e - s;
-        }
-    }
     for (size_t x = 0; x < P->nin; x++) {
         struct winst *in = &P->in[x];
+        const struct wmem *mem = P->mem + in->off;
+        struct item **m = P->mp + in->off;
         if (in->broken || in->seen != in->n) {
             /* A member outside this window (or a broken sequence): the members present keep
              * their measured times. */
-            for (int32_t i = 0; i < in->n; i++) {
-                size_t o = in->off + (size_t)i;
-                if (P->pref[o] >= 0) {
-                    P->w[P->pref[o]].it[P->pitem[o]].inst = -1;
+            for (int32_t i = 0; i < in->n; i++)
+                if (mem[i].r >= 0) {
+                    P->w[mem[i].r].it[mem[i].i].inst = -1;
                     P->cut++;
                 }
-            }
             continue;
         }
-        enum cs_op_pattern pat = in->pat;
-        double t = 0;
-        int ok;
+        for (int32_t i = 0; i < in->n; i++)
+            m[i] = &P->w[mem[i].r].it[mem[i].i];
         /* members waiting for all members sync at the latest measured arrival */
-        int64_t all = P->pa[in->off];
+        double all = m[0]->a;
         for (int32_t i = 1; i < in->n; i++)
-            if (P->pa[in->off + (size_t)i] > all)
-                all = P->pa[in->off + (size_t)i];
-        in->pa_all = all;
+            if (m[i]->a > all)
+                all = m[i]->a;
+        in->pa_all = round_ns(all);
+        double t = 0;
         for (int32_t i = 0; i < in->n; i++) {
-            size_t o = in->off + (size_t)i;
-            struct item *it = &P->w[P->pref[o]].it[P->pitem[o]];
+            struct item *it = m[i];
             if (it->init)
                 continue;
-            int64_t s = pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)
-                            ? all
-                            : cs__whatif_sync(pat, in->root, in->n, P->pa + in->off, NULL, i, &ok);
-            it->x = it->e - (double)s;
+            it->x = it->e - (double)measured_sync(P, in, i);
             if (it->x < 0)
                 it->x = 0;
             if (it->x > t)
                 t = it->x;
         }
-        int ci = cs__groups_comm(P->run, P->S, in->comm);
-        int cls = ci < 0 ? -1 : cs__groups_scomm(P->S, ci)->cls;
-        uint64_t *b = cs__map_get(&P->S->best, best_key(in->op, cls), in->bytes);
-        double best = b && *b ? (double)(*b - 1) : t;
+        uint64_t b = best_of(P, in->op, comm_cls(P, in->comm), in->bytes);
+        double best = b ? (double)(b - 1) : t;
         double f = t > 0 && best < t ? best / t : 1;
-        for (int32_t i = 0; i < in->n; i++) {
-            size_t o = in->off + (size_t)i;
-            P->w[P->pref[o]].it[P->pitem[o]].scale = f;
-        }
+        for (int32_t i = 0; i < in->n; i++)
+            m[i]->scale = f;
     }
     /* Completion calls wait for the members their collectives' patterns wait for. */
-    for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        for (size_t i = 0; i < w->n; i++) {
-            struct item *it = &w->it[i];
-            double s = it->a;
-            for (int32_t d = 0; d < it->dn; d++) {
-                struct wdep *dp = &P->dep[it->doff + d];
-                if (dp->inst == DEP_P2P) {
-                    /* The partner's arrival, unless it came after this completion ended (an
-                     * eager send completes without its receive; or a clock error). */
-                    const struct item *ini = &w->it[dp->idx];
-                    const struct item *o = ini->pr >= 0 ? &P->w[ini->pr].it[ini->pi] : NULL;
-                    if (!o || o->a > it->e)
-                        dp->inst = -1;
-                    else if (o->a > s)
-                        s = o->a;
-                    continue;
-                }
-                struct winst *in = &P->in[dp->inst];
-                if (in->broken || in->seen != in->n) {
+    for (size_t c = 0; c < P->ncd; c++) {
+        struct wrank *w = &P->w[P->cd[c].r];
+        struct item *it = &w->it[P->cd[c].i];
+        double s = it->a;
+        for (int32_t d = 0; d < it->dn; d++) {
+            struct wdep *dp = &P->dep[it->doff + d];
+            if (dp->inst == DEP_P2P) {
+                /* The partner's arrival, unless it came after this completion ended (an
+                 * eager send completes without its receive; or a clock error). */
+                const struct item *ini = &w->it[dp->idx];
+                const struct item *o = ini->pr >= 0 ? &P->w[ini->pr].it[ini->pi] : NULL;
+                if (!o || o->a > it->e)
                     dp->inst = -1;
-                    continue;
-                }
-                int ok;
-                int64_t t = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && dp->idx == in->root)
-                                ? in->pa_all
-                                : cs__whatif_sync(in->pat, in->root, in->n, P->pa + in->off, NULL,
-                                                  dp->idx, &ok);
-                if ((double)t > s)
-                    s = (double)t;
+                else if (o->a > s)
+                    s = o->a;
+                continue;
             }
-            if (it->dn)
-                it->x = it->e > s ? it->e - s : 0;
+            struct winst *in = &P->in[dp->inst];
+            if (in->broken || in->seen != in->n) {
+                dp->inst = -1;
+                continue;
+            }
+            int64_t t = measured_sync(P, in, dp->idx);
+            if ((double)t > s)
+                s = (double)t;
         }
+        it->x = it->e > s ? it->e - s : 0;
     }
 }
 
@@ -708,10 +1000,9 @@ static void step_done(struct replay *P, int sc, int k, double from, double to)
         P->cnt[k]++;
 }
 
+/* The item at a step boundary arrived at A in scenario sc. */
 static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct item *it, double A)
 {
-    if (it->bnd == 0)
-        return;
     if (w->open_step[sc] >= 0) {
         step_done(P, sc, w->open_step[sc], w->open_at[sc], A);
         w->open_step[sc] = -1;
@@ -722,58 +1013,48 @@ static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct 
     }
 }
 
-/* Whether the replayed sync point of member idx of instance in is known: the arrivals it waits
- * for have all arrived.  A member waiting for all members (pattern NxN, the root of N-to-1) needs
- * all n arrivals: counted, and their maxima computed once per instance instead of scanned for
- * every member and retry. */
-static int inst_ready(struct replay *P, struct winst *in, int32_t idx)
+/* The replayed sync point of member idx of instance in, in every scenario (cs__whatif_sync over
+ * the rounded replayed arrivals), into *out: 1, or 0 while an arrival it waits for is not known.
+ * A member waiting for all members (pattern NxN, the root of N-to-1) needs all n arrivals:
+ * counted, and their maxima computed once per instance instead of scanned for every member and
+ * retry. */
+static int inst_sync(struct replay *P, struct winst *in, int32_t idx, v4d *out)
 {
+    struct item *const *m = P->mp + in->off;
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root)) {
         if (in->narr < in->n)
             return 0;
         if (!in->all_known) {
-            for (int sc = 0; sc < SC_N; sc++) {
-                const int64_t *a = P->pA[sc] + in->off;
-                int64_t m = a[0];
-                for (int32_t j = 1; j < in->n; j++)
-                    if (a[j] > m)
-                        m = a[j];
-                in->all_max[sc] = m;
-            }
+            v4d mx = m[0]->A;
+            for (int32_t j = 1; j < in->n; j++)
+                mx = vmax(mx, m[j]->A);
+            in->all_max = round4(mx);
             in->all_known = 1;
         }
+        *out = in->all_max;
         return 1;
     }
-    int ok;
-    cs__whatif_sync(in->pat, in->root, in->n, P->pA[0] + in->off, P->ph + in->off, idx, &ok);
-    return ok;
+    int32_t lo = 0, hi = -1;
+    if (in->pat == CS_PAT_PREFIX)
+        hi = idx;
+    else if (in->pat == CS_PAT_1TON && in->root >= 0 && idx != in->root)
+        lo = hi = in->root;
+    v4d s = m[idx]->A;
+    for (int32_t j = lo; j <= hi; j++) {
+        if (!m[j]->arr)
+            return 0;
+        s = vmax(s, m[j]->A);
+    }
+    *out = round4(s);
+    return 1;
 }
 
-/* The replayed sync point of member idx of instance in, in scenario sc (cs__whatif_sync over the
- * replayed arrivals); only once inst_ready() said it is known. */
-static double inst_sync(const struct replay *P, const struct winst *in, int32_t idx, int sc)
-{
-    if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root))
-        return (double)in->all_max[sc];
-    int ok;
-    return (double)cs__whatif_sync(in->pat, in->root, in->n, P->pA[sc] + in->off, NULL, idx, &ok);
-}
-
-/* Item i of rank w has arrived. */
-static int arrived(const struct wrank *w, size_t i)
-{
-    return i < w->cur || (i == w->cur && w->cur_arrived);
-}
-
-/* The item at w's cursor can finish: its end in each scenario into E, and 1; 0 while it waits
+/* The item at w's cursor can finish: its end in each scenario into *E, and 1; 0 while it waits
  * for an arrival. */
-static int try_item(struct replay *P, const struct wrank *w, double E[SC_N])
+static int try_item(struct replay *P, const struct wrank *w, const struct item *it, v4d *E)
 {
-    const struct item *it = &w->it[w->cur];
     int forced = w->cur_forced;
-    double S[SC_N];
-    for (int sc = 0; sc < SC_N; sc++)
-        S[sc] = it->A[sc];
+    v4d S = it->A;
     if (forced || it->init || it->nbp) {
         /* waits for nothing */
     } else if (it->dn) {
@@ -781,57 +1062,34 @@ static int try_item(struct replay *P, const struct wrank *w, double E[SC_N])
             const struct wdep *dp = &P->dep[it->doff + d];
             if (dp->inst == DEP_P2P) {
                 const struct item *ini = &w->it[dp->idx];
-                if (!arrived(&P->w[ini->pr], (size_t)ini->pi))
-                    return 0;
-                continue;
-            }
-            if (dp->inst >= 0 && !inst_ready(P, &P->in[dp->inst], dp->idx))
-                return 0;
-        }
-        for (int32_t d = 0; d < it->dn; d++) {
-            const struct wdep *dp = &P->dep[it->doff + d];
-            if (dp->inst == DEP_P2P) {
-                const struct item *ini = &w->it[dp->idx];
                 const struct item *o = &P->w[ini->pr].it[ini->pi];
-                for (int sc = 0; sc < SC_N; sc++)
-                    if (o->A[sc] > S[sc])
-                        S[sc] = o->A[sc];
+                if (!o->arr)
+                    return 0;
+                S = vmax(S, o->A);
                 continue;
             }
+            v4d s;
             if (dp->inst < 0)
                 continue;
-            for (int sc = 0; sc < SC_N; sc++) {
-                double s = inst_sync(P, &P->in[dp->inst], dp->idx, sc);
-                if (s > S[sc])
-                    S[sc] = s;
-            }
+            if (!inst_sync(P, &P->in[dp->inst], dp->idx, &s))
+                return 0;
+            S = vmax(S, s);
         }
     } else if (it->inst >= 0) {
-        struct winst *in = &P->in[it->inst];
-        if (!inst_ready(P, in, it->idx))
+        if (!inst_sync(P, &P->in[it->inst], it->idx, &S))
             return 0;
-        for (int sc = 0; sc < SC_N; sc++)
-            S[sc] = inst_sync(P, in, it->idx, sc);
     } else if (it->pr >= 0) {
         const struct item *o = &P->w[it->pr].it[it->pi];
-        if (!arrived(&P->w[it->pr], (size_t)it->pi))
+        if (!o->arr)
             return 0;
-        for (int sc = 0; sc < SC_N; sc++)
-            if (o->A[sc] > S[sc])
-                S[sc] = o->A[sc];
+        S = vmax(S, o->A);
     }
-    double x = it->x;
-    if (forced)
-        x = it->e - it->a;
-    for (int sc = 0; sc < SC_N; sc++) {
-        double xs = x;
-        if (sc == SC_OVERLAP && it->comm)
-            xs = 0;
-        else if (sc == SC_BESTBW && it->inst >= 0 && !it->init && !forced)
-            xs *= it->scale;
-        double e = S[sc] + xs;
-        E[sc] = e > it->A[sc] ? e : it->A[sc];
-    }
+    double x = forced ? it->e - it->a : it->x;
+    /* full overlap: no time after the dependencies for communication calls; best bandwidth:
+     * a collective member's scaled */
+    double xb = it->inst >= 0 && !it->init && !forced ? x * it->scale : x;
+    v4d xs = {x, x, it->comm ? 0 : x, xb};
+    *E = vmax(it->A, S + xs);
     return 1;
 }
 
@@ -839,14 +1097,8 @@ static int try_item(struct replay *P, const struct wrank *w, double E[SC_N])
 static void replay_window(struct replay *P, int k)
 {
     for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        w->cur = 0;
-        w->cur_arrived = w->cur_forced = 0;
-    }
-    memset(P->ph, 0, P->npool);
-    for (size_t x = 0; x < P->nin; x++) {
-        P->in[x].narr = 0;
-        P->in[x].all_known = 0;
+        P->w[r].cur = 0;
+        P->w[r].cur_forced = 0;
     }
     for (;;) {
         int progress = 0, left = 0;
@@ -854,29 +1106,22 @@ static void replay_window(struct replay *P, int k)
             struct wrank *w = &P->w[r];
             while (w->cur < w->n) {
                 struct item *it = &w->it[w->cur];
-                if (!w->cur_arrived) {
-                    w->cur_arrived = 1;
-                    size_t o = it->inst >= 0 ? P->in[it->inst].off + (size_t)it->idx : 0;
-                    for (int sc = 0; sc < SC_N; sc++) {
-                        double f = sc != SC_NOSTRAG ? 1 : w->cur == 0 ? w->f_prev : w->f_cur;
-                        it->A[sc] = w->R[sc] + it->gap * f;
-                        mark(P, w, sc, k, it, it->A[sc]);
-                        if (it->inst >= 0)
-                            P->pA[sc][o] = round_ns(it->A[sc]);
-                    }
-                    if (it->inst >= 0) {
-                        P->ph[o] = 1;
+                if (!it->arr) {
+                    it->arr = 1;
+                    it->A = w->R + it->gap * (w->cur == 0 ? w->fv_prev : w->fv_cur);
+                    if (it->bnd)
+                        for (int sc = 0; sc < SC_N; sc++)
+                            mark(P, w, sc, k, it, it->A[sc]);
+                    if (it->inst >= 0)
                         P->in[it->inst].narr++;
-                    }
                     progress = 1;
                 }
-                double E[SC_N];
-                if (!try_item(P, w, E))
+                v4d E;
+                if (!try_item(P, w, it, &E))
                     break;
-                for (int sc = 0; sc < SC_N; sc++)
-                    w->R[sc] = E[sc];
+                w->R = E;
                 w->cur++;
-                w->cur_arrived = w->cur_forced = 0;
+                w->cur_forced = 0;
                 progress = 1;
             }
             left |= w->cur < w->n;
@@ -911,32 +1156,26 @@ double cs__whatif_median(double *c, size_t m)
 }
 
 /* The no-straggler factors of the window: median compute over ranks / the rank's compute. */
-static int straggler_factors(struct replay *P, int k)
+static void straggler_factors(struct replay *P, int k)
 {
-    double *c = malloc(((size_t)P->world + 1) * sizeof *c);
     size_t m = 0;
-    if (!c)
-        return -1;
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
         w->f_prev = w->f_cur;
         w->f_cur = 1;
-        w->comp = 0;
         if (!w->n || k < 0)
             continue;
-        for (size_t i = 1; i < w->n; i++)
-            w->comp += w->it[i].gap;
         w->comp += w->next_gap;
-        c[m++] = w->comp;
+        P->med[m++] = w->comp;
     }
-    double med = cs__whatif_median(c, m);
-    free(c);
+    double med = cs__whatif_median(P->med, m);
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
         if (w->n && k >= 0 && w->comp > 0)
             w->f_cur = med / w->comp;
+        w->fv_prev = (v4d){1, w->f_prev, 1, 1};
+        w->fv_cur = (v4d){1, w->f_cur, 1, 1};
     }
-    return 0;
 }
 
 static void replay_free(struct replay *P)
@@ -946,21 +1185,21 @@ static void replay_free(struct replay *P)
             free(P->w[r].it);
     free(P->w);
     free(P->in);
-    free(P->pa);
-    for (int sc = 0; sc < SC_N; sc++)
-        free(P->pA[sc]);
-    free(P->pref);
-    free(P->pitem);
-    free(P->ph);
-    cs__map_free(&P->imap);
-    cs__map_free(&P->scnt);
-    cs__map_free(&P->rcnt);
-    cs__map_free(&P->pair);
-    cs__map_free(&P->req);
+    free(P->mem);
+    free(P->mp);
     free(P->dep);
+    free(P->ch);
+    free(P->nd);
+    free(P->cd);
+    free(P->inst_t.s);
+    free(P->chan_t.s);
+    free(P->req_t.s);
+    free(P->comm_t.s);
+    free(P->best_t.s);
     for (int sc = 0; sc < SC_N; sc++)
         free(P->sum[sc]);
     free(P->cnt);
+    free(P->med);
 }
 
 void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
@@ -975,11 +1214,14 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
+    P.med = malloc(((size_t)run->world + 1) * sizeof *P.med);
     for (int sc = 0; sc < SC_N; sc++) {
         P.sum[sc] = calloc((size_t)end + 1, sizeof *P.sum[sc]);
         rc |= !P.sum[sc];
     }
-    if (!P.w || !P.cnt || rc || pool_grow(&P, 256)) {
+    rc |= wt_init(&P.inst_t) | wt_init(&P.chan_t) | wt_init(&P.req_t) | wt_init(&P.comm_t) |
+          wt_init(&P.best_t);
+    if (!P.w || !P.cnt || !P.med || rc || pool_grow(&P, 256)) {
         replay_free(&P);
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
         return;
@@ -987,6 +1229,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     for (unsigned op = 0; op < CS_OP_MAX; op++) {
         P.kind[op] = (unsigned char)cs_op_info(op)->kind;
         P.pat[op] = (unsigned char)cs_op_info(op)->pattern;
+        P.fl[op] = (uint16_t)op_flags(S, op);
     }
     int have_origin = 0;
     for (int r = 0; r < run->world; r++) {
@@ -1003,12 +1246,10 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         have_origin = 1;
     }
     for (int k = -1; rc == 0; k++) {
-        cs__map_clear(&P.imap);
-        cs__map_clear(&P.scnt);
-        cs__map_clear(&P.rcnt);
-        cs__map_clear(&P.pair);
-        cs__map_clear(&P.req);
-        P.nin = P.npool = P.ndep = 0;
+        wt_clear(&P.inst_t);
+        wt_clear(&P.chan_t);
+        wt_clear(&P.req_t);
+        P.nin = P.npool = P.ndep = P.nch = P.nnd = P.ncd = 0;
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             rc = read_window(&P, r, k < 0);
@@ -1017,10 +1258,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         if (rc || (!any && k >= 0))
             break;
         resolve(&P);
-        if (straggler_factors(&P, k)) {
-            rc = -1;
-            break;
-        }
+        straggler_factors(&P, k);
         replay_window(&P, k);
     }
     /* Steps still open end at the rank's last replayed end (MPI_Finalize closes them above). */
