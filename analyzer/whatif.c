@@ -133,60 +133,49 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 
 /* ---- the replay ---- */
 
-/* The four scenarios side by side, one lane each: every lane does the IEEE operations the scalar
- * loop over the scenarios did, in the same order, so the results are the same bit for bit (GCC
- * vector extensions: SSE2 on x86-64, NEON on aarch64; no fused multiply-add on x86-64).
- * Alignment 16 is what malloc gives. */
-_Static_assert(SC_N == 4, "the replay's vectors hold one lane per scenario");
-typedef double v4d __attribute__((vector_size(4 * sizeof(double)), aligned(16)));
-typedef int64_t v4l __attribute__((vector_size(4 * sizeof(int64_t)), aligned(16)));
-/* GCC warns that passing such vectors changes with AVX; these functions are static (inlined), so
- * no ABI is crossed. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+/* The four scenarios are replayed side by side: per item, each scenario's numbers are one lane of
+ * a double[SC_N], and the loops over the lanes do the IEEE operations the scenarios need in the
+ * same order as one scenario at a time would (the compiler turns them into SIMD instructions;
+ * that changes no result). */
 
-/* Per lane: b where b > a, else a (if (b > a) a = b). */
-static inline v4d vmax(v4d a, v4d b)
+/* Per lane: s = b where b > s (if (b > s) s = b). */
+static inline void lanes_max(double s[SC_N], const double b[SC_N])
 {
-    v4l m = b > a;
-    return (v4d)(((v4l)a & ~m) | ((v4l)b & m));
-}
-
-/* round_ns per lane, as doubles. */
-static inline v4d round4(v4d x)
-{
-    v4d r;
     for (int sc = 0; sc < SC_N; sc++)
-        r[sc] = (double)round_ns(x[sc]);
-    return r;
+        s[sc] = b[sc] > s[sc] ? b[sc] : s[sc];
 }
 
 /* Sync points are the latest of the rounded arrivals waited for (cs__whatif_sync).  Rounding is
  * monotonic, so that is the rounded latest arrival: found in doubles and rounded once. */
+static inline void lanes_round(double r[SC_N], const double x[SC_N])
+{
+    for (int sc = 0; sc < SC_N; sc++)
+        r[sc] = (double)round_ns(x[sc]);
+}
 
+/* The items of a window: all ranks' in one array (P->it), rank by rank in program order, each
+ * rank's in P->it[w->off .. w->off + w->n). */
 struct item {
-    v4d A;              /* replayed arrival in each scenario, once arr is set */
+    double A[SC_N];     /* replayed arrival in each scenario, once arr is set */
     double a, e;        /* measured, ns after the run's origin */
     double gap;         /* a minus the previous item's e */
     double x;           /* measured time after its dependencies were met */
     double scale;       /* best-bandwidth factor of x */
     int32_t inst;       /* collective instance in the window, -1 none */
     int32_t idx;        /* comm rank in it */
-    int32_t pr, pi;     /* point-to-point partner item (rank, index) waited for, -1 none */
+    int32_t pg;         /* point-to-point partner item (in P->it) waited for, -1 none */
     int32_t doff, dn;   /* completion call: its dependencies P->dep[doff .. doff + dn) */
     uint16_t op;
     unsigned char comm; /* a communication call */
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
-    unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner (pr, pi), waits for
-                         * nothing; the completion call of its request waits instead */
+    unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner pg, waits for nothing;
+                         * the completion call of its request waits instead */
     unsigned char arr;  /* replayed arrival known (the item is at or before its rank's cursor) */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
 };
 
 struct wrank {
-    struct item *it;
-    size_t n, cap;
+    size_t off, n; /* its items in P->it */
     const struct cs_event *peek; /* the next window's first event */
     int done;                    /* stream exhausted */
     int started;                 /* first event seen (prev_e valid) */
@@ -194,16 +183,16 @@ struct wrank {
     uint64_t occ;
     double comp; /* compute of the window: its gaps after the first item, in order, + next_gap */
     double next_gap, f_cur, f_prev;
-    v4d fv_cur, fv_prev; /* {1, f, 1, 1}: the gap factor of each scenario */
+    double fv_cur[SC_N], fv_prev[SC_N]; /* {1, f, 1, 1}: the gap factor in each scenario */
     int fin_seen;
     /* per scenario, carried across windows */
-    v4d R; /* the replayed end of the rank's last finished item */
+    double R[SC_N]; /* the replayed end of the rank's last finished item */
     double open_at[SC_N];
     int open_step[SC_N];
     /* The scenarios are replayed together: which item can finish when depends on which
      * arrivals are known, never on their values, so every scenario visits the items in the same
      * order (and cuts the same cycles), each with its own numbers. */
-    size_t cur; /* cursor of the replay: the items before it have finished */
+    size_t cur; /* cursor of the replay (in P->it): the rank's items before it have finished */
     /* the item at the cursor has its dependencies cut (a cycle); only the item at the cursor can
      * be, so this replaces a per-item flag */
     int cur_forced;
@@ -222,13 +211,13 @@ struct winst {
     unsigned char pat; /* cs_op_info(op)->pattern */
     int32_t n, root, seen;
     int broken;
-    size_t off; /* its members in P->mem and P->mp */
+    size_t off; /* its members' items in P->mem */
     int64_t pa_all; /* the latest measured arrival, rounded (resolve) */
     /* replay state: members whose replayed arrival is known, and (when all are) the latest of
      * them in each scenario, rounded, which every member waiting for all members syncs at */
     int32_t narr;
     int all_known;
-    v4d all_max;
+    double all_max[SC_N];
 };
 
 /* A small open-addressing table (keys (k1, k2, k3) -> v) for what one window needs (its
@@ -244,13 +233,6 @@ struct wtab {
     unsigned shift;   /* 64 - log2(cap) */
     uint32_t stamp;
 };
-
-static size_t wt_home(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
-{
-    uint64_t h = ((k1 * 0x9e3779b97f4a7c15ull + k2) * 0xbf58476d1ce4e5b9ull + k3) *
-                 0x94d049bb133111ebull;
-    return (size_t)(h >> t->shift); /* the top bits of a multiplicative hash */
-}
 
 static int wt_init(struct wtab *t)
 {
@@ -268,6 +250,18 @@ static void wt_clear(struct wtab *t)
     }
 }
 
+/* The slot of key (k1, k2, k3): its entry (live or deleted), or the empty slot where it would go. */
+static inline struct wslot *wt_slot(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
+{
+    uint64_t h = ((k1 * 0x9e3779b97f4a7c15ull + k2) * 0xbf58476d1ce4e5b9ull + k3) *
+                 0x94d049bb133111ebull;
+    for (size_t j = (size_t)(h >> t->shift);; j = (j + 1) & (t->cap - 1)) {
+        struct wslot *s = &t->s[j];
+        if (s->stamp != t->stamp || (s->k1 == k1 && s->k2 == k2 && s->k3 == k3))
+            return s;
+    }
+}
+
 static int wt_grow(struct wtab *t)
 {
     struct wtab g = {.cap = t->cap * 2, .shift = t->shift - 1, .stamp = 1};
@@ -278,11 +272,7 @@ static int wt_grow(struct wtab *t)
         const struct wslot *s = &t->s[i];
         if (s->stamp != t->stamp || !s->live)
             continue;
-        size_t j = wt_home(&g, s->k1, s->k2, s->k3);
-        while (g.s[j].stamp)
-            j = (j + 1) & (g.cap - 1);
-        g.s[j] = *s;
-        g.s[j].stamp = 1;
+        *wt_slot(&g, s->k1, s->k2, s->k3) = (struct wslot){s->k1, s->k2, s->k3, s->v, 1, 1};
         g.used++;
     }
     free(t->s);
@@ -292,37 +282,31 @@ static int wt_grow(struct wtab *t)
 
 /* The value of key (k1, k2, k3); a new entry (v 0, *fresh 1) when it is absent or deleted.
  * NULL out of memory. */
-static uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3, int *fresh)
+static inline uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3, int *fresh)
 {
-    if (2 * (t->used + 1) > t->cap && wt_grow(t))
-        return NULL;
-    for (size_t j = wt_home(t, k1, k2, k3);; j = (j + 1) & (t->cap - 1)) {
-        struct wslot *s = &t->s[j];
-        if (s->stamp != t->stamp) {
-            *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1};
-            t->used++;
-            *fresh = 1;
-            return &s->v;
-        }
-        if (s->k1 == k1 && s->k2 == k2 && s->k3 == k3) {
-            *fresh = !s->live;
-            if (!s->live)
-                *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1};
-            return &s->v;
-        }
+    struct wslot *s = wt_slot(t, k1, k2, k3);
+    if (s->stamp == t->stamp && s->live) {
+        *fresh = 0;
+        return &s->v;
     }
+    if (s->stamp != t->stamp) {
+        if (2 * (t->used + 1) > t->cap) {
+            if (wt_grow(t))
+                return NULL;
+            s = wt_slot(t, k1, k2, k3);
+        }
+        t->used++;
+    }
+    *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1};
+    *fresh = 1;
+    return &s->v;
 }
 
 /* The live entry of key (k1, k2, k3), or NULL. */
-static struct wslot *wt_get(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
+static inline struct wslot *wt_get(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
 {
-    for (size_t j = wt_home(t, k1, k2, k3);; j = (j + 1) & (t->cap - 1)) {
-        struct wslot *s = &t->s[j];
-        if (s->stamp != t->stamp)
-            return NULL;
-        if (s->k1 == k1 && s->k2 == k2 && s->k3 == k3)
-            return s->live ? s : NULL;
-    }
+    struct wslot *s = wt_slot(t, k1, k2, k3);
+    return s->stamp == t->stamp && s->live ? s : NULL;
 }
 
 /* What the window reader needs to know of an op, from one table lookup. */
@@ -377,7 +361,7 @@ struct wchan {
     int32_t head, tail;
 };
 struct wnode {
-    int32_t r, i, next;
+    int32_t item, next;
 };
 
 struct replay {
@@ -386,12 +370,11 @@ struct replay {
     int world;
     double origin;
     struct wrank *w;
+    struct item *it; /* the window's items */
+    size_t nit, capit;
     struct winst *in;
     size_t nin, capin;
-    struct wmem {
-        int32_t r, i; /* the member's item (rank, index); r -1 not seen */
-    } * mem;
-    struct item **mp; /* the same as pointers, once the window is read (complete instances) */
+    int32_t *mem; /* per instance member: its item, -1 not seen */
     size_t npool, cappool;
     struct wdep {
         int32_t inst, idx;
@@ -401,11 +384,11 @@ struct replay {
     size_t nch, capch;
     struct wnode *nd;
     size_t nnd, capnd;
-    struct wmem *cd; /* the window's completion calls (items with dependencies) */
+    int32_t *cd; /* the window's completion calls (items with dependencies) */
     size_t ncd, capcd;
     /* per window: (comm, seq) -> instance + 1 (0 unusable), (comm, tag, src << 32 | dst) ->
      * channel, (rank, request) -> what completes it + 1; for the whole replay: (comm) ->
-     * its size | (class + 2) << 32 (0: not asked yet), (op | (class + 1) << 16, bytes) ->
+     * size + 1 | (class + 2) << 32 (0: not asked yet), (op | (class + 1) << 16, bytes) ->
      * S->best's value (0 none) */
     struct wtab inst_t, chan_t, req_t, comm_t, best_t;
     int first, end; /* timed steps [first, end) */
@@ -414,30 +397,11 @@ struct replay {
     double *med; /* [world + 1]: the ranks' compute, for the median */
     uint64_t cut, forced;
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
-    uint16_t fl[CS_OP_MAX]; /* op_flags by table */
+    uint16_t fl[CS_OP_MAX];                        /* op_flags by table */
 };
 
-static int pool_grow(struct replay *P, size_t need)
-{
-    if (need <= P->cappool)
-        return 0;
-    size_t c = P->cappool ? P->cappool : 256;
-    while (c < need)
-        c *= 2;
-    void *m = realloc(P->mem, c * sizeof *P->mem);
-    if (!m)
-        return -1;
-    P->mem = m;
-    void *p = realloc(P->mp, c * sizeof *P->mp);
-    if (!p)
-        return -1;
-    P->mp = p;
-    P->cappool = c;
-    return 0;
-}
-
 /* The size of communicator id (0 unknown) and its class for the best transfer times (-1
- * unknown), each asked once: P->comm_t holds size + 1 | (class + 2) << 32, 0 where not asked. */
+ * unknown), each asked once (P->comm_t). */
 static int32_t comm_size(struct replay *P, uint64_t id)
 {
     int fresh;
@@ -479,19 +443,14 @@ static uint64_t best_of(struct replay *P, uint16_t op, int cls, uint64_t bytes)
     return r;
 }
 
-/* The instance of (comm, seq) in the window, created when new; -1 out of memory or unusable. */
-static int32_t inst_of(struct replay *P, const struct cs_event *ev)
+/* A new instance of (comm, seq) for the window, its slot *v in P->inst_t; -1 unusable (*v stays
+ * 0) or out of memory. */
+static int32_t inst_new(struct replay *P, const struct cs_event *ev, uint64_t *v)
 {
-    int fresh;
-    uint64_t *v = wt_put(&P->inst_t, ev->comm, ev->seq, 0, &fresh);
-    if (!v)
-        return -1;
-    if (!fresh)
-        return (int32_t)*v - 1;
     int32_t n = comm_size(P, ev->comm);
     if (n < 2 || cs__grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in) ||
-        pool_grow(P, P->npool + (size_t)n))
-        return -1; /* *v stays 0: remembered as unusable */
+        cs__grow((void **)&P->mem, &P->cappool, P->npool + (size_t)n, sizeof *P->mem))
+        return -1;
     struct winst *w = &P->in[P->nin];
     w->comm = ev->comm;
     w->bytes = 0;
@@ -505,19 +464,32 @@ static int32_t inst_of(struct replay *P, const struct cs_event *ev)
     w->narr = 0;
     w->all_known = 0;
     for (int32_t i = 0; i < n; i++)
-        P->mem[P->npool + (size_t)i].r = -1;
+        P->mem[P->npool + (size_t)i] = -1;
     P->npool += (size_t)n;
     *v = ++P->nin;
     return (int32_t)P->nin - 1;
 }
 
-/* A new item at the end of the rank's window: measured arrival a and end e, the gap since the
- * previous item's end, x = e - a, no dependency yet.  NULL out of memory. */
-static struct item *add_item(struct wrank *w, double a, double e, uint16_t op, int comm)
+/* The instance of (comm, seq) in the window, created when new; -1 out of memory or unusable. */
+static inline int32_t inst_of(struct replay *P, const struct cs_event *ev)
 {
-    if (w->n == w->cap && cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
+    int fresh;
+    uint64_t *v = wt_put(&P->inst_t, ev->comm, ev->seq, 0, &fresh);
+    if (!v)
+        return -1;
+    return fresh ? inst_new(P, ev, v) : (int32_t)*v - 1;
+}
+
+/* A new item of rank w at the end of the window: measured arrival a and end e, the gap since
+ * the previous item's end, x = e - a, no dependency yet.  NULL out of memory. */
+static inline struct item *add_item(struct replay *P, struct wrank *w, double a, double e,
+                                    uint16_t op, int comm)
+{
+    if (P->nit == P->capit &&
+        (P->nit >= INT32_MAX ||
+         cs__grow((void **)&P->it, &P->capit, P->nit + 1, sizeof *P->it)))
         return NULL;
-    struct item *it = &w->it[w->n++];
+    struct item *it = &P->it[P->nit++];
     it->a = a;
     it->e = e;
     it->gap = a - w->prev_e;
@@ -525,13 +497,13 @@ static struct item *add_item(struct wrank *w, double a, double e, uint16_t op, i
     it->scale = 1;
     it->inst = -1;
     it->idx = 0;
-    it->pr = it->pi = -1;
+    it->pg = -1;
     it->doff = it->dn = 0;
     it->op = op;
     it->comm = (unsigned char)comm;
     it->init = it->nbp = it->arr = 0;
     it->bnd = 0;
-    if (w->n > 1)
+    if (w->n++)
         w->comp += it->gap;
     w->prev_e = e;
     return it;
@@ -545,18 +517,18 @@ static void p2p_x(struct item *it, const struct item *o)
     if (it->nbp)
         return;
     if (o->a > it->e) {
-        it->pr = it->pi = -1;
+        it->pg = -1;
         return;
     }
     double s = o->a > it->a ? o->a : it->a;
     it->x = it->e - s;
 }
 
-/* Point-to-point pairing: item idx of rank r is the next send (or receive) on the channel
- * (comm, tag, src, dst); linked both ways with the partner when that was read before it.  0, or
- * -1 out of memory. */
-static int pair_p2p(struct replay *P, int r, int32_t idx, uint64_t comm, int32_t tag,
-                    int32_t src, int32_t dst, int send)
+/* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
+ * dst); linked both ways with its partner when that was read before it.  0, or -1 out of
+ * memory. */
+static int pair_p2p(struct replay *P, int32_t g, uint64_t comm, int32_t tag, int32_t src,
+                    int32_t dst, int send)
 {
     int fresh;
     uint64_t *v = wt_put(&P->chan_t, comm, (uint32_t)tag,
@@ -573,21 +545,19 @@ static int pair_p2p(struct replay *P, int r, int32_t idx, uint64_t comm, int32_t
     uint32_t *mine = send ? &c->ns : &c->nr, other = send ? c->nr : c->ns;
     if (*mine < other) {
         /* the partner is the first waiting item of the other side */
-        const struct wnode *q = &P->nd[c->head];
-        c->head = q->next;
-        struct item *it = &P->w[r].it[idx], *o = &P->w[q->r].it[q->i];
-        it->pr = q->r;
-        it->pi = q->i;
+        int32_t og = P->nd[c->head].item;
+        c->head = P->nd[c->head].next;
+        struct item *it = &P->it[g], *o = &P->it[og];
+        it->pg = og;
         p2p_x(it, o);
-        if (o->pr < 0) {
-            o->pr = r;
-            o->pi = idx;
+        if (o->pg < 0) {
+            o->pg = g;
             p2p_x(o, it);
         }
     } else {
         if (cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
             return -1;
-        P->nd[P->nnd] = (struct wnode){r, idx, -1};
+        P->nd[P->nnd] = (struct wnode){g, -1};
         if (c->head < 0)
             c->head = (int32_t)P->nnd;
         else
@@ -611,20 +581,19 @@ static int nbp_linkable(const struct replay *P, const struct cs_event *ev)
            !(ev->flags & (CS_EV_PROC_NULL | CS_EV_ANY_SOURCE));
 }
 
-static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
-                    const struct cs_event *ev)
+static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_event *ev)
 {
     int send = ev->op == CS_OP_ISEND;
     int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-    int32_t idx = (int32_t)(w->n - 1);
+    int32_t g = (int32_t)(it - P->it);
     it->nbp = 1;
-    if (pair_p2p(P, r, idx, ev->comm, ev->aux, src, dst, send))
+    if (pair_p2p(P, g, ev->comm, ev->aux, src, dst, send))
         return -1;
     int fresh;
     uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
-    *q = ((uint64_t)1 << 63 | (uint32_t)idx) + 1;
+    *q = ((uint64_t)1 << 63 | (uint32_t)g) + 1;
     return 0;
 }
 
@@ -641,34 +610,33 @@ static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
            (ev->peer < P->world);
 }
 
-static int anysrc_post(struct replay *P, int r, struct wrank *w, struct item *it,
-                       const struct cs_event *ev)
+static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs_event *ev)
 {
     int fresh;
     uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
     it->nbp = 1;
-    *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(w->n - 1)) + 1;
+    *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(it - P->it)) + 1;
     return 0;
 }
 
-/* The complete record ev of such a receive (initiation item idx of rank r): pair it. */
-static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
+/* The complete record ev of such a receive (initiation item g of rank r): pair it. */
+static int anysrc_link(struct replay *P, int r, const struct wrank *w, uint32_t g,
                        const struct cs_event *ev)
 {
-    if (idx >= w->n || ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
-        (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
+    if (g < w->off || g >= w->off + w->n || ev->peer < 0 || ev->peer >= P->world ||
+        ev->aux < 0 || (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
         return 0;
-    return pair_p2p(P, r, (int32_t)idx, ev->comm, ev->aux, ev->peer, r, 0);
+    return pair_p2p(P, (int32_t)g, ev->comm, ev->aux, ev->peer, r, 0);
 }
 
-/* Item i of rank r has dependencies (P->cd, for resolve). */
-static int add_cd(struct replay *P, int r, size_t i)
+/* Item g has dependencies (P->cd, for resolve). */
+static int add_cd(struct replay *P, size_t g)
 {
     if (cs__grow((void **)&P->cd, &P->capcd, P->ncd + 1, sizeof *P->cd))
         return -1;
-    P->cd[P->ncd++] = (struct wmem){r, (int32_t)i};
+    P->cd[P->ncd++] = (int32_t)g;
     return 0;
 }
 
@@ -683,15 +651,16 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
 {
     if (cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return -1;
-    struct item *it = add_item(w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1);
+    struct item *it = add_item(P, w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1);
     if (!it)
         return -1;
     it->nbp = 1;
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
-    if (pair_p2p(P, r, (int32_t)(w->n - 1), ev->comm, tag, src, dst, send))
+    int32_t g = (int32_t)(P->nit - 1);
+    if (pair_p2p(P, g, ev->comm, tag, src, dst, send))
         return -1;
-    P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(w->n - 1)};
+    P->dep[P->ndep++] = (struct wdep){DEP_P2P, g};
     return 0;
 }
 
@@ -716,7 +685,7 @@ static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_e
     return 0;
 }
 
-static unsigned flags_of(const struct replay *P, unsigned op)
+static inline unsigned flags_of(const struct replay *P, unsigned op)
 {
     return op < CS_OP_MAX ? P->fl[op] : op_flags(P->S, op);
 }
@@ -737,15 +706,16 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
     }
     if (!w->n)
         return 0;
-    struct item *last = &w->it[w->n - 1];
+    struct item *last = &P->it[P->nit - 1];
     if (!(flags_of(P, last->op) & F_WAIT))
         return 0;
-    double te = (double)cs__clock_map_near(&w->clkm, &P->run->ranks[r].clk, ev->t_end) - P->origin;
+    double te =
+        (double)cs__clock_map_near(&w->clkm, &P->run->ranks[r].clk, ev->t_end) - P->origin;
     if (te != last->e || (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
         cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return 0;
     if (!last->dn) {
-        if (add_cd(P, r, w->n - 1))
+        if (add_cd(P, P->nit - 1))
             return -1;
         last->doff = (int32_t)P->ndep;
     }
@@ -771,13 +741,56 @@ static inline void map_event(struct cs__clock_memo *m, const struct cs__clock *c
     *e = cs__clock_map_near(m, c, te);
 }
 
-/* Read rank r's events of the next window into P->w[r].it.  first_window: the events before the
+/* A collective event ev of rank r (item it): its instance member, and the request of a
+ * non-blocking one.  0, or -1 out of memory. */
+static int coll_item(struct replay *P, int r, struct wrank *w, struct item *it,
+                     const struct cs_event *ev, unsigned f)
+{
+    int32_t x = inst_of(P, ev);
+    /* The rank's comm rank: its collectives cycle over a few communicators. */
+    struct wcc *cc = &w->cc[(ev->comm ^ (ev->comm >> 32)) & 3];
+    if (!cc->ok || cc->id != ev->comm) {
+        uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
+        cc->id = ev->comm;
+        cc->idx = cr ? (int32_t)*cr - 1 : INT32_MIN;
+        cc->ok = 1;
+    }
+    if (x < 0 || cc->idx == INT32_MIN)
+        return 0;
+    struct winst *in = &P->in[x];
+    int32_t idx = cc->idx;
+    if (idx < 0 || idx >= in->n || P->mem[in->off + (size_t)idx] >= 0 || in->op != ev->op) {
+        in->broken = 1;
+        return 0;
+    }
+    if (ev->flags & CS_EV_ROOT)
+        in->root = idx;
+    P->mem[in->off + (size_t)idx] = (int32_t)(it - P->it);
+    uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+    if (by > in->bytes)
+        in->bytes = by;
+    in->seen++;
+    it->inst = x;
+    it->idx = idx;
+    if (f & F_ICOLL) {
+        int fresh;
+        uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
+        if (!q)
+            return -1;
+        *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
+        it->init = 1;
+    }
+    return 0;
+}
+
+/* Read rank r's events of the next window into P->it.  first_window: the events before the
  * first step boundary.  Point-to-point partners are linked as they are read (the earlier of the
  * two is in this window already). */
 static int read_window(struct replay *P, int r, int first_window)
 {
     struct wrank *w = &P->w[r];
     struct cs__rank *rk = &P->run->ranks[r];
+    w->off = P->nit;
     w->n = 0;
     w->next_gap = 0;
     w->comp = 0;
@@ -794,10 +807,8 @@ static int read_window(struct replay *P, int r, int first_window)
             return 0;
         }
         unsigned f = flags_of(P, ev->op);
-        if (f & F_GPU)
-            continue;
-        if (f & F_DONE) {
-            if (done_record(P, r, w, ev))
+        if (f & (F_GPU | F_DONE)) {
+            if ((f & F_DONE) && done_record(P, r, w, ev))
                 return -1;
             continue;
         }
@@ -830,7 +841,7 @@ static int read_window(struct replay *P, int r, int first_window)
         int32_t sr_off = 0, sr_n = 0;
         if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
             return -1;
-        struct item *it = add_item(w, a, e, ev->op, (f & F_COMM) != 0);
+        struct item *it = add_item(P, w, a, e, ev->op, (f & F_COMM) != 0);
         if (!it)
             return -1;
         it->bnd = (signed char)b;
@@ -840,58 +851,25 @@ static int read_window(struct replay *P, int r, int first_window)
                 it->bnd = 2;
         }
         if (f & F_COLL) {
-            int32_t x = inst_of(P, ev);
-            /* The rank's comm rank: its collectives cycle over a few communicators. */
-            struct wcc *cc = &w->cc[(ev->comm ^ (ev->comm >> 32)) & 3];
-            if (!cc->ok || cc->id != ev->comm) {
-                uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
-                cc->id = ev->comm;
-                cc->idx = cr ? (int32_t)*cr - 1 : INT32_MIN;
-                cc->ok = 1;
-            }
-            if (x < 0 || cc->idx == INT32_MIN)
-                continue;
-            struct winst *in = &P->in[x];
-            int32_t idx = cc->idx;
-            if (idx < 0 || idx >= in->n || P->mem[in->off + (size_t)idx].r >= 0 ||
-                in->op != ev->op) {
-                in->broken = 1;
-                continue;
-            }
-            if (ev->flags & CS_EV_ROOT)
-                in->root = idx;
-            P->mem[in->off + (size_t)idx] = (struct wmem){r, (int32_t)(w->n - 1)};
-            uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
-            if (by > in->bytes)
-                in->bytes = by;
-            in->seen++;
-            it->inst = x;
-            it->idx = idx;
-            if (f & F_ICOLL) {
-                int fresh;
-                uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
-                if (!q)
-                    return -1;
-                *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
-                it->init = 1;
-            }
+            if (coll_item(P, r, w, it, ev, f))
+                return -1;
         } else if ((f & (F_SEND | F_RECV)) && ev->peer >= 0 && ev->peer < P->world &&
                    !(ev->flags & CS_EV_PROC_NULL)) {
             /* The j-th send from s to d with a tag matches the j-th receive at d from s. */
             int send = (f & F_SEND) != 0;
             int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-            if (pair_p2p(P, r, (int32_t)(w->n - 1), ev->comm, ev->aux, src, dst, send))
+            if (pair_p2p(P, (int32_t)(P->nit - 1), ev->comm, ev->aux, src, dst, send))
                 return -1;
         } else if ((f & F_IP2P) && nbp_linkable(P, ev)) {
-            if (link_nbp(P, r, w, it, ev))
+            if (link_nbp(P, r, it, ev))
                 return -1;
         } else if ((f & F_IP2P) && anysrc_irecv(P, ev)) {
-            if (anysrc_post(P, r, w, it, ev))
+            if (anysrc_post(P, r, it, ev))
                 return -1;
         } else if (sr_n) {
             it->doff = sr_off;
             it->dn = sr_n;
-            if (add_cd(P, r, w->n - 1))
+            if (add_cd(P, P->nit - 1))
                 return -1;
         }
     }
@@ -901,7 +879,7 @@ static int read_window(struct replay *P, int r, int first_window)
  * measured arrivals): the rounded latest measured arrival of those it waits for and its own. */
 static int64_t measured_sync(const struct replay *P, const struct winst *in, int32_t i)
 {
-    struct item *const *m = P->mp + in->off;
+    const int32_t *m = P->mem + in->off;
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root))
         return in->pa_all;
     int32_t lo = 0, hi = -1;
@@ -909,10 +887,10 @@ static int64_t measured_sync(const struct replay *P, const struct winst *in, int
         hi = i;
     else if (in->pat == CS_PAT_1TON && in->root >= 0 && i != in->root)
         lo = hi = in->root;
-    double s = m[i]->a;
+    double s = P->it[m[i]].a;
     for (int32_t j = lo; j <= hi; j++)
-        if (m[j]->a > s)
-            s = m[j]->a;
+        if (P->it[m[j]].a > s)
+            s = P->it[m[j]].a;
     return round_ns(s);
 }
 
@@ -922,29 +900,26 @@ static void resolve(struct replay *P)
 {
     for (size_t x = 0; x < P->nin; x++) {
         struct winst *in = &P->in[x];
-        const struct wmem *mem = P->mem + in->off;
-        struct item **m = P->mp + in->off;
+        const int32_t *m = P->mem + in->off;
         if (in->broken || in->seen != in->n) {
             /* A member outside this window (or a broken sequence): the members present keep
              * their measured times. */
             for (int32_t i = 0; i < in->n; i++)
-                if (mem[i].r >= 0) {
-                    P->w[mem[i].r].it[mem[i].i].inst = -1;
+                if (m[i] >= 0) {
+                    P->it[m[i]].inst = -1;
                     P->cut++;
                 }
             continue;
         }
-        for (int32_t i = 0; i < in->n; i++)
-            m[i] = &P->w[mem[i].r].it[mem[i].i];
         /* members waiting for all members sync at the latest measured arrival */
-        double all = m[0]->a;
+        double all = P->it[m[0]].a;
         for (int32_t i = 1; i < in->n; i++)
-            if (m[i]->a > all)
-                all = m[i]->a;
+            if (P->it[m[i]].a > all)
+                all = P->it[m[i]].a;
         in->pa_all = round_ns(all);
         double t = 0;
         for (int32_t i = 0; i < in->n; i++) {
-            struct item *it = m[i];
+            struct item *it = &P->it[m[i]];
             if (it->init)
                 continue;
             it->x = it->e - (double)measured_sync(P, in, i);
@@ -957,20 +932,19 @@ static void resolve(struct replay *P)
         double best = b ? (double)(b - 1) : t;
         double f = t > 0 && best < t ? best / t : 1;
         for (int32_t i = 0; i < in->n; i++)
-            m[i]->scale = f;
+            P->it[m[i]].scale = f;
     }
     /* Completion calls wait for the members their collectives' patterns wait for. */
     for (size_t c = 0; c < P->ncd; c++) {
-        struct wrank *w = &P->w[P->cd[c].r];
-        struct item *it = &w->it[P->cd[c].i];
+        struct item *it = &P->it[P->cd[c]];
         double s = it->a;
         for (int32_t d = 0; d < it->dn; d++) {
             struct wdep *dp = &P->dep[it->doff + d];
             if (dp->inst == DEP_P2P) {
                 /* The partner's arrival, unless it came after this completion ended (an
                  * eager send completes without its receive; or a clock error). */
-                const struct item *ini = &w->it[dp->idx];
-                const struct item *o = ini->pr >= 0 ? &P->w[ini->pr].it[ini->pi] : NULL;
+                const struct item *ini = &P->it[dp->idx];
+                const struct item *o = ini->pg >= 0 ? &P->it[ini->pg] : NULL;
                 if (!o || o->a > it->e)
                     dp->inst = -1;
                 else if (o->a > s)
@@ -1013,83 +987,106 @@ static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct 
     }
 }
 
+/* The latest arrival of all members of in, rounded, in every scenario (once all arrived). */
+static void inst_all(struct replay *P, struct winst *in)
+{
+    const int32_t *m = P->mem + in->off;
+    double mx[SC_N];
+    memcpy(mx, P->it[m[0]].A, sizeof mx);
+    for (int32_t j = 1; j < in->n; j++)
+        lanes_max(mx, P->it[m[j]].A);
+    lanes_round(in->all_max, mx);
+    in->all_known = 1;
+}
+
 /* The replayed sync point of member idx of instance in, in every scenario (cs__whatif_sync over
- * the rounded replayed arrivals), into *out: 1, or 0 while an arrival it waits for is not known.
+ * the rounded replayed arrivals), into out: 1, or 0 while an arrival it waits for is not known.
  * A member waiting for all members (pattern NxN, the root of N-to-1) needs all n arrivals:
  * counted, and their maxima computed once per instance instead of scanned for every member and
  * retry. */
-static int inst_sync(struct replay *P, struct winst *in, int32_t idx, v4d *out)
+static inline int inst_sync(struct replay *P, struct winst *in, int32_t idx, double out[SC_N])
 {
-    struct item *const *m = P->mp + in->off;
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root)) {
         if (in->narr < in->n)
             return 0;
-        if (!in->all_known) {
-            v4d mx = m[0]->A;
-            for (int32_t j = 1; j < in->n; j++)
-                mx = vmax(mx, m[j]->A);
-            in->all_max = round4(mx);
-            in->all_known = 1;
-        }
-        *out = in->all_max;
+        if (!in->all_known)
+            inst_all(P, in);
+        memcpy(out, in->all_max, sizeof in->all_max);
         return 1;
     }
+    const int32_t *m = P->mem + in->off;
     int32_t lo = 0, hi = -1;
     if (in->pat == CS_PAT_PREFIX)
         hi = idx;
     else if (in->pat == CS_PAT_1TON && in->root >= 0 && idx != in->root)
         lo = hi = in->root;
-    v4d s = m[idx]->A;
+    double s[SC_N];
+    memcpy(s, P->it[m[idx]].A, sizeof s);
     for (int32_t j = lo; j <= hi; j++) {
-        if (!m[j]->arr)
+        if (!P->it[m[j]].arr)
             return 0;
-        s = vmax(s, m[j]->A);
+        lanes_max(s, P->it[m[j]].A);
     }
-    *out = round4(s);
+    lanes_round(out, s);
     return 1;
 }
 
-/* The item at w's cursor can finish: its end in each scenario into *E, and 1; 0 while it waits
- * for an arrival. */
-static int try_item(struct replay *P, const struct wrank *w, const struct item *it, v4d *E)
+/* The completion call it can finish: the latest of its arrival and its dependencies' sync points
+ * into S, and 1; 0 while one is not known. */
+static int done_sync(struct replay *P, const struct item *it, double S[SC_N])
+{
+    memcpy(S, it->A, sizeof it->A);
+    for (int32_t d = 0; d < it->dn; d++) {
+        const struct wdep *dp = &P->dep[it->doff + d];
+        if (dp->inst == DEP_P2P) {
+            const struct item *o = &P->it[P->it[dp->idx].pg];
+            if (!o->arr)
+                return 0;
+            lanes_max(S, o->A);
+            continue;
+        }
+        double s[SC_N];
+        if (dp->inst < 0)
+            continue;
+        if (!inst_sync(P, &P->in[dp->inst], dp->idx, s))
+            return 0;
+        lanes_max(S, s);
+    }
+    return 1;
+}
+
+/* The item at w's cursor can finish: its end in each scenario into w->R, and 1; 0 while it
+ * waits for an arrival. */
+static inline int try_item(struct replay *P, struct wrank *w, const struct item *it)
 {
     int forced = w->cur_forced;
-    v4d S = it->A;
+    double S[SC_N];
     if (forced || it->init || it->nbp) {
-        /* waits for nothing */
+        memcpy(S, it->A, sizeof S); /* waits for nothing */
     } else if (it->dn) {
-        for (int32_t d = 0; d < it->dn; d++) {
-            const struct wdep *dp = &P->dep[it->doff + d];
-            if (dp->inst == DEP_P2P) {
-                const struct item *ini = &w->it[dp->idx];
-                const struct item *o = &P->w[ini->pr].it[ini->pi];
-                if (!o->arr)
-                    return 0;
-                S = vmax(S, o->A);
-                continue;
-            }
-            v4d s;
-            if (dp->inst < 0)
-                continue;
-            if (!inst_sync(P, &P->in[dp->inst], dp->idx, &s))
-                return 0;
-            S = vmax(S, s);
-        }
-    } else if (it->inst >= 0) {
-        if (!inst_sync(P, &P->in[it->inst], it->idx, &S))
+        if (!done_sync(P, it, S))
             return 0;
-    } else if (it->pr >= 0) {
-        const struct item *o = &P->w[it->pr].it[it->pi];
+    } else if (it->inst >= 0) {
+        if (!inst_sync(P, &P->in[it->inst], it->idx, S))
+            return 0;
+    } else if (it->pg >= 0) {
+        const struct item *o = &P->it[it->pg];
         if (!o->arr)
             return 0;
-        S = vmax(S, o->A);
+        memcpy(S, it->A, sizeof S);
+        lanes_max(S, o->A);
+    } else {
+        memcpy(S, it->A, sizeof S);
     }
     double x = forced ? it->e - it->a : it->x;
     /* full overlap: no time after the dependencies for communication calls; best bandwidth:
      * a collective member's scaled */
-    double xb = it->inst >= 0 && !it->init && !forced ? x * it->scale : x;
-    v4d xs = {x, x, it->comm ? 0 : x, xb};
-    *E = vmax(it->A, S + xs);
+    double xs[SC_N] = {x, x, it->comm ? 0 : x,
+                       it->inst >= 0 && !it->init && !forced ? x * it->scale : x};
+    for (int sc = 0; sc < SC_N; sc++) {
+        double e = S[sc] + xs[sc];
+        w->R[sc] = e > it->A[sc] ? e : it->A[sc];
+    }
     return 1;
 }
 
@@ -1097,34 +1094,37 @@ static int try_item(struct replay *P, const struct wrank *w, const struct item *
 static void replay_window(struct replay *P, int k)
 {
     for (int r = 0; r < P->world; r++) {
-        P->w[r].cur = 0;
+        P->w[r].cur = P->w[r].off;
         P->w[r].cur_forced = 0;
     }
     for (;;) {
         int progress = 0, left = 0;
         for (int r = 0; r < P->world; r++) {
             struct wrank *w = &P->w[r];
-            while (w->cur < w->n) {
-                struct item *it = &w->it[w->cur];
+            size_t end = w->off + w->n;
+            while (w->cur < end) {
+                struct item *it = &P->it[w->cur];
                 if (!it->arr) {
                     it->arr = 1;
-                    it->A = w->R + it->gap * (w->cur == 0 ? w->fv_prev : w->fv_cur);
+                    const double *f = w->cur == w->off ? w->fv_prev : w->fv_cur;
+                    double A[SC_N];
+                    for (int sc = 0; sc < SC_N; sc++)
+                        A[sc] = w->R[sc] + it->gap * f[sc];
+                    memcpy(it->A, A, sizeof A);
                     if (it->bnd)
                         for (int sc = 0; sc < SC_N; sc++)
-                            mark(P, w, sc, k, it, it->A[sc]);
+                            mark(P, w, sc, k, it, A[sc]);
                     if (it->inst >= 0)
                         P->in[it->inst].narr++;
                     progress = 1;
                 }
-                v4d E;
-                if (!try_item(P, w, it, &E))
+                if (!try_item(P, w, it))
                     break;
-                w->R = E;
                 w->cur++;
                 w->cur_forced = 0;
                 progress = 1;
             }
-            left |= w->cur < w->n;
+            left |= w->cur < end;
         }
         if (!left)
             break;
@@ -1133,7 +1133,7 @@ static void replay_window(struct replay *P, int k)
             struct wrank *cut = NULL;
             for (int r = 0; r < P->world; r++) {
                 struct wrank *w = &P->w[r];
-                if (w->cur < w->n && (!cut || w->it[w->cur].a < cut->it[cut->cur].a))
+                if (w->cur < w->off + w->n && (!cut || P->it[w->cur].a < P->it[cut->cur].a))
                     cut = w;
             }
             cut->cur_forced = 1;
@@ -1173,20 +1173,19 @@ static void straggler_factors(struct replay *P, int k)
         struct wrank *w = &P->w[r];
         if (w->n && k >= 0 && w->comp > 0)
             w->f_cur = med / w->comp;
-        w->fv_prev = (v4d){1, w->f_prev, 1, 1};
-        w->fv_cur = (v4d){1, w->f_cur, 1, 1};
+        for (int sc = 0; sc < SC_N; sc++) {
+            w->fv_prev[sc] = sc == SC_NOSTRAG ? w->f_prev : 1;
+            w->fv_cur[sc] = sc == SC_NOSTRAG ? w->f_cur : 1;
+        }
     }
 }
 
 static void replay_free(struct replay *P)
 {
-    if (P->w)
-        for (int r = 0; r < P->world; r++)
-            free(P->w[r].it);
     free(P->w);
+    free(P->it);
     free(P->in);
     free(P->mem);
-    free(P->mp);
     free(P->dep);
     free(P->ch);
     free(P->nd);
@@ -1221,7 +1220,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     }
     rc |= wt_init(&P.inst_t) | wt_init(&P.chan_t) | wt_init(&P.req_t) | wt_init(&P.comm_t) |
           wt_init(&P.best_t);
-    if (!P.w || !P.cnt || !P.med || rc || pool_grow(&P, 256)) {
+    if (!P.w || !P.cnt || !P.med || rc) {
         replay_free(&P);
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
         return;
@@ -1249,7 +1248,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         wt_clear(&P.inst_t);
         wt_clear(&P.chan_t);
         wt_clear(&P.req_t);
-        P.nin = P.npool = P.ndep = P.nch = P.nnd = P.ncd = 0;
+        P.nit = P.nin = P.npool = P.ndep = P.nch = P.nnd = P.ncd = 0;
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             rc = read_window(&P, r, k < 0);
