@@ -160,11 +160,10 @@ struct item {
     double a, e;        /* measured, ns after the run's origin */
     double gap;         /* a minus the previous item's e */
     double x;           /* measured time after its dependencies were met */
-    double scale;       /* best-bandwidth factor of x */
     int32_t inst;       /* collective instance in the window, -1 none */
-    int32_t idx;        /* comm rank in it */
     int32_t pg;         /* point-to-point partner item (in P->it) waited for, -1 none */
-    int32_t doff, dn;   /* completion call: its dependencies P->dep[doff .. doff + dn) */
+    int32_t dn, doff;   /* completion call: its dependencies P->dep[doff .. doff + dn) */
+    int32_t idx;        /* comm rank in the instance */
     uint16_t op;
     unsigned char comm; /* a communication call */
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
@@ -197,6 +196,9 @@ struct wrank {
      * be, so this replaces a per-item flag */
     int cur_forced;
     struct cs__clock_memo clkm; /* cs__clock_map_near over the rank's stream */
+    /* the same memo as one offset: local times clo..chi map to t + coq (no overflow there) */
+    uint64_t clo, chi;
+    int64_t coq;
     /* the rank's comm rank in its last communicators (run->my_rank lookups; INT32_MIN none) */
     struct wcc {
         uint64_t id;
@@ -213,6 +215,7 @@ struct winst {
     int broken;
     size_t off; /* its members' items in P->mem */
     int64_t pa_all; /* the latest measured arrival, rounded (resolve) */
+    double scale;   /* best-bandwidth factor of its members' x (resolve) */
     /* replay state: members whose replayed arrival is known, and (when all are) the latest of
      * them in each scenario, rounded, which every member waiting for all members syncs at */
     int32_t narr;
@@ -483,7 +486,7 @@ static inline int32_t inst_of(struct replay *P, const struct cs_event *ev)
 /* A new item of rank w at the end of the window: measured arrival a and end e, the gap since
  * the previous item's end, x = e - a, no dependency yet.  NULL out of memory. */
 static inline struct item *add_item(struct replay *P, struct wrank *w, double a, double e,
-                                    uint16_t op, int comm)
+                                    uint16_t op, int comm, int bnd)
 {
     if (P->nit == P->capit &&
         (P->nit >= INT32_MAX ||
@@ -494,15 +497,12 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     it->e = e;
     it->gap = a - w->prev_e;
     it->x = e - a;
-    it->scale = 1;
-    it->inst = -1;
-    it->idx = 0;
-    it->pg = -1;
-    it->doff = it->dn = 0;
+    it->inst = it->pg = -1;
+    it->dn = 0;
     it->op = op;
     it->comm = (unsigned char)comm;
     it->init = it->nbp = it->arr = 0;
-    it->bnd = 0;
+    it->bnd = (signed char)bnd;
     if (w->n++)
         w->comp += it->gap;
     w->prev_e = e;
@@ -651,7 +651,7 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
 {
     if (cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return -1;
-    struct item *it = add_item(P, w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1);
+    struct item *it = add_item(P, w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1, 0);
     if (!it)
         return -1;
     it->nbp = 1;
@@ -690,6 +690,48 @@ static inline unsigned flags_of(const struct replay *P, unsigned op)
     return op < CS_OP_MAX ? P->fl[op] : op_flags(P->S, op);
 }
 
+/* The rank's clock memo as one offset (w->clo, w->chi, w->coq) after cs__clock_map_near filled
+ * it: t in lo..hi (within 0..INT64_MAX) maps to (t + o0) + q, and when neither end overflows, no
+ * t between does, so that is t + (o0 + q).  Empty when the memo is not used (one sample). */
+static void clock_fast(struct wrank *w, const struct cs__clock *c)
+{
+    const struct cs__clock_memo *m = &w->clkm;
+    int64_t x;
+    w->clo = 1;
+    w->chi = 0;
+    if (c->valid < 2 || !m->ok || m->lo > m->hi || m->hi > INT64_MAX ||
+        __builtin_add_overflow(c->o0, m->q, &w->coq) ||
+        __builtin_add_overflow((int64_t)m->lo, c->o0, &x) || __builtin_add_overflow(x, m->q, &x) ||
+        __builtin_add_overflow((int64_t)m->hi, c->o0, &x) || __builtin_add_overflow(x, m->q, &x))
+        return;
+    w->clo = m->lo;
+    w->chi = m->hi;
+}
+
+/* cs__clock_map_near(t) over rank w's stream; same results. */
+static inline int64_t map_t(struct wrank *w, const struct cs__clock *c, uint64_t t)
+{
+    if (t >= w->clo && t <= w->chi)
+        return (int64_t)t + w->coq;
+    int64_t r = cs__clock_map_near(&w->clkm, c, t);
+    clock_fast(w, c);
+    return r;
+}
+
+/* The same for an event's begin and end, which nearly always share the memo. */
+static inline void map_event(struct wrank *w, const struct cs__clock *c, const struct cs_event *ev,
+                             int64_t *a, int64_t *e)
+{
+    uint64_t tb = ev->t_begin, te = ev->t_end;
+    if (tb >= w->clo && te <= w->chi && tb <= te) {
+        *a = (int64_t)tb + w->coq;
+        *e = (int64_t)te + w->coq;
+        return;
+    }
+    *a = map_t(w, c, tb);
+    *e = map_t(w, c, te);
+}
+
 /* A request completed (record ev of rank r): the completion call just before it completed it,
  * a dependency of that call.  0, or -1 out of memory. */
 static int done_record(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
@@ -709,8 +751,7 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
     struct item *last = &P->it[P->nit - 1];
     if (!(flags_of(P, last->op) & F_WAIT))
         return 0;
-    double te =
-        (double)cs__clock_map_near(&w->clkm, &P->run->ranks[r].clk, ev->t_end) - P->origin;
+    double te = (double)map_t(w, &P->run->ranks[r].clk, ev->t_end) - P->origin;
     if (te != last->e || (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
         cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return 0;
@@ -725,20 +766,6 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
     else
         P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
     return 0;
-}
-
-/* cs__clock_map_near of an event's begin and end: when both share the memo's correction (nearly
- * always), without asking twice.  Same results. */
-static inline void map_event(struct cs__clock_memo *m, const struct cs__clock *c,
-                             const struct cs_event *ev, int64_t *a, int64_t *e)
-{
-    uint64_t tb = ev->t_begin, te = ev->t_end;
-    if (c->valid >= 2 && m->ok && tb >= m->lo && te <= m->hi && tb <= te &&
-        !__builtin_add_overflow((int64_t)tb, c->o0, a) && !__builtin_add_overflow(*a, m->q, a) &&
-        !__builtin_add_overflow((int64_t)te, c->o0, e) && !__builtin_add_overflow(*e, m->q, e))
-        return;
-    *a = cs__clock_map_near(m, c, tb);
-    *e = cs__clock_map_near(m, c, te);
 }
 
 /* A collective event ev of rank r (item it): its instance member, and the request of a
@@ -813,7 +840,7 @@ static int read_window(struct replay *P, int r, int first_window)
             continue;
         }
         int64_t ta, te;
-        map_event(&w->clkm, &rk->clk, ev, &ta, &te);
+        map_event(w, &rk->clk, ev, &ta, &te);
         double a = (double)ta - P->origin;
         double e = (double)te - P->origin;
         if (e < a)
@@ -841,10 +868,9 @@ static int read_window(struct replay *P, int r, int first_window)
         int32_t sr_off = 0, sr_n = 0;
         if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
             return -1;
-        struct item *it = add_item(P, w, a, e, ev->op, (f & F_COMM) != 0);
+        struct item *it = add_item(P, w, a, e, ev->op, (f & F_COMM) != 0, b);
         if (!it)
             return -1;
-        it->bnd = (signed char)b;
         if (ev->op == CS_OP_FINALIZE && !w->fin_seen) {
             w->fin_seen = 1;
             if (!it->bnd)
@@ -931,8 +957,7 @@ static void resolve(struct replay *P)
         uint64_t b = best_of(P, in->op, comm_cls(P, in->comm), in->bytes);
         double best = b ? (double)(b - 1) : t;
         double f = t > 0 && best < t ? best / t : 1;
-        for (int32_t i = 0; i < in->n; i++)
-            P->it[m[i]].scale = f;
+        in->scale = f;
     }
     /* Completion calls wait for the members their collectives' patterns wait for. */
     for (size_t c = 0; c < P->ncd; c++) {
@@ -1060,33 +1085,47 @@ static int done_sync(struct replay *P, const struct item *it, double S[SC_N])
 static inline int try_item(struct replay *P, struct wrank *w, const struct item *it)
 {
     int forced = w->cur_forced;
-    double S[SC_N];
+    double t[SC_N];
+    const double *S = it->A; /* the sync point in each scenario */
+    double scale = 1;
     if (forced || it->init || it->nbp) {
-        memcpy(S, it->A, sizeof S); /* waits for nothing */
+        /* waits for nothing */
     } else if (it->dn) {
-        if (!done_sync(P, it, S))
+        if (!done_sync(P, it, t))
             return 0;
+        S = t;
     } else if (it->inst >= 0) {
-        if (!inst_sync(P, &P->in[it->inst], it->idx, S))
-            return 0;
+        struct winst *in = &P->in[it->inst];
+        scale = in->scale;
+        if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && it->idx == in->root)) {
+            if (in->narr < in->n)
+                return 0;
+            if (!in->all_known)
+                inst_all(P, in);
+            S = in->all_max;
+        } else {
+            if (!inst_sync(P, in, it->idx, t))
+                return 0;
+            S = t;
+        }
     } else if (it->pg >= 0) {
         const struct item *o = &P->it[it->pg];
         if (!o->arr)
             return 0;
-        memcpy(S, it->A, sizeof S);
-        lanes_max(S, o->A);
-    } else {
-        memcpy(S, it->A, sizeof S);
+        for (int sc = 0; sc < SC_N; sc++)
+            t[sc] = o->A[sc] > it->A[sc] ? o->A[sc] : it->A[sc];
+        S = t;
     }
     double x = forced ? it->e - it->a : it->x;
     /* full overlap: no time after the dependencies for communication calls; best bandwidth:
      * a collective member's scaled */
-    double xs[SC_N] = {x, x, it->comm ? 0 : x,
-                       it->inst >= 0 && !it->init && !forced ? x * it->scale : x};
+    double xs[SC_N] = {x, x, it->comm ? 0 : x, it->inst >= 0 && !it->init && !forced ? x * scale : x};
+    double E[SC_N];
     for (int sc = 0; sc < SC_N; sc++) {
         double e = S[sc] + xs[sc];
-        w->R[sc] = e > it->A[sc] ? e : it->A[sc];
+        E[sc] = e > it->A[sc] ? e : it->A[sc];
     }
+    memcpy(w->R, E, sizeof E);
     return 1;
 }
 
@@ -1235,6 +1274,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         struct cs__rank *rk = &run->ranks[r];
         P.w[r].done = !rk->present;
         P.w[r].f_cur = P.w[r].f_prev = 1;
+        P.w[r].clo = 1; /* the clock memo is empty */
         for (int sc = 0; sc < SC_N; sc++)
             P.w[r].open_step[sc] = -1;
         if (!rk->present)
