@@ -109,16 +109,26 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
     enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     int64_t t = 0;
     uint64_t bytes = 0;
-    int ok;
-    /* Members waiting for all members sync at the latest arrival: found once, not per member. */
-    int64_t all = in->arr[0];
+    /* s_i of cs__whatif_sync for every member in one pass: members waiting for all members sync
+     * at the latest arrival (found once), prefix members at the running maximum, non-roots of
+     * 1-to-N at the later of theirs and the root's, the others at their own. */
+    int64_t all = in->arr[0], pre = in->arr[0];
     for (int32_t i = 1; i < in->n; i++)
         if (in->arr[i] > all)
             all = in->arr[i];
+    int64_t root_arr = pat == CS_PAT_1TON && in->root >= 0 && in->root < in->n ? in->arr[in->root]
+                                                                              : INT64_MIN;
     for (int32_t i = 0; i < in->n; i++) {
-        int64_t s = pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)
-                        ? all
-                        : cs__whatif_sync(pat, in->root, in->n, in->arr, NULL, i, &ok);
+        int64_t s = in->arr[i];
+        if (pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)) {
+            s = all;
+        } else if (pat == CS_PAT_PREFIX) {
+            if (s > pre)
+                pre = s;
+            s = pre;
+        } else if (root_arr > s) {
+            s = root_arr;
+        }
         int64_t x = in->end[i] - s;
         if (x > t)
             t = x;
@@ -214,7 +224,8 @@ struct winst {
     int32_t n, root, seen;
     int broken;
     size_t off; /* its members' items in P->mem */
-    int64_t pa_all; /* the latest measured arrival, rounded (resolve) */
+    double amax;    /* the latest measured arrival of the members read */
+    int64_t pa_all; /* the same rounded (resolve) */
     double scale;   /* best-bandwidth factor of its members' x (resolve) */
     /* replay state: members whose replayed arrival is known, and (when all are) the latest of
      * them in each scenario, rounded, which every member waiting for all members syncs at */
@@ -462,6 +473,7 @@ static int32_t inst_new(struct replay *P, const struct cs_event *ev, uint64_t *v
     w->n = n;
     w->root = -1;
     w->seen = 0;
+    w->amax = -HUGE_VAL;
     w->broken = 0;
     w->off = P->npool;
     w->narr = 0;
@@ -797,6 +809,8 @@ static int coll_item(struct replay *P, int r, struct wrank *w, struct item *it,
     if (by > in->bytes)
         in->bytes = by;
     in->seen++;
+    if (it->a > in->amax)
+        in->amax = it->a;
     it->inst = x;
     it->idx = idx;
     if (f & F_ICOLL) {
@@ -938,11 +952,7 @@ static void resolve(struct replay *P)
             continue;
         }
         /* members waiting for all members sync at the latest measured arrival */
-        double all = P->it[m[0]].a;
-        for (int32_t i = 1; i < in->n; i++)
-            if (P->it[m[i]].a > all)
-                all = P->it[m[i]].a;
-        in->pa_all = round_ns(all);
+        in->pa_all = round_ns(in->amax);
         double t = 0;
         for (int32_t i = 0; i < in->n; i++) {
             struct item *it = &P->it[m[i]];
