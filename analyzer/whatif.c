@@ -143,30 +143,46 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 
 /* ---- the replay ---- */
 
-/* The four scenarios are replayed side by side: per item, each scenario's numbers are one lane of
- * a double[SC_N], and the loops over the lanes do the IEEE operations the scenarios need in the
- * same order as one scenario at a time would (the compiler turns them into SIMD instructions;
- * that changes no result). */
+/* The four scenarios are replayed side by side: per item, each scenario's numbers are one lane
+ * of a struct lanes (two GCC vectors of two doubles: SSE2 on x86-64, NEON on aarch64), and every
+ * lane does the IEEE operations its scenario needs in the same order as one scenario at a time
+ * would, so the results are the same bit for bit (no fused multiply-add on x86-64). */
+_Static_assert(SC_N == 4, "struct lanes holds the four scenarios");
+typedef double v2d __attribute__((vector_size(2 * sizeof(double))));
+struct lanes {
+    v2d v[2]; /* scenarios 0, 1 and 2, 3 */
+};
+#define LANE(l, sc) ((l).v[(sc) >> 1][(sc)&1])
 
-/* Per lane: s = b where b > s (if (b > s) s = b). */
-static inline void lanes_max(double s[SC_N], const double b[SC_N])
+/* Per lane: b where b > a, else a (if (b > a) a = b); written per element, which compiles to
+ * maxsd (a vector mask would cost more). */
+static inline v2d vmax(v2d a, v2d b)
 {
-    for (int sc = 0; sc < SC_N; sc++)
-        s[sc] = b[sc] > s[sc] ? b[sc] : s[sc];
+    v2d r;
+    r[0] = b[0] > a[0] ? b[0] : a[0];
+    r[1] = b[1] > a[1] ? b[1] : a[1];
+    return r;
+}
+
+static inline struct lanes lanes_max(struct lanes a, struct lanes b)
+{
+    return (struct lanes){{vmax(a.v[0], b.v[0]), vmax(a.v[1], b.v[1])}};
 }
 
 /* Sync points are the latest of the rounded arrivals waited for (cs__whatif_sync).  Rounding is
  * monotonic, so that is the rounded latest arrival: found in doubles and rounded once. */
-static inline void lanes_round(double r[SC_N], const double x[SC_N])
+static inline struct lanes lanes_round(struct lanes x)
 {
+    struct lanes r;
     for (int sc = 0; sc < SC_N; sc++)
-        r[sc] = (double)round_ns(x[sc]);
+        LANE(r, sc) = (double)round_ns(LANE(x, sc));
+    return r;
 }
 
 /* The items of a window: all ranks' in one array (P->it), rank by rank in program order, each
  * rank's in P->it[w->off .. w->off + w->n). */
 struct item {
-    double A[SC_N];     /* replayed arrival in each scenario, once arr is set */
+    struct lanes A;     /* replayed arrival in each scenario, once arr is set */
     double a, e;        /* measured, ns after the run's origin */
     double gap;         /* a minus the previous item's e */
     double x;           /* measured time after its dependencies were met */
@@ -192,10 +208,10 @@ struct wrank {
     uint64_t occ;
     double comp; /* compute of the window: its gaps after the first item, in order, + next_gap */
     double next_gap, f_cur, f_prev;
-    double fv_cur[SC_N], fv_prev[SC_N]; /* {1, f, 1, 1}: the gap factor in each scenario */
+    struct lanes fv_cur, fv_prev; /* {1, f, 1, 1}: the gap factor in each scenario */
     int fin_seen;
     /* per scenario, carried across windows */
-    double R[SC_N]; /* the replayed end of the rank's last finished item */
+    struct lanes R; /* the replayed end of the rank's last finished item */
     double open_at[SC_N];
     int open_step[SC_N];
     /* The scenarios are replayed together: which item can finish when depends on which
@@ -231,7 +247,7 @@ struct winst {
      * them in each scenario, rounded, which every member waiting for all members syncs at */
     int32_t narr;
     int all_known;
-    double all_max[SC_N];
+    struct lanes all_max;
 };
 
 /* A small open-addressing table (keys (k1, k2, k3) -> v) for what one window needs (its
@@ -863,7 +879,7 @@ static int read_window(struct replay *P, int r, int first_window)
             w->started = 1;
             w->prev_e = a;
             for (int sc = 0; sc < SC_N; sc++)
-                w->R[sc] = a;
+                LANE(w->R, sc) = a;
         }
         int b = 1;
         if (!was_peek) {
@@ -1026,27 +1042,26 @@ static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct 
 static void inst_all(struct replay *P, struct winst *in)
 {
     const int32_t *m = P->mem + in->off;
-    double mx[SC_N];
-    memcpy(mx, P->it[m[0]].A, sizeof mx);
+    struct lanes mx = P->it[m[0]].A;
     for (int32_t j = 1; j < in->n; j++)
-        lanes_max(mx, P->it[m[j]].A);
-    lanes_round(in->all_max, mx);
+        mx = lanes_max(mx, P->it[m[j]].A);
+    in->all_max = lanes_round(mx);
     in->all_known = 1;
 }
 
 /* The replayed sync point of member idx of instance in, in every scenario (cs__whatif_sync over
- * the rounded replayed arrivals), into out: 1, or 0 while an arrival it waits for is not known.
+ * the rounded replayed arrivals), into *out: 1, or 0 while an arrival it waits for is not known.
  * A member waiting for all members (pattern NxN, the root of N-to-1) needs all n arrivals:
  * counted, and their maxima computed once per instance instead of scanned for every member and
  * retry. */
-static inline int inst_sync(struct replay *P, struct winst *in, int32_t idx, double out[SC_N])
+static inline int inst_sync(struct replay *P, struct winst *in, int32_t idx, struct lanes *out)
 {
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root)) {
         if (in->narr < in->n)
             return 0;
         if (!in->all_known)
             inst_all(P, in);
-        memcpy(out, in->all_max, sizeof in->all_max);
+        *out = in->all_max;
         return 1;
     }
     const int32_t *m = P->mem + in->off;
@@ -1055,37 +1070,36 @@ static inline int inst_sync(struct replay *P, struct winst *in, int32_t idx, dou
         hi = idx;
     else if (in->pat == CS_PAT_1TON && in->root >= 0 && idx != in->root)
         lo = hi = in->root;
-    double s[SC_N];
-    memcpy(s, P->it[m[idx]].A, sizeof s);
+    struct lanes s = P->it[m[idx]].A;
     for (int32_t j = lo; j <= hi; j++) {
         if (!P->it[m[j]].arr)
             return 0;
-        lanes_max(s, P->it[m[j]].A);
+        s = lanes_max(s, P->it[m[j]].A);
     }
-    lanes_round(out, s);
+    *out = lanes_round(s);
     return 1;
 }
 
 /* The completion call it can finish: the latest of its arrival and its dependencies' sync points
- * into S, and 1; 0 while one is not known. */
-static int done_sync(struct replay *P, const struct item *it, double S[SC_N])
+ * into *S, and 1; 0 while one is not known. */
+static int done_sync(struct replay *P, const struct item *it, struct lanes *S)
 {
-    memcpy(S, it->A, sizeof it->A);
+    *S = it->A;
     for (int32_t d = 0; d < it->dn; d++) {
         const struct wdep *dp = &P->dep[it->doff + d];
         if (dp->inst == DEP_P2P) {
             const struct item *o = &P->it[P->it[dp->idx].pg];
             if (!o->arr)
                 return 0;
-            lanes_max(S, o->A);
+            *S = lanes_max(*S, o->A);
             continue;
         }
-        double s[SC_N];
+        struct lanes s;
         if (dp->inst < 0)
             continue;
-        if (!inst_sync(P, &P->in[dp->inst], dp->idx, s))
+        if (!inst_sync(P, &P->in[dp->inst], dp->idx, &s))
             return 0;
-        lanes_max(S, s);
+        *S = lanes_max(*S, s);
     }
     return 1;
 }
@@ -1095,15 +1109,15 @@ static int done_sync(struct replay *P, const struct item *it, double S[SC_N])
 static inline int try_item(struct replay *P, struct wrank *w, const struct item *it)
 {
     int forced = w->cur_forced;
-    double t[SC_N];
-    const double *S = it->A; /* the sync point in each scenario */
+    struct lanes t;
+    const struct lanes *S = &it->A; /* the sync point in each scenario */
     double scale = 1;
     if (forced || it->init || it->nbp) {
         /* waits for nothing */
     } else if (it->dn) {
-        if (!done_sync(P, it, t))
+        if (!done_sync(P, it, &t))
             return 0;
-        S = t;
+        S = &t;
     } else if (it->inst >= 0) {
         struct winst *in = &P->in[it->inst];
         scale = in->scale;
@@ -1112,30 +1126,25 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
                 return 0;
             if (!in->all_known)
                 inst_all(P, in);
-            S = in->all_max;
+            S = &in->all_max;
         } else {
-            if (!inst_sync(P, in, it->idx, t))
+            if (!inst_sync(P, in, it->idx, &t))
                 return 0;
-            S = t;
+            S = &t;
         }
     } else if (it->pg >= 0) {
         const struct item *o = &P->it[it->pg];
         if (!o->arr)
             return 0;
-        for (int sc = 0; sc < SC_N; sc++)
-            t[sc] = o->A[sc] > it->A[sc] ? o->A[sc] : it->A[sc];
-        S = t;
+        t = lanes_max(it->A, o->A);
+        S = &t;
     }
     double x = forced ? it->e - it->a : it->x;
     /* full overlap: no time after the dependencies for communication calls; best bandwidth:
      * a collective member's scaled */
-    double xs[SC_N] = {x, x, it->comm ? 0 : x, it->inst >= 0 && !it->init && !forced ? x * scale : x};
-    double E[SC_N];
-    for (int sc = 0; sc < SC_N; sc++) {
-        double e = S[sc] + xs[sc];
-        E[sc] = e > it->A[sc] ? e : it->A[sc];
-    }
-    memcpy(w->R, E, sizeof E);
+    v2d x01 = {x, x}, x23 = {it->comm ? 0 : x, it->inst >= 0 && !it->init && !forced ? x * scale : x};
+    w->R.v[0] = vmax(it->A.v[0], S->v[0] + x01);
+    w->R.v[1] = vmax(it->A.v[1], S->v[1] + x23);
     return 1;
 }
 
@@ -1155,14 +1164,12 @@ static void replay_window(struct replay *P, int k)
                 struct item *it = &P->it[w->cur];
                 if (!it->arr) {
                     it->arr = 1;
-                    const double *f = w->cur == w->off ? w->fv_prev : w->fv_cur;
-                    double A[SC_N];
-                    for (int sc = 0; sc < SC_N; sc++)
-                        A[sc] = w->R[sc] + it->gap * f[sc];
-                    memcpy(it->A, A, sizeof A);
+                    const struct lanes *f = w->cur == w->off ? &w->fv_prev : &w->fv_cur;
+                    it->A.v[0] = w->R.v[0] + it->gap * f->v[0];
+                    it->A.v[1] = w->R.v[1] + it->gap * f->v[1];
                     if (it->bnd)
                         for (int sc = 0; sc < SC_N; sc++)
-                            mark(P, w, sc, k, it, A[sc]);
+                            mark(P, w, sc, k, it, LANE(it->A, sc));
                     if (it->inst >= 0)
                         P->in[it->inst].narr++;
                     progress = 1;
@@ -1223,8 +1230,8 @@ static void straggler_factors(struct replay *P, int k)
         if (w->n && k >= 0 && w->comp > 0)
             w->f_cur = med / w->comp;
         for (int sc = 0; sc < SC_N; sc++) {
-            w->fv_prev[sc] = sc == SC_NOSTRAG ? w->f_prev : 1;
-            w->fv_cur[sc] = sc == SC_NOSTRAG ? w->f_cur : 1;
+            LANE(w->fv_prev, sc) = sc == SC_NOSTRAG ? w->f_prev : 1;
+            LANE(w->fv_cur, sc) = sc == SC_NOSTRAG ? w->f_cur : 1;
         }
     }
 }
@@ -1314,7 +1321,8 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     for (int r = 0; r < run->world; r++)
         for (int sc = 0; sc < SC_N; sc++)
             if (P.w[r].open_step[sc] >= 0)
-                step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc], P.w[r].R[sc]);
+                step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc],
+                          LANE(P.w[r].R, sc));
     if (rc) {
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
     } else {
