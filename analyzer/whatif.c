@@ -229,8 +229,18 @@ struct wrank {
     struct wcc {
         uint64_t id;
         int32_t idx;
+        int32_t dir; /* its P->dir, -1 none (out of memory) */
         int ok;
     } cc[4];
+};
+
+/* The instances of a communicator in the window by sequence number, in front of P->inst_t: a
+ * rank's collectives on it come in sequence, so the window's usually form one run from base. */
+struct wdir {
+    uint32_t stamp; /* the window it describes (P->stamp); n is 0 for any other */
+    uint32_t base;
+    int32_t *inst; /* instance of seq base + i (-1 unusable) */
+    size_t n, cap;
 };
 
 struct winst {
@@ -420,7 +430,10 @@ struct replay {
      * channel, (rank, request) -> what completes it + 1; for the whole replay: (comm) ->
      * size + 1 | (class + 2) << 32 (0: not asked yet), (op | (class + 1) << 16, bytes) ->
      * S->best's value (0 none) */
-    struct wtab inst_t, chan_t, req_t, comm_t, best_t;
+    struct wtab inst_t, chan_t, req_t, comm_t, best_t, dir_t;
+    struct wdir *dir; /* by communicator (P->dir_t: comm -> index) */
+    size_t ndir, capdir;
+    uint32_t stamp; /* the window's number, for struct wdir */
     int first, end; /* timed steps [first, end) */
     double *sum[SC_N];
     int *cnt;
@@ -798,18 +811,55 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
 
 /* A collective event ev of rank r (item it): its instance member, and the request of a
  * non-blocking one.  0, or -1 out of memory. */
+/* The directory of communicator id (index in P->dir), created when new; -1 out of memory. */
+static int32_t dir_of(struct replay *P, uint64_t id)
+{
+    int fresh;
+    uint64_t *v = wt_put(&P->dir_t, id, 0, 0, &fresh);
+    if (!v)
+        return -1;
+    if (fresh) {
+        if (cs__grow((void **)&P->dir, &P->capdir, P->ndir + 1, sizeof *P->dir))
+            return -1;
+        P->dir[P->ndir] = (struct wdir){0};
+        *v = P->ndir++;
+    }
+    return (int32_t)*v;
+}
+
+/* inst_of() through the communicator's directory d (NULL none). */
+static inline int32_t inst_in(struct replay *P, struct wdir *d, const struct cs_event *ev)
+{
+    if (!d)
+        return inst_of(P, ev);
+    if (d->stamp != P->stamp) {
+        d->stamp = P->stamp;
+        d->n = 0;
+    }
+    uint32_t i = ev->seq - d->base;
+    if (i < d->n)
+        return d->inst[i];
+    int32_t x = inst_of(P, ev);
+    if (!d->n)
+        d->base = ev->seq;
+    if (ev->seq == d->base + d->n && !cs__grow((void **)&d->inst, &d->cap, d->n + 1, sizeof *d->inst))
+        d->inst[d->n++] = x;
+    return x;
+}
+
 static int coll_item(struct replay *P, int r, struct wrank *w, struct item *it,
                      const struct cs_event *ev, unsigned f)
 {
-    int32_t x = inst_of(P, ev);
     /* The rank's comm rank: its collectives cycle over a few communicators. */
     struct wcc *cc = &w->cc[(ev->comm ^ (ev->comm >> 32)) & 3];
     if (!cc->ok || cc->id != ev->comm) {
         uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
         cc->id = ev->comm;
         cc->idx = cr ? (int32_t)*cr - 1 : INT32_MIN;
+        cc->dir = dir_of(P, ev->comm);
         cc->ok = 1;
     }
+    int32_t x = inst_in(P, cc->dir >= 0 ? &P->dir[cc->dir] : NULL, ev);
     if (x < 0 || cc->idx == INT32_MIN)
         return 0;
     struct winst *in = &P->in[x];
@@ -843,7 +893,7 @@ static int coll_item(struct replay *P, int r, struct wrank *w, struct item *it,
 /* Read rank r's events of the next window into P->it.  first_window: the events before the
  * first step boundary.  Point-to-point partners are linked as they are read (the earlier of the
  * two is in this window already). */
-static int read_window(struct replay *P, int r, int first_window)
+static __attribute__((noinline)) int read_window(struct replay *P, int r, int first_window)
 {
     struct wrank *w = &P->w[r];
     struct cs__rank *rk = &P->run->ranks[r];
@@ -952,7 +1002,7 @@ static int64_t measured_sync(const struct replay *P, const struct winst *in, int
 
 /* Each collective member's x and best-bandwidth factor, cut instances, and the completion
  * calls' x (point-to-point links were resolved as they were read). */
-static void resolve(struct replay *P)
+static __attribute__((noinline)) void resolve(struct replay *P)
 {
     for (size_t x = 0; x < P->nin; x++) {
         struct winst *in = &P->in[x];
@@ -1149,7 +1199,7 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
 }
 
 /* Replay window k (-1: before the first step) in every scenario. */
-static void replay_window(struct replay *P, int k)
+static __attribute__((noinline)) void replay_window(struct replay *P, int k)
 {
     for (int r = 0; r < P->world; r++) {
         P->w[r].cur = P->w[r].off;
@@ -1251,6 +1301,10 @@ static void replay_free(struct replay *P)
     free(P->req_t.s);
     free(P->comm_t.s);
     free(P->best_t.s);
+    free(P->dir_t.s);
+    for (size_t i = 0; i < P->ndir; i++)
+        free(P->dir[i].inst);
+    free(P->dir);
     for (int sc = 0; sc < SC_N; sc++)
         free(P->sum[sc]);
     free(P->cnt);
@@ -1275,7 +1329,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         rc |= !P.sum[sc];
     }
     rc |= wt_init(&P.inst_t) | wt_init(&P.chan_t) | wt_init(&P.req_t) | wt_init(&P.comm_t) |
-          wt_init(&P.best_t);
+          wt_init(&P.best_t) | wt_init(&P.dir_t);
     if (!P.w || !P.cnt || !P.med || rc) {
         replay_free(&P);
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
@@ -1306,6 +1360,11 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         wt_clear(&P.chan_t);
         wt_clear(&P.req_t);
         P.nit = P.nin = P.npool = P.ndep = P.nch = P.nnd = P.ncd = 0;
+        if (++P.stamp == 0) { /* wrapped: no directory may look current */
+            for (size_t i = 0; i < P.ndir; i++)
+                P.dir[i].stamp = 0;
+            P.stamp = 1;
+        }
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             rc = read_window(&P, r, k < 0);
