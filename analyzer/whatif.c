@@ -154,14 +154,19 @@ struct lanes {
 };
 #define LANE(l, sc) ((l).v[(sc) >> 1][(sc)&1])
 
-/* Per lane: b where b > a, else a (if (b > a) a = b); written per element, which compiles to
- * maxsd (a vector mask would cost more). */
+/* Per lane: b where b > a, else a (if (b > a) a = b).  SSE2's maxpd is defined as exactly that
+ * (its first operand where it is greater, else the second: also for equal zeros and NaNs), and
+ * SSE2 is part of every x86-64; elsewhere element by element. */
 static inline v2d vmax(v2d a, v2d b)
 {
+#if defined(__SSE2__)
+    return __builtin_ia32_maxpd(b, a);
+#else
     v2d r;
     r[0] = b[0] > a[0] ? b[0] : a[0];
     r[1] = b[1] > a[1] ? b[1] : a[1];
     return r;
+#endif
 }
 
 static inline struct lanes lanes_max(struct lanes a, struct lanes b)
