@@ -227,8 +227,9 @@ struct wrank {
      * be, so this replaces a per-item flag */
     int cur_forced;
     struct cs__clock_memo clkm; /* cs__clock_map_near over the rank's stream */
-    /* the same memo as one offset: local times clo..chi map to t + coq (no overflow there) */
-    uint64_t clo, chi;
+    /* the same memo as one offset: local times clo..chi map to t + coq (no overflow there);
+     * cper: the length of the last range cs__clock_memo_fill found (0 none) */
+    uint64_t clo, chi, cper;
     int64_t coq;
     /* the rank's comm rank in its last communicators (run->my_rank lookups; INT32_MIN none) */
     struct wcc {
@@ -739,19 +740,36 @@ static inline unsigned flags_of(const struct replay *P, unsigned op)
 /* The rank's clock memo as one offset (w->clo, w->chi, w->coq) after cs__clock_map_near filled
  * it: t in lo..hi (within 0..INT64_MAX) maps to (t + o0) + q, and when neither end overflows, no
  * t between does, so that is t + (o0 + q).  Empty when the memo is not used (one sample). */
-static void clock_fast(struct wrank *w, const struct cs__clock *c)
+static int clock_fast(struct wrank *w, const struct cs__clock *c, uint64_t lo, uint64_t hi,
+                      int64_t q)
 {
-    const struct cs__clock_memo *m = &w->clkm;
     int64_t x;
     w->clo = 1;
     w->chi = 0;
-    if (c->valid < 2 || !m->ok || m->lo > m->hi || m->hi > INT64_MAX ||
-        __builtin_add_overflow(c->o0, m->q, &w->coq) ||
-        __builtin_add_overflow((int64_t)m->lo, c->o0, &x) || __builtin_add_overflow(x, m->q, &x) ||
-        __builtin_add_overflow((int64_t)m->hi, c->o0, &x) || __builtin_add_overflow(x, m->q, &x))
-        return;
-    w->clo = m->lo;
-    w->chi = m->hi;
+    if (c->valid < 2 || lo > hi || hi > INT64_MAX || __builtin_add_overflow(c->o0, q, &w->coq) ||
+        __builtin_add_overflow((int64_t)lo, c->o0, &x) || __builtin_add_overflow(x, q, &x) ||
+        __builtin_add_overflow((int64_t)hi, c->o0, &x) || __builtin_add_overflow(x, q, &x))
+        return 0;
+    w->clo = lo;
+    w->chi = hi;
+    return 1;
+}
+
+/* t is past the memo's range (time moves forward): the next range of corrections is about as
+ * long as the last one the memo fill found, so try [t, chi + cper] with t's correction q.  The
+ * correction is monotonic in t, so when cs__clock_corr gives q at both ends, every t between has
+ * q (and the 64-bit path, whose limits are monotonic in |t - l0| too): exact without a fill.
+ * 1 and *r, or 0 (then the memo fill does it). */
+static int clock_next(struct wrank *w, const struct cs__clock *c, uint64_t t, int64_t *r)
+{
+    int64_t q, qh;
+    uint64_t hi = w->chi + w->cper;
+    if (!w->cper || c->valid < 2 || t <= w->chi || hi < t || hi > INT64_MAX ||
+        !cs__clock_corr(c, t, &q) || !cs__clock_corr(c, hi, &qh) || qh != q ||
+        !clock_fast(w, c, t, hi, q))
+        return 0;
+    *r = (int64_t)t + w->coq;
+    return 1;
 }
 
 /* cs__clock_map_near(t) over rank w's stream; same results. */
@@ -759,8 +777,14 @@ static inline int64_t map_t(struct wrank *w, const struct cs__clock *c, uint64_t
 {
     if (t >= w->clo && t <= w->chi)
         return (int64_t)t + w->coq;
-    int64_t r = cs__clock_map_near(&w->clkm, c, t);
-    clock_fast(w, c);
+    int64_t r;
+    if (clock_next(w, c, t, &r))
+        return r;
+    r = cs__clock_map_near(&w->clkm, c, t);
+    const struct cs__clock_memo *m = &w->clkm;
+    w->cper = 0;
+    if (m->ok && clock_fast(w, c, m->lo, m->hi, m->q) && m->hi < INT64_MAX)
+        w->cper = m->hi - m->lo;
     return r;
 }
 
