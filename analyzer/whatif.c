@@ -799,7 +799,7 @@ static inline void map_event(struct wrank *w, const struct cs__clock *c, const s
         return;
     }
     *a = map_t(w, c, tb);
-    *e = map_t(w, c, te);
+    *e = te >= w->clo && te <= w->chi ? (int64_t)te + w->coq : map_t(w, c, te);
 }
 
 /* A request completed (record ev of rank r): the completion call just before it completed it,
