@@ -201,6 +201,8 @@ struct item {
     unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner pg, waits for nothing;
                          * the completion call of its request waits instead */
     unsigned char arr;  /* replayed arrival known (the item is at or before its rank's cursor) */
+    unsigned char free; /* init or nbp: waits for nothing */
+    unsigned char allw; /* a member waiting for all members (NxN, the root of N-to-1; resolve) */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
 };
 
@@ -548,7 +550,7 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     it->dn = 0;
     it->op = op;
     it->comm = (unsigned char)comm;
-    it->init = it->nbp = it->arr = 0;
+    it->init = it->nbp = it->arr = it->free = it->allw = 0;
     it->bnd = (signed char)bnd;
     if (w->n++)
         w->comp += it->gap;
@@ -633,7 +635,7 @@ static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_ev
     int send = ev->op == CS_OP_ISEND;
     int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
     int32_t g = (int32_t)(it - P->it);
-    it->nbp = 1;
+    it->nbp = it->free = 1;
     if (pair_p2p(P, g, ev->comm, ev->aux, src, dst, send))
         return -1;
     int fresh;
@@ -663,7 +665,7 @@ static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs
     uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
-    it->nbp = 1;
+    it->nbp = it->free = 1;
     *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(it - P->it)) + 1;
     return 0;
 }
@@ -701,7 +703,7 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
     struct item *it = add_item(P, w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1, 0);
     if (!it)
         return -1;
-    it->nbp = 1;
+    it->nbp = it->free = 1;
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
     int32_t g = (int32_t)(P->nit - 1);
@@ -914,7 +916,7 @@ static int coll_item(struct replay *P, int r, struct wrank *w, struct item *it,
         if (!q)
             return -1;
         *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
-        it->init = 1;
+        it->init = it->free = 1;
     }
     return 0;
 }
@@ -1051,6 +1053,7 @@ static __attribute__((noinline)) void resolve(struct replay *P)
         double t = 0;
         for (int32_t i = 0; i < in->n; i++) {
             struct item *it = &P->it[m[i]];
+            it->allw = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root);
             if (it->init)
                 continue;
             it->x = it->e - (double)measured_sync(P, in, i);
@@ -1190,8 +1193,8 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
     int forced = w->cur_forced;
     struct lanes t;
     const struct lanes *S = &it->A; /* the sync point in each scenario */
-    double scale = 1;
-    if (forced || it->init || it->nbp) {
+    double scale = 1; /* x's factor in best bandwidth: an instance member's */
+    if (forced || it->free) {
         /* waits for nothing */
     } else if (it->dn) {
         if (!done_sync(P, it, &t))
@@ -1200,7 +1203,7 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
     } else if (it->inst >= 0) {
         struct winst *in = &P->in[it->inst];
         scale = in->scale;
-        if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && it->idx == in->root)) {
+        if (it->allw) {
             if (in->narr < in->n)
                 return 0;
             if (!in->all_known)
@@ -1221,7 +1224,7 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
     double x = forced ? it->e - it->a : it->x;
     /* full overlap: no time after the dependencies for communication calls; best bandwidth:
      * a collective member's scaled */
-    v2d x01 = {x, x}, x23 = {it->comm ? 0 : x, it->inst >= 0 && !it->init && !forced ? x * scale : x};
+    v2d x01 = {x, x}, x23 = {it->comm ? 0 : x, x * scale};
     w->R.v[0] = vmax(it->A.v[0], S->v[0] + x01);
     w->R.v[1] = vmax(it->A.v[1], S->v[1] + x23);
     return 1;
