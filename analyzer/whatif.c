@@ -274,6 +274,7 @@ struct winst {
 struct wslot {
     uint64_t k1, k2, k3, v;
     uint32_t stamp, live;
+    int32_t head, tail; /* P->chan_t: the channel's waiting items (P->nd), -1 none */
 };
 struct wtab {
     struct wslot *s;
@@ -320,7 +321,9 @@ static int wt_grow(struct wtab *t)
         const struct wslot *s = &t->s[i];
         if (s->stamp != t->stamp || !s->live)
             continue;
-        *wt_slot(&g, s->k1, s->k2, s->k3) = (struct wslot){s->k1, s->k2, s->k3, s->v, 1, 1};
+        struct wslot *d = wt_slot(&g, s->k1, s->k2, s->k3);
+        *d = *s;
+        d->stamp = 1;
         g.used++;
     }
     free(t->s);
@@ -330,12 +333,13 @@ static int wt_grow(struct wtab *t)
 
 /* The value of key (k1, k2, k3); a new entry (v 0, *fresh 1) when it is absent or deleted.
  * NULL out of memory. */
-static inline uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3, int *fresh)
+static inline struct wslot *wt_putslot(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3,
+                                       int *fresh)
 {
     struct wslot *s = wt_slot(t, k1, k2, k3);
     if (s->stamp == t->stamp && s->live) {
         *fresh = 0;
-        return &s->v;
+        return s;
     }
     if (s->stamp != t->stamp) {
         if (2 * (t->used + 1) > t->cap) {
@@ -345,9 +349,15 @@ static inline uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_
         }
         t->used++;
     }
-    *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1};
+    *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1, -1, -1};
     *fresh = 1;
-    return &s->v;
+    return s;
+}
+
+static inline uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3, int *fresh)
+{
+    struct wslot *s = wt_putslot(t, k1, k2, k3, fresh);
+    return s ? &s->v : NULL;
 }
 
 /* The live entry of key (k1, k2, k3), or NULL. */
@@ -401,13 +411,10 @@ static unsigned op_flags(const struct cs__steps *S, unsigned op)
     return f;
 }
 
-/* A point-to-point channel of the window: the j-th send from src to dst with a tag on a
- * communicator matches the j-th receive at dst from src.  The items of the side that is ahead
- * wait in a FIFO (nodes in P->nd) for their partners. */
-struct wchan {
-    uint32_t ns, nr; /* sends and receives read so far */
-    int32_t head, tail;
-};
+/* A point-to-point channel of the window (its P->chan_t entry): the j-th send from src to dst
+ * with a tag on a communicator matches the j-th receive at dst from src.  v counts the sends
+ * (low half) and receives (high half) read so far; the items of the side that is ahead wait in a
+ * FIFO (nodes in P->nd, from the slot's head to its tail) for their partners. */
 struct wnode {
     int32_t item, next;
 };
@@ -428,8 +435,6 @@ struct replay {
         int32_t inst, idx;
     } * dep;
     size_t ndep, capdep;
-    struct wchan *ch;
-    size_t nch, capch;
     struct wnode *nd;
     size_t nnd, capnd;
     int32_t *cd; /* the window's completion calls (items with dependencies) */
@@ -580,19 +585,12 @@ static int pair_p2p(struct replay *P, int32_t g, uint64_t comm, int32_t tag, int
                     int32_t dst, int send)
 {
     int fresh;
-    uint64_t *v = wt_put(&P->chan_t, comm, (uint32_t)tag,
-                         (uint64_t)(uint32_t)src << 32 | (uint32_t)dst, &fresh);
-    if (!v)
+    struct wslot *c = wt_putslot(&P->chan_t, comm, (uint32_t)tag,
+                                 (uint64_t)(uint32_t)src << 32 | (uint32_t)dst, &fresh);
+    if (!c)
         return -1;
-    if (fresh) {
-        if (cs__grow((void **)&P->ch, &P->capch, P->nch + 1, sizeof *P->ch))
-            return -1;
-        P->ch[P->nch] = (struct wchan){0, 0, -1, -1};
-        *v = P->nch++;
-    }
-    struct wchan *c = &P->ch[*v];
-    uint32_t *mine = send ? &c->ns : &c->nr, other = send ? c->nr : c->ns;
-    if (*mine < other) {
+    uint32_t ns = (uint32_t)c->v, nr = (uint32_t)(c->v >> 32);
+    if (send ? ns < nr : nr < ns) {
         /* the partner is the first waiting item of the other side */
         int32_t og = P->nd[c->head].item;
         c->head = P->nd[c->head].next;
@@ -604,7 +602,8 @@ static int pair_p2p(struct replay *P, int32_t g, uint64_t comm, int32_t tag, int
             p2p_x(o, it);
         }
     } else {
-        if (cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
+        if (P->nnd == P->capnd &&
+            cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
             return -1;
         P->nd[P->nnd] = (struct wnode){g, -1};
         if (c->head < 0)
@@ -613,7 +612,7 @@ static int pair_p2p(struct replay *P, int32_t g, uint64_t comm, int32_t tag, int
             P->nd[c->tail].next = (int32_t)P->nnd;
         c->tail = (int32_t)P->nnd++;
     }
-    (*mine)++;
+    c->v += send ? 1 : (uint64_t)1 << 32;
     return 0;
 }
 
@@ -1325,7 +1324,6 @@ static void replay_free(struct replay *P)
     free(P->in);
     free(P->mem);
     free(P->dep);
-    free(P->ch);
     free(P->nd);
     free(P->cd);
     free(P->inst_t.s);
@@ -1391,7 +1389,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         wt_clear(&P.inst_t);
         wt_clear(&P.chan_t);
         wt_clear(&P.req_t);
-        P.nit = P.nin = P.npool = P.ndep = P.nch = P.nnd = P.ncd = 0;
+        P.nit = P.nin = P.npool = P.ndep = P.nnd = P.ncd = 0;
         if (++P.stamp == 0) { /* wrapped: no directory may look current */
             for (size_t i = 0; i < P.ndir; i++)
                 P.dir[i].stamp = 0;
