@@ -391,6 +391,7 @@ enum {
     F_SR = 1 << 8,    /* MPI_Sendrecv(_replace) */
     F_WAIT = 1 << 9,  /* a completion call */
     F_BOP = 1 << 10,  /* it can start or end a step: steps.c's boundary_op() */
+    F_FIN = 1 << 11,  /* MPI_Finalize */
 };
 
 static unsigned op_flags(const struct cs__steps *S, unsigned op)
@@ -415,6 +416,7 @@ static unsigned op_flags(const struct cs__steps *S, unsigned op)
     f |= k == CS_KIND_IP2P ? F_IP2P : 0;
     f |= k == CS_KIND_P2P && (op == CS_OP_SENDRECV || op == CS_OP_SENDRECV_REPLACE) ? F_SR : 0;
     f |= k == CS_KIND_WAIT ? F_WAIT : 0;
+    f |= op == CS_OP_FINALIZE ? F_FIN : 0;
     f |= (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
                  (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END))
              ? F_BOP
@@ -944,13 +946,11 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
     w->comp = 0;
     if (w->done)
         return 0;
-    for (;;) {
-        const struct cs_event *ev = w->peek;
-        int was_peek = ev != NULL;
-        w->peek = NULL;
-        if (!was_peek)
-            ev = cs_reader_next(rk->rd);
-        if (!ev) {
+    const struct cs_event *ev = w->peek;
+    int was_peek = ev != NULL; /* ev is the boundary event that ended the last window */
+    w->peek = NULL;
+    for (;; was_peek = 0) {
+        if (!was_peek && !(ev = cs_reader_next(rk->rd))) {
             w->done = 1;
             return 0;
         }
@@ -966,33 +966,34 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
         double e = (double)te - P->origin;
         if (e < a)
             e = a;
-        if (!w->started) { /* the rank's replayed clock starts at its first event */
-            w->started = 1;
-            w->prev_e = a;
-            for (int sc = 0; sc < SC_N; sc++)
-                LANE(w->R, sc) = a;
-        }
-        int b = 1;
-        if (!was_peek) {
-            b = 0;
-            if (f & F_BOP) {
+        int b = 0;
+        int32_t sr_off = 0, sr_n = 0;
+        if (__builtin_expect(was_peek || !w->started || (f & (F_BOP | F_SR)), 0)) {
+            if (!w->started) { /* the rank's replayed clock starts at its first event */
+                w->started = 1;
+                w->prev_e = a;
+                for (int sc = 0; sc < SC_N; sc++)
+                    LANE(w->R, sc) = a;
+            }
+            if (was_peek) {
+                b = 1;
+            } else if (f & F_BOP) {
                 enum cs_op_kind k = ev->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[ev->op]
                                                        : cs_op_info(ev->op)->kind;
                 b = cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
+                if (b == 1 && (first_window || w->n > 0)) {
+                    w->peek = ev;
+                    w->next_gap = a - w->prev_e;
+                    return 0;
+                }
             }
-            if (b == 1 && (first_window || w->n > 0)) {
-                w->peek = ev;
-                w->next_gap = a - w->prev_e;
-                return 0;
-            }
+            if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
+                return -1;
         }
-        int32_t sr_off = 0, sr_n = 0;
-        if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
-            return -1;
         struct item *it = add_item(P, w, a, e, ev->op, (f & F_COMM) != 0, b);
         if (!it)
             return -1;
-        if (ev->op == CS_OP_FINALIZE && !w->fin_seen) {
+        if ((f & F_FIN) && !w->fin_seen) {
             w->fin_seen = 1;
             if (!it->bnd)
                 it->bnd = 2;
