@@ -1067,7 +1067,7 @@ static __attribute__((noinline)) void resolve(struct replay *P)
             it->allw = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root);
             if (it->init)
                 continue;
-            it->x = it->e - (double)measured_sync(P, in, i);
+            it->x = it->e - (double)(it->allw ? in->pa_all : measured_sync(P, in, i));
             if (it->x < 0)
                 it->x = 0;
             if (it->x > t)
