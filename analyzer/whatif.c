@@ -119,32 +119,49 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 {
     enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     int64_t t = 0;
-    uint64_t bytes = 0;
-    /* s_i of cs__whatif_sync for every member in one pass: members waiting for all members sync
-     * at the latest arrival (found once), prefix members at the running maximum, non-roots of
-     * 1-to-N at the later of theirs and the root's, the others at their own. */
-    int64_t all = in->arr[0], pre = in->arr[0];
-    for (int32_t i = 1; i < in->n; i++)
-        if (in->arr[i] > all)
-            all = in->arr[i];
-    int64_t root_arr = pat == CS_PAT_1TON && in->root >= 0 && in->root < in->n ? in->arr[in->root]
-                                                                              : INT64_MIN;
-    for (int32_t i = 0; i < in->n; i++) {
-        int64_t s = in->arr[i];
-        if (pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)) {
-            s = all;
-        } else if (pat == CS_PAT_PREFIX) {
-            if (s > pre)
-                pre = s;
-            s = pre;
-        } else if (root_arr > s) {
-            s = root_arr;
+    uint64_t bytes = in->size[0];
+    int64_t all = in->arr[0];
+    if (pat == CS_PAT_NXN) {
+        /* Everybody syncs at the latest arrival: t is the latest end minus it (integers). */
+        int64_t last = in->end[0];
+        for (int32_t i = 1; i < in->n; i++) {
+            if (in->arr[i] > all)
+                all = in->arr[i];
+            if (in->end[i] > last)
+                last = in->end[i];
+            if (in->size[i] > bytes)
+                bytes = in->size[i];
         }
-        int64_t x = in->end[i] - s;
-        if (x > t)
-            t = x;
-        if (in->size[i] > bytes)
-            bytes = in->size[i];
+        if (last - all > 0)
+            t = last - all;
+    } else {
+        /* s_i of cs__whatif_sync for every member in one pass: the root of N-to-1 syncs at the
+         * latest arrival (found once), prefix members at the running maximum, non-roots of
+         * 1-to-N at the later of theirs and the root's, the others at their own. */
+        for (int32_t i = 1; i < in->n; i++)
+            if (in->arr[i] > all)
+                all = in->arr[i];
+        int64_t pre = in->arr[0];
+        int64_t root_arr = pat == CS_PAT_1TON && in->root >= 0 && in->root < in->n
+                               ? in->arr[in->root]
+                               : INT64_MIN;
+        for (int32_t i = 0; i < in->n; i++) {
+            int64_t s = in->arr[i];
+            if (pat == CS_PAT_NTO1 && i == in->root) {
+                s = all;
+            } else if (pat == CS_PAT_PREFIX) {
+                if (s > pre)
+                    pre = s;
+                s = pre;
+            } else if (root_arr > s) {
+                s = root_arr;
+            }
+            int64_t x = in->end[i] - s;
+            if (x > t)
+                t = x;
+            if (in->size[i] > bytes)
+                bytes = in->size[i];
+        }
     }
     int fresh;
     uint64_t *v = cs__map_put(&S->best, best_key(in->op, cls), bytes, &fresh);
