@@ -1214,11 +1214,10 @@ static int done_sync(struct replay *P, const struct item *it, struct lanes *S)
     return 1;
 }
 
-/* The item at w's cursor can finish: its end in each scenario into w->R, and 1; 0 while it
- * waits for an arrival. */
-static inline int try_item(struct replay *P, struct wrank *w, const struct item *it)
+/* The item at w's cursor can finish (forced: its dependencies are cut): its end in each scenario
+ * into w->R, and 1; 0 while it waits for an arrival. */
+static inline int try_item(struct replay *P, struct wrank *w, const struct item *it, int forced)
 {
-    int forced = w->cur_forced;
     struct lanes t;
     const struct lanes *S = &it->A; /* the sync point in each scenario */
     double scale = 1; /* x's factor in best bandwidth: an instance member's */
@@ -1269,12 +1268,13 @@ static __attribute__((noinline)) void replay_window(struct replay *P, int k)
         int progress = 0, left = 0;
         for (int r = 0; r < P->world; r++) {
             struct wrank *w = &P->w[r];
-            size_t end = w->off + w->n;
-            while (w->cur < end) {
-                struct item *it = &P->it[w->cur];
+            size_t cur = w->cur, end = w->off + w->n;
+            int forced = w->cur_forced;
+            while (cur < end) {
+                struct item *it = &P->it[cur];
                 if (!it->arr) {
                     it->arr = 1;
-                    const struct lanes *f = w->cur == w->off ? &w->fv_prev : &w->fv_cur;
+                    const struct lanes *f = cur == w->off ? &w->fv_prev : &w->fv_cur;
                     it->A.v[0] = w->R.v[0] + it->gap * f->v[0];
                     it->A.v[1] = w->R.v[1] + it->gap * f->v[1];
                     if (it->bnd)
@@ -1284,13 +1284,15 @@ static __attribute__((noinline)) void replay_window(struct replay *P, int k)
                         P->in[it->inst].narr++;
                     progress = 1;
                 }
-                if (!try_item(P, w, it))
+                if (!try_item(P, w, it, forced))
                     break;
-                w->cur++;
-                w->cur_forced = 0;
+                cur++;
+                forced = 0;
                 progress = 1;
             }
-            left |= w->cur < end;
+            w->cur = cur;
+            w->cur_forced = forced;
+            left |= cur < end;
         }
         if (!left)
             break;
