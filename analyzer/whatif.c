@@ -768,9 +768,10 @@ static inline unsigned flags_of(const struct replay *P, unsigned op)
     return op < CS_OP_MAX ? P->fl[op] : op_flags(P->S, op);
 }
 
-/* The rank's clock memo as one offset (w->clo, w->chi, w->coq) after cs__clock_map_near filled
- * it: t in lo..hi (within 0..INT64_MAX) maps to (t + o0) + q, and when neither end overflows, no
- * t between does, so that is t + (o0 + q).  Empty when the memo is not used (one sample). */
+/* The local times lo..hi, which all have correction q, as one offset for rank w (w->clo, w->chi,
+ * w->coq): t maps to (t + o0) + q, and when neither end overflows, no t between does (within
+ * 0..INT64_MAX), so that is t + (o0 + q).  1, or 0 and an empty range (one clock sample, or an
+ * overflow: cs__clock_map_near then maps each time). */
 static int clock_fast(struct wrank *w, const struct cs__clock *c, uint64_t lo, uint64_t hi,
                       int64_t q)
 {
