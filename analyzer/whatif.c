@@ -407,7 +407,7 @@ enum {
     F_IP2P = 1 << 7,  /* a non-blocking point-to-point initiation */
     F_SR = 1 << 8,    /* MPI_Sendrecv(_replace) */
     F_WAIT = 1 << 9,  /* a completion call */
-    F_BOP = 1 << 10,  /* it can start or end a step: steps.c's boundary_op() */
+    F_BOP = 1 << 10,  /* it can start or end a step (cs__steps_boundary_op) */
     F_FIN = 1 << 11,  /* MPI_Finalize */
 };
 
@@ -434,10 +434,7 @@ static unsigned op_flags(const struct cs__steps *S, unsigned op)
     f |= k == CS_KIND_P2P && (op == CS_OP_SENDRECV || op == CS_OP_SENDRECV_REPLACE) ? F_SR : 0;
     f |= k == CS_KIND_WAIT ? F_WAIT : 0;
     f |= op == CS_OP_FINALIZE ? F_FIN : 0;
-    f |= (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
-                 (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END))
-             ? F_BOP
-             : 0;
+    f |= cs__steps_boundary_op(S, op) ? F_BOP : 0;
     return f;
 }
 
