@@ -81,6 +81,15 @@ static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *
     return cs__groups_comm(run, S, id);
 }
 
+/* Whether op can start or end a step in S's mode: the only ops cs__steps_boundary_of() looks at
+ * further (0 for all others; the same test as steps.c's boundary_op(), for callers that ask per
+ * op instead of per event). */
+static inline int cs__steps_boundary_op(const struct cs__steps *S, unsigned op)
+{
+    return (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
+           (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
+}
+
 /* steps.c: 1 when ev starts a step, -1 when it ends one, 0 neither; *occ counts the pattern's
  * anchors seen on the rank so far. */
 int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,

@@ -34,6 +34,17 @@
  * A dependency whose partner is not in the same window (a receive of the next step's message) is
  * cut: the item keeps its measured time.  Step k's time is the mean over ranks of the replayed
  * time from the rank's step-k boundary to its next one, as in the step statistics.
+ *
+ * Cost (this pass reads every event a second time, so it is kept to a few dozen instructions per
+ * event and item): a window's items are one array, rank after rank; its instances, point-to-point
+ * channels and requests are in small tables local to this file, emptied by a new stamp per
+ * window, with a per-communicator directory by sequence number in front of the instances;
+ * point-to-point partners are linked as the second of the two is read; the four scenarios are
+ * replayed side by side as the lanes of two vectors of two doubles (each lane does its scenario's
+ * operations in the same order, so every number is the same as one scenario at a time); sync
+ * points are rounded once from the latest arrival (rounding is monotonic); and the clock mapping
+ * reuses one correction over each range of local times that share it.  Memory is that of one
+ * window's events.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -108,22 +119,49 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 {
     enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
     int64_t t = 0;
-    uint64_t bytes = 0;
-    int ok;
-    /* Members waiting for all members sync at the latest arrival: found once, not per member. */
+    uint64_t bytes = in->size[0];
     int64_t all = in->arr[0];
-    for (int32_t i = 1; i < in->n; i++)
-        if (in->arr[i] > all)
-            all = in->arr[i];
-    for (int32_t i = 0; i < in->n; i++) {
-        int64_t s = pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)
-                        ? all
-                        : cs__whatif_sync(pat, in->root, in->n, in->arr, NULL, i, &ok);
-        int64_t x = in->end[i] - s;
-        if (x > t)
-            t = x;
-        if (in->size[i] > bytes)
-            bytes = in->size[i];
+    if (pat == CS_PAT_NXN) {
+        /* Everybody syncs at the latest arrival: t is the latest end minus it (integers). */
+        int64_t last = in->end[0];
+        for (int32_t i = 1; i < in->n; i++) {
+            if (in->arr[i] > all)
+                all = in->arr[i];
+            if (in->end[i] > last)
+                last = in->end[i];
+            if (in->size[i] > bytes)
+                bytes = in->size[i];
+        }
+        if (last - all > 0)
+            t = last - all;
+    } else {
+        /* s_i of cs__whatif_sync for every member in one pass: the root of N-to-1 syncs at the
+         * latest arrival (found once), prefix members at the running maximum, non-roots of
+         * 1-to-N at the later of theirs and the root's, the others at their own. */
+        for (int32_t i = 1; i < in->n; i++)
+            if (in->arr[i] > all)
+                all = in->arr[i];
+        int64_t pre = in->arr[0];
+        int64_t root_arr = pat == CS_PAT_1TON && in->root >= 0 && in->root < in->n
+                               ? in->arr[in->root]
+                               : INT64_MIN;
+        for (int32_t i = 0; i < in->n; i++) {
+            int64_t s = in->arr[i];
+            if (pat == CS_PAT_NTO1 && i == in->root) {
+                s = all;
+            } else if (pat == CS_PAT_PREFIX) {
+                if (s > pre)
+                    pre = s;
+                s = pre;
+            } else if (root_arr > s) {
+                s = root_arr;
+            }
+            int64_t x = in->end[i] - s;
+            if (x > t)
+                t = x;
+            if (in->size[i] > bytes)
+                bytes = in->size[i];
+        }
     }
     int fresh;
     uint64_t *v = cs__map_put(&S->best, best_key(in->op, cls), bytes, &fresh);
@@ -133,69 +171,279 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 
 /* ---- the replay ---- */
 
+/* The four scenarios are replayed side by side: per item, each scenario's numbers are one lane
+ * of a struct lanes (two GCC vectors of two doubles: SSE2 on x86-64, NEON on aarch64), and every
+ * lane does the IEEE operations its scenario needs in the same order as one scenario at a time
+ * would, so the results are the same bit for bit (no fused multiply-add on x86-64). */
+_Static_assert(SC_N == 4, "struct lanes holds the four scenarios");
+typedef double v2d __attribute__((vector_size(2 * sizeof(double))));
+struct lanes {
+    v2d v[2]; /* scenarios 0, 1 and 2, 3 */
+};
+#define LANE(l, sc) ((l).v[(sc) >> 1][(sc)&1])
+
+/* Per lane: b where b > a, else a (if (b > a) a = b).  SSE2's maxpd is defined as exactly that
+ * (its first operand where it is greater, else the second: also for equal zeros and NaNs), and
+ * SSE2 is part of every x86-64; elsewhere element by element. */
+static inline v2d vmax(v2d a, v2d b)
+{
+#if defined(__SSE2__)
+    return __builtin_ia32_maxpd(b, a);
+#else
+    v2d r;
+    r[0] = b[0] > a[0] ? b[0] : a[0];
+    r[1] = b[1] > a[1] ? b[1] : a[1];
+    return r;
+#endif
+}
+
+static inline struct lanes lanes_max(struct lanes a, struct lanes b)
+{
+    return (struct lanes){{vmax(a.v[0], b.v[0]), vmax(a.v[1], b.v[1])}};
+}
+
+/* Sync points are the latest of the rounded arrivals waited for (cs__whatif_sync).  Rounding is
+ * monotonic, so that is the rounded latest arrival: found in doubles and rounded once. */
+static inline struct lanes lanes_round(struct lanes x)
+{
+    struct lanes r;
+    for (int sc = 0; sc < SC_N; sc++)
+        LANE(r, sc) = (double)round_ns(LANE(x, sc));
+    return r;
+}
+
+/* The items of a window: all ranks' in one array (P->it), rank by rank in program order, each
+ * rank's in P->it[w->off .. w->off + w->n). */
 struct item {
+    struct lanes A;     /* replayed arrival in each scenario, once arr is set */
     double a, e;        /* measured, ns after the run's origin */
     double gap;         /* a minus the previous item's e */
     double x;           /* measured time after its dependencies were met */
-    double scale;       /* best-bandwidth factor of x */
     int32_t inst;       /* collective instance in the window, -1 none */
-    int32_t idx;        /* comm rank in it */
-    int32_t pr, pi;     /* point-to-point partner item (rank, index) waited for, -1 none */
-    int32_t doff, dn;   /* completion call: the non-blocking collectives it completed */
+    int32_t pg;         /* point-to-point partner item (in P->it) waited for, -1 none */
+    int32_t dn, doff;   /* completion call: its dependencies P->dep[doff .. doff + dn) */
+    int32_t idx;        /* comm rank in the instance */
+    uint16_t op;
     unsigned char comm; /* a communication call */
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
-    unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner (pr, pi), waits for
-                         * nothing; the completion call of its request waits instead */
+    unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner pg, waits for nothing;
+                         * the completion call of its request waits instead */
+    unsigned char arr;  /* replayed arrival known (the item is at or before its rank's cursor) */
+    unsigned char free; /* init or nbp: waits for nothing */
+    unsigned char allw; /* a member waiting for all members (NxN, the root of N-to-1; resolve) */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
-    uint16_t op;
-    /* replay state: the replayed arrival in each scenario, valid once it arrived (an item before
-     * its rank's cursor, or the one at it with cur_arrived set; see struct wrank) */
-    double A[SC_N];
 };
 
 struct wrank {
-    struct item *it;
-    size_t n, cap;
+    size_t off, n; /* its items in P->it */
     const struct cs_event *peek; /* the next window's first event */
     int done;                    /* stream exhausted */
     int started;                 /* first event seen (prev_e valid) */
     double prev_e;
     uint64_t occ;
-    double comp, next_gap, f_cur, f_prev;
+    double comp; /* compute of the window: its gaps after the first item, in order, + next_gap */
+    double next_gap, f_cur, f_prev;
+    struct lanes fv_cur, fv_prev; /* {1, f, 1, 1}: the gap factor in each scenario */
     int fin_seen;
     /* per scenario, carried across windows */
-    double R[SC_N], open_at[SC_N];
+    struct lanes R; /* the replayed end of the rank's last finished item */
+    double open_at[SC_N];
     int open_step[SC_N];
     /* The scenarios are replayed together: which item can finish when depends on which
      * arrivals are known, never on their values, so every scenario visits the items in the same
      * order (and cuts the same cycles), each with its own numbers. */
-    size_t cur; /* cursor of the replay: the items before it have finished */
-    /* the item at the cursor has arrived; its dependencies were cut (a cycle).  Only the item at
-     * the cursor can be arrived and not finished, or forced, so these replace per-item flags
-     * that every window and scenario had to clear. */
-    int cur_arrived, cur_forced;
+    size_t cur; /* cursor of the replay (in P->it): the rank's items before it have finished */
+    /* the item at the cursor has its dependencies cut (a cycle); only the item at the cursor can
+     * be, so this replaces a per-item flag */
+    int cur_forced;
     struct cs__clock_memo clkm; /* cs__clock_map_near over the rank's stream */
+    /* the same memo as one offset: local times clo..chi map to t + coq (no overflow there);
+     * cper: the length of the last range cs__clock_memo_fill found (0 none) */
+    uint64_t clo, chi, cper;
+    int64_t coq;
     /* the rank's comm rank in its last communicators (run->my_rank lookups; INT32_MIN none) */
     struct wcc {
         uint64_t id;
         int32_t idx;
+        int32_t dir; /* its P->dir, -1 none (out of memory) */
         int ok;
     } cc[4];
+};
+
+/* The instances of a communicator in the window by sequence number, in front of P->inst_t: a
+ * rank's collectives on it come in sequence, so the window's usually form one run from base. */
+struct wdir {
+    uint32_t stamp; /* the window it describes (P->stamp); n is 0 for any other */
+    uint32_t base;
+    int32_t *inst; /* instance of seq base + i (-1 unusable) */
+    size_t n, cap;
 };
 
 struct winst {
     uint64_t comm, bytes; /* bytes: max over members of max(bytes, bytes_recv) */
     uint16_t op;
-    enum cs_op_pattern pat; /* cs_op_info(op)->pattern */
+    unsigned char pat; /* cs_op_info(op)->pattern */
     int32_t n, root, seen;
     int broken;
-    size_t off; /* into the pools */
+    size_t off; /* its members' items in P->mem */
+    double amax;    /* the latest measured arrival of the members read */
+    int64_t pa_all; /* the same rounded (resolve) */
+    double scale;   /* best-bandwidth factor of its members' x (resolve) */
     /* replay state: members whose replayed arrival is known, and (when all are) the latest of
-     * them in each scenario, which every member waiting for all members syncs at */
-    int64_t pa_all; /* the latest measured arrival (resolve) */
+     * them in each scenario, rounded, which every member waiting for all members syncs at */
     int32_t narr;
     int all_known;
-    int64_t all_max[SC_N];
+    struct lanes all_max;
+};
+
+/* A small open-addressing table (keys (k1, k2, k3) -> v) for what one window needs (its
+ * instances, point-to-point channels and requests), emptied at once by a new stamp instead of
+ * clearing the slots.  A deleted entry keeps its slot with live 0, so probes go on past it. */
+struct wslot {
+    uint64_t k1, k2, k3, v;
+    uint32_t stamp, live;
+    int32_t head, tail; /* P->chan_t: the channel's waiting items (P->nd), -1 none */
+};
+struct wtab {
+    struct wslot *s;
+    size_t cap, used; /* used: slots of the current stamp, deleted ones too */
+    unsigned shift;   /* 64 - log2(cap) */
+    uint32_t stamp;
+};
+
+static int wt_init(struct wtab *t)
+{
+    *t = (struct wtab){.cap = 64, .shift = 64 - 6, .stamp = 1};
+    t->s = calloc(t->cap, sizeof *t->s);
+    return t->s ? 0 : -1;
+}
+
+static void wt_clear(struct wtab *t)
+{
+    t->used = 0;
+    if (++t->stamp == 0) {
+        memset(t->s, 0, t->cap * sizeof *t->s);
+        t->stamp = 1;
+    }
+}
+
+/* The slot of key (k1, k2, k3): its entry (live or deleted), or the empty slot where it would go. */
+static inline struct wslot *wt_slot(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
+{
+    uint64_t h = ((k1 * 0x9e3779b97f4a7c15ull + k2) * 0xbf58476d1ce4e5b9ull + k3) *
+                 0x94d049bb133111ebull;
+    for (size_t j = (size_t)(h >> t->shift);; j = (j + 1) & (t->cap - 1)) {
+        struct wslot *s = &t->s[j];
+        if (s->stamp != t->stamp || (s->k1 == k1 && s->k2 == k2 && s->k3 == k3))
+            return s;
+    }
+}
+
+static int wt_grow(struct wtab *t)
+{
+    struct wtab g = {.cap = t->cap * 2, .shift = t->shift - 1, .stamp = 1};
+    g.s = calloc(g.cap, sizeof *g.s);
+    if (!g.s)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        const struct wslot *s = &t->s[i];
+        if (s->stamp != t->stamp || !s->live)
+            continue;
+        struct wslot *d = wt_slot(&g, s->k1, s->k2, s->k3);
+        *d = *s;
+        d->stamp = 1;
+        g.used++;
+    }
+    free(t->s);
+    *t = g;
+    return 0;
+}
+
+/* The value of key (k1, k2, k3); a new entry (v 0, *fresh 1) when it is absent or deleted.
+ * NULL out of memory. */
+static inline struct wslot *wt_putslot(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3,
+                                       int *fresh)
+{
+    struct wslot *s = wt_slot(t, k1, k2, k3);
+    if (s->stamp == t->stamp && s->live) {
+        *fresh = 0;
+        return s;
+    }
+    if (s->stamp != t->stamp) {
+        if (2 * (t->used + 1) > t->cap) {
+            if (wt_grow(t))
+                return NULL;
+            s = wt_slot(t, k1, k2, k3);
+        }
+        t->used++;
+    }
+    *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1, -1, -1};
+    *fresh = 1;
+    return s;
+}
+
+static inline uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3, int *fresh)
+{
+    struct wslot *s = wt_putslot(t, k1, k2, k3, fresh);
+    return s ? &s->v : NULL;
+}
+
+/* The live entry of key (k1, k2, k3), or NULL. */
+static inline struct wslot *wt_get(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
+{
+    struct wslot *s = wt_slot(t, k1, k2, k3);
+    return s->stamp == t->stamp && s->live ? s : NULL;
+}
+
+/* What the window reader needs to know of an op, from one table lookup. */
+enum {
+    F_GPU = 1 << 0,   /* a GPU record, not a host call */
+    F_DONE = 1 << 1,  /* one request completed */
+    F_COMM = 1 << 2,  /* a communication call */
+    F_COLL = 1 << 3,  /* a collective (blocking or initiation) whose pattern waits */
+    F_ICOLL = 1 << 4, /* a non-blocking collective initiation */
+    F_SEND = 1 << 5,  /* a blocking send */
+    F_RECV = 1 << 6,  /* MPI_Recv */
+    F_IP2P = 1 << 7,  /* a non-blocking point-to-point initiation */
+    F_SR = 1 << 8,    /* MPI_Sendrecv(_replace) */
+    F_WAIT = 1 << 9,  /* a completion call */
+    F_BOP = 1 << 10,  /* it can start or end a step (cs__steps_boundary_op) */
+    F_FIN = 1 << 11,  /* MPI_Finalize */
+};
+
+static unsigned op_flags(const struct cs__steps *S, unsigned op)
+{
+    const struct cs_op_info *oi = cs_op_info(op);
+    enum cs_op_kind k = oi->kind;
+    unsigned f = 0;
+    f |= k == CS_KIND_GPU ? F_GPU : 0;
+    f |= k == CS_KIND_DONE ? F_DONE : 0;
+    f |= k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
+                 k == CS_KIND_WAIT || k == CS_KIND_NCOLL || k == CS_KIND_NP2P ||
+                 k == CS_KIND_GROUP
+             ? F_COMM
+             : 0;
+    f |= (k == CS_KIND_COLL || k == CS_KIND_ICOLL) && oi->pattern != CS_PAT_NONE ? F_COLL : 0;
+    f |= k == CS_KIND_ICOLL ? F_ICOLL : 0;
+    f |= k == CS_KIND_P2P && (op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND ||
+                              op == CS_OP_RSEND)
+             ? F_SEND
+             : 0;
+    f |= k == CS_KIND_P2P && op == CS_OP_RECV ? F_RECV : 0;
+    f |= k == CS_KIND_IP2P ? F_IP2P : 0;
+    f |= k == CS_KIND_P2P && (op == CS_OP_SENDRECV || op == CS_OP_SENDRECV_REPLACE) ? F_SR : 0;
+    f |= k == CS_KIND_WAIT ? F_WAIT : 0;
+    f |= op == CS_OP_FINALIZE ? F_FIN : 0;
+    f |= cs__steps_boundary_op(S, op) ? F_BOP : 0;
+    return f;
+}
+
+/* A point-to-point channel of the window (its P->chan_t entry): the j-th send from src to dst
+ * with a tag on a communicator matches the j-th receive at dst from src.  v counts the sends
+ * (low half) and receives (high half) read so far; the items of the side that is ahead wait in a
+ * FIFO (nodes in P->nd, from the slot's head to its tail) for their partners. */
+struct wnode {
+    int32_t item, next;
 };
 
 struct replay {
@@ -204,88 +452,195 @@ struct replay {
     int world;
     double origin;
     struct wrank *w;
+    struct item *it; /* the window's items */
+    size_t nit, capit;
     struct winst *in;
     size_t nin, capin;
-    int64_t *pa;       /* measured arrivals (ns after origin), per instance member */
-    int64_t *pA[SC_N]; /* replayed arrivals (rounded), per scenario */
-    int32_t *pref;     /* the member's rank (-1 not seen) */
-    int32_t *pitem;    /* the member's item index */
-    unsigned char *ph; /* replayed arrival known */
+    int32_t *mem; /* per instance member: its item, -1 not seen */
     size_t npool, cappool;
     struct wdep {
         int32_t inst, idx;
     } * dep;
     size_t ndep, capdep;
-    struct cs__map imap, scnt, rcnt, pair, req;
+    struct wnode *nd;
+    size_t nnd, capnd;
+    int32_t *cd; /* the window's completion calls (items with dependencies) */
+    size_t ncd, capcd;
+    /* per window: (comm, seq) -> instance + 1 (0 unusable), (comm, tag, src << 32 | dst) ->
+     * channel, (rank, request) -> what completes it + 1; for the whole replay: (comm) ->
+     * size + 1 | (class + 2) << 32 (0: not asked yet), (op | (class + 1) << 16, bytes) ->
+     * S->best's value (0 none) */
+    struct wtab inst_t, chan_t, req_t, comm_t, best_t, dir_t;
+    struct wdir *dir; /* by communicator (P->dir_t: comm -> index) */
+    size_t ndir, capdir;
+    uint32_t stamp; /* the window's number, for struct wdir */
     int first, end; /* timed steps [first, end) */
     double *sum[SC_N];
     int *cnt;
+    double *med; /* [world + 1]: the ranks' compute, for the median */
     uint64_t cut, forced;
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
+    uint16_t fl[CS_OP_MAX];                        /* op_flags by table */
 };
 
-static int pool_grow(struct replay *P, size_t need)
-{
-    if (need <= P->cappool)
-        return 0;
-    size_t c = P->cappool ? P->cappool : 256;
-    while (c < need)
-        c *= 2;
-    void *a = realloc(P->pa, c * sizeof *P->pa), *b = a;
-    if (a)
-        P->pa = a;
-    for (int sc = 0; sc < SC_N && b; sc++) {
-        b = realloc(P->pA[sc], c * sizeof *P->pA[sc]);
-        if (b)
-            P->pA[sc] = b;
-    }
-    void *r = b ? realloc(P->pref, c * sizeof *P->pref) : NULL;
-    if (r)
-        P->pref = r;
-    void *i = r ? realloc(P->pitem, c * sizeof *P->pitem) : NULL;
-    if (i)
-        P->pitem = i;
-    void *h = i ? realloc(P->ph, c) : NULL;
-    if (!h)
-        return -1;
-    P->ph = h;
-    P->cappool = c;
-    return 0;
-}
-
-static int is_send(unsigned op)
-{
-    return op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND || op == CS_OP_RSEND;
-}
-
-/* The instance of (comm, seq) in the window, created when new; -1 out of memory or unusable. */
-static int32_t inst_of(struct replay *P, const struct cs_event *ev)
+/* The size of communicator id (0 unknown) and its class for the best transfer times (-1
+ * unknown), each asked once (P->comm_t). */
+static int32_t comm_size(struct replay *P, uint64_t id)
 {
     int fresh;
-    uint64_t *v = cs__map_put(&P->imap, ev->comm, ev->seq, &fresh);
-    if (!v)
-        return -1;
-    if (!fresh)
-        return (int32_t)*v - 1;
-    const struct cs__comm *c = cs__comm_get(P->run, ev->comm);
-    int32_t n = c ? c->size : 0;
+    uint64_t *v = wt_put(&P->comm_t, id, 0, 0, &fresh);
+    if (v && (uint32_t)*v)
+        return (int32_t)((uint32_t)*v - 1);
+    const struct cs__comm *c = cs__comm_get(P->run, id);
+    int32_t n = c && c->size > 0 ? c->size : 0;
+    if (v)
+        *v |= (uint32_t)n + 1;
+    return n;
+}
+
+static int comm_cls(struct replay *P, uint64_t id)
+{
+    int fresh;
+    uint64_t *v = wt_put(&P->comm_t, id, 0, 0, &fresh);
+    if (v && *v >> 32)
+        return (int)(*v >> 32) - 2;
+    int ci = cs__groups_comm(P->run, P->S, id);
+    int cls = ci < 0 ? -1 : cs__groups_scomm(P->S, ci)->cls;
+    if (v)
+        *v |= (uint64_t)(uint32_t)(cls + 2) << 32;
+    return cls;
+}
+
+/* S->best's value for (op, class, bytes) (0 none), looked up once. */
+static uint64_t best_of(struct replay *P, uint16_t op, int cls, uint64_t bytes)
+{
+    int fresh;
+    uint64_t key = best_key(op, cls);
+    uint64_t *v = wt_put(&P->best_t, key, bytes, 0, &fresh);
+    if (v && !fresh)
+        return *v;
+    const uint64_t *b = cs__map_get(&P->S->best, key, bytes);
+    uint64_t r = b ? *b : 0;
+    if (v)
+        *v = r;
+    return r;
+}
+
+/* A new instance of (comm, seq) for the window, its slot *v in P->inst_t; -1 unusable (*v stays
+ * 0) or out of memory. */
+static int32_t inst_new(struct replay *P, const struct cs_event *ev, uint64_t *v)
+{
+    int32_t n = comm_size(P, ev->comm);
     if (n < 2 || cs__grow((void **)&P->in, &P->capin, P->nin + 1, sizeof *P->in) ||
-        pool_grow(P, P->npool + (size_t)n)) {
-        *v = 0; /* remembered as unusable */
+        cs__grow((void **)&P->mem, &P->cappool, P->npool + (size_t)n, sizeof *P->mem))
         return -1;
-    }
     struct winst *w = &P->in[P->nin];
-    *w = (struct winst){.comm = ev->comm,
-                        .op = ev->op,
-                        .pat = cs_op_info(ev->op)->pattern,
-                        .n = n,
-                        .root = -1,
-                        .off = P->npool};
+    w->comm = ev->comm;
+    w->bytes = 0;
+    w->op = ev->op;
+    w->pat = ev->op < CS_OP_MAX ? P->pat[ev->op] : (unsigned char)cs_op_info(ev->op)->pattern;
+    w->n = n;
+    w->root = -1;
+    w->seen = 0;
+    w->amax = -HUGE_VAL;
+    w->broken = 0;
+    w->off = P->npool;
+    w->narr = 0;
+    w->all_known = 0;
     for (int32_t i = 0; i < n; i++)
-        P->pref[P->npool + (size_t)i] = -1;
+        P->mem[P->npool + (size_t)i] = -1;
     P->npool += (size_t)n;
     *v = ++P->nin;
     return (int32_t)P->nin - 1;
+}
+
+/* The instance of (comm, seq) in the window, created when new; -1 out of memory or unusable. */
+static inline int32_t inst_of(struct replay *P, const struct cs_event *ev)
+{
+    int fresh;
+    uint64_t *v = wt_put(&P->inst_t, ev->comm, ev->seq, 0, &fresh);
+    if (!v)
+        return -1;
+    return fresh ? inst_new(P, ev, v) : (int32_t)*v - 1;
+}
+
+/* A new item of rank w at the end of the window: measured arrival a and end e, the gap since
+ * the previous item's end, x = e - a, no dependency yet.  NULL out of memory. */
+static inline struct item *add_item(struct replay *P, struct wrank *w, double a, double e,
+                                    uint16_t op, int comm, int bnd)
+{
+    if (P->nit == P->capit &&
+        (P->nit >= INT32_MAX ||
+         cs__grow((void **)&P->it, &P->capit, P->nit + 1, sizeof *P->it)))
+        return NULL;
+    struct item *it = &P->it[P->nit++];
+    it->a = a;
+    it->e = e;
+    it->gap = a - w->prev_e;
+    it->x = e - a;
+    it->inst = it->pg = -1;
+    it->dn = 0;
+    it->op = op;
+    it->comm = (unsigned char)comm;
+    it->init = it->nbp = it->arr = it->free = it->allw = 0;
+    it->bnd = (signed char)bnd;
+    if (w->n++)
+        w->comp += it->gap;
+    w->prev_e = e;
+    return it;
+}
+
+/* A point-to-point item's x once its partner o is known: the receive waits for the send, the
+ * send for the receive only when it ended after the receive began (the dependencies the
+ * measured run can have had); an Isend / Irecv (nbp) waits for nothing itself. */
+static void p2p_x(struct item *it, const struct item *o)
+{
+    if (it->nbp)
+        return;
+    if (o->a > it->e) {
+        it->pg = -1;
+        return;
+    }
+    double s = o->a > it->a ? o->a : it->a;
+    it->x = it->e - s;
+}
+
+/* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
+ * dst); linked both ways with its partner when that was read before it.  0, or -1 out of
+ * memory. */
+static int pair_p2p(struct replay *P, int32_t g, uint64_t comm, int32_t tag, int32_t src,
+                    int32_t dst, int send)
+{
+    int fresh;
+    struct wslot *c = wt_putslot(&P->chan_t, comm, (uint32_t)tag,
+                                 (uint64_t)(uint32_t)src << 32 | (uint32_t)dst, &fresh);
+    if (!c)
+        return -1;
+    uint32_t ns = (uint32_t)c->v, nr = (uint32_t)(c->v >> 32);
+    if (send ? ns < nr : nr < ns) {
+        /* the partner is the first waiting item of the other side */
+        int32_t og = P->nd[c->head].item;
+        c->head = P->nd[c->head].next;
+        struct item *it = &P->it[g], *o = &P->it[og];
+        it->pg = og;
+        p2p_x(it, o);
+        if (o->pg < 0) {
+            o->pg = g;
+            p2p_x(o, it);
+        }
+    } else {
+        if (P->nnd == P->capnd &&
+            cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
+            return -1;
+        P->nd[P->nnd] = (struct wnode){g, -1};
+        if (c->head < 0)
+            c->head = (int32_t)P->nnd;
+        else
+            P->nd[c->tail].next = (int32_t)P->nnd;
+        c->tail = (int32_t)P->nnd++;
+    }
+    c->v += send ? 1 : (uint64_t)1 << 32;
+    return 0;
 }
 
 /* Non-blocking point-to-point (docs/metrics.md, "What-if"): an MPI_Isend / MPI_Irecv with a
@@ -301,46 +656,19 @@ static int nbp_linkable(const struct replay *P, const struct cs_event *ev)
            !(ev->flags & (CS_EV_PROC_NULL | CS_EV_ANY_SOURCE));
 }
 
-/* Point-to-point pairing: the j-th send from src to dst with a tag on a communicator matches the
- * j-th receive at dst from src.  The first of the two to be read is remembered in P->pair; the
- * second, item `it` (index idx of rank r), is linked to it (pr, pi).  0, or -1 out of memory. */
-static int pair_p2p(struct replay *P, int r, uint32_t idx, struct item *it, uint64_t comm,
-                    int32_t tag, int32_t src, int32_t dst, int send)
-{
-    uint64_t key = cs__map_hash(comm, (uint64_t)(uint32_t)tag);
-    uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
-    int fresh;
-    uint64_t *c = cs__map_put(send ? &P->scnt : &P->rcnt, key, sd, &fresh);
-    if (!c)
-        return -1;
-    uint64_t *pv = cs__map_put(&P->pair, cs__map_hash(key, (*c)++), sd, &fresh);
-    if (!pv)
-        return -1;
-    uint64_t me = (uint64_t)r << 32 | idx;
-    if (fresh) {
-        *pv = (me << 1 | (uint64_t)send) + 1;
-    } else if (*pv && ((*pv - 1) & 1) != (uint64_t)send) {
-        uint64_t other = (*pv - 1) >> 1;
-        it->pr = (int32_t)(other >> 32);
-        it->pi = (int32_t)(uint32_t)other;
-        *pv = 0; /* linked */
-    }
-    return 0;
-}
-
-static int link_nbp(struct replay *P, int r, struct wrank *w, struct item *it,
-                    const struct cs_event *ev)
+static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_event *ev)
 {
     int send = ev->op == CS_OP_ISEND;
     int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-    if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, ev->aux, src, dst, send))
+    int32_t g = (int32_t)(it - P->it);
+    it->nbp = it->free = 1;
+    if (pair_p2p(P, g, ev->comm, ev->aux, src, dst, send))
         return -1;
     int fresh;
-    it->nbp = 1;
-    uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, &fresh);
+    uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
-    *q = ((uint64_t)1 << 63 | (uint32_t)(w->n - 1)) + 1;
+    *q = ((uint64_t)1 << 63 | (uint32_t)g) + 1;
     return 0;
 }
 
@@ -357,25 +685,34 @@ static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
            (ev->peer < P->world);
 }
 
-static int anysrc_post(struct replay *P, int r, struct wrank *w, struct item *it,
-                       const struct cs_event *ev)
+static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs_event *ev)
 {
-    uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, NULL);
+    int fresh;
+    uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
-    it->nbp = 1;
-    *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(w->n - 1)) + 1;
+    it->nbp = it->free = 1;
+    *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(it - P->it)) + 1;
     return 0;
 }
 
-/* The complete record ev of such a receive (initiation item idx of rank r): pair it. */
-static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
+/* The complete record ev of such a receive (initiation item g of rank r): pair it. */
+static int anysrc_link(struct replay *P, int r, const struct wrank *w, uint32_t g,
                        const struct cs_event *ev)
 {
-    if (idx >= w->n || ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
-        (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
+    if (g < w->off || g >= w->off + w->n || ev->peer < 0 || ev->peer >= P->world ||
+        ev->aux < 0 || (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
         return 0;
-    return pair_p2p(P, r, idx, &w->it[idx], ev->comm, ev->aux, ev->peer, r, 0);
+    return pair_p2p(P, (int32_t)g, ev->comm, ev->aux, ev->peer, r, 0);
+}
+
+/* Item g has dependencies (P->cd, for resolve). */
+static int add_cd(struct replay *P, size_t g)
+{
+    if (cs__grow((void **)&P->cd, &P->capcd, P->ncd + 1, sizeof *P->cd))
+        return -1;
+    P->cd[P->ncd++] = (int32_t)g;
+    return 0;
 }
 
 /* MPI_Sendrecv / MPI_Sendrecv_replace (docs/metrics.md, "What-if"): a send and a receive, then
@@ -387,26 +724,18 @@ static int anysrc_link(struct replay *P, int r, struct wrank *w, uint32_t idx,
 static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, double a,
                    int send)
 {
-    if (cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it) ||
-        cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+    if (cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return -1;
-    struct item *it = &w->it[w->n++];
-    *it = (struct item){.a = a,
-                        .e = a,
-                        .gap = a - w->prev_e,
-                        .scale = 1,
-                        .inst = -1,
-                        .pr = -1,
-                        .pi = -1,
-                        .comm = 1,
-                        .nbp = 1,
-                        .op = send ? CS_OP_ISEND : CS_OP_IRECV};
-    w->prev_e = a;
+    struct item *it = add_item(P, w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1, 0);
+    if (!it)
+        return -1;
+    it->nbp = it->free = 1;
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
-    if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, tag, src, dst, send))
+    int32_t g = (int32_t)(P->nit - 1);
+    if (pair_p2p(P, g, ev->comm, tag, src, dst, send))
         return -1;
-    P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(w->n - 1)};
+    P->dep[P->ndep++] = (struct wdep){DEP_P2P, g};
     return 0;
 }
 
@@ -416,8 +745,7 @@ static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_e
                      double a, int32_t *doff, int32_t *dn)
 {
     *dn = 0;
-    if ((ev->op != CS_OP_SENDRECV && ev->op != CS_OP_SENDRECV_REPLACE) ||
-        (ev->flags & CS_EV_ERROR))
+    if (ev->flags & CS_EV_ERROR)
         return 0;
     int send = ev->peer >= 0 && ev->peer < P->world && !(ev->flags & CS_EV_PROC_NULL) &&
                ev->aux >= 0;
@@ -432,269 +760,366 @@ static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_e
     return 0;
 }
 
-/* Read rank r's events of the next window into P->w[r].it.  first_window: the events before the
- * first step boundary. */
-static int read_window(struct replay *P, int r, int first_window)
+static inline unsigned flags_of(const struct replay *P, unsigned op)
+{
+    return op < CS_OP_MAX ? P->fl[op] : op_flags(P->S, op);
+}
+
+/* The local times lo..hi, which all have correction q, as one offset for rank w (w->clo, w->chi,
+ * w->coq): t maps to (t + o0) + q, and when neither end overflows, no t between does (within
+ * 0..INT64_MAX), so that is t + (o0 + q).  1, or 0 and an empty range (one clock sample, or an
+ * overflow: cs__clock_map_near then maps each time). */
+static int clock_fast(struct wrank *w, const struct cs__clock *c, uint64_t lo, uint64_t hi,
+                      int64_t q)
+{
+    int64_t x;
+    w->clo = 1;
+    w->chi = 0;
+    if (c->valid < 2 || lo > hi || hi > INT64_MAX || __builtin_add_overflow(c->o0, q, &w->coq) ||
+        __builtin_add_overflow((int64_t)lo, c->o0, &x) || __builtin_add_overflow(x, q, &x) ||
+        __builtin_add_overflow((int64_t)hi, c->o0, &x) || __builtin_add_overflow(x, q, &x))
+        return 0;
+    w->clo = lo;
+    w->chi = hi;
+    return 1;
+}
+
+/* t is past the memo's range (time moves forward): the next range of corrections is about as
+ * long as the last one the memo fill found, so try [t, chi + cper] with t's correction q.  The
+ * correction is monotonic in t, so when cs__clock_corr gives q at both ends, every t between has
+ * q (and the 64-bit path, whose limits are monotonic in |t - l0| too): exact without a fill.
+ * 1 and *r, or 0 (then the memo fill does it). */
+static int clock_next(struct wrank *w, const struct cs__clock *c, uint64_t t, int64_t *r)
+{
+    int64_t q, qh;
+    uint64_t hi = w->chi + w->cper;
+    if (!w->cper || c->valid < 2 || t <= w->chi || hi < t || hi > INT64_MAX ||
+        !cs__clock_corr(c, t, &q) || !cs__clock_corr(c, hi, &qh) || qh != q ||
+        !clock_fast(w, c, t, hi, q))
+        return 0;
+    *r = (int64_t)t + w->coq;
+    return 1;
+}
+
+/* cs__clock_map_near(t) over rank w's stream; same results. */
+static inline int64_t map_t(struct wrank *w, const struct cs__clock *c, uint64_t t)
+{
+    if (t >= w->clo && t <= w->chi)
+        return (int64_t)t + w->coq;
+    int64_t r;
+    if (clock_next(w, c, t, &r))
+        return r;
+    r = cs__clock_map_near(&w->clkm, c, t);
+    const struct cs__clock_memo *m = &w->clkm;
+    w->cper = 0;
+    if (m->ok && clock_fast(w, c, m->lo, m->hi, m->q) && m->hi < INT64_MAX)
+        w->cper = m->hi - m->lo;
+    return r;
+}
+
+/* The same for an event's begin and end, which nearly always share the memo. */
+static inline void map_event(struct wrank *w, const struct cs__clock *c, const struct cs_event *ev,
+                             int64_t *a, int64_t *e)
+{
+    uint64_t tb = ev->t_begin, te = ev->t_end;
+    if (tb >= w->clo && te <= w->chi && tb <= te) {
+        *a = (int64_t)tb + w->coq;
+        *e = (int64_t)te + w->coq;
+        return;
+    }
+    *a = map_t(w, c, tb);
+    *e = te >= w->clo && te <= w->chi ? (int64_t)te + w->coq : map_t(w, c, te);
+}
+
+/* A request completed (record ev of rank r): the completion call just before it completed it,
+ * a dependency of that call.  0, or -1 out of memory. */
+static int done_record(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
+{
+    struct wslot *q = wt_get(&P->req_t, (uint64_t)r, ev->request, 0);
+    if (!q)
+        return 0;
+    uint64_t v = q->v - 1;
+    q->live = 0;
+    if (v >> 63 && (v & ANYSRC_BIT)) {
+        v &= ~ANYSRC_BIT;
+        if (anysrc_link(P, r, w, (uint32_t)v, ev))
+            return -1;
+    }
+    if (!w->n)
+        return 0;
+    struct item *last = &P->it[P->nit - 1];
+    if (!(flags_of(P, last->op) & F_WAIT))
+        return 0;
+    double te = (double)map_t(w, &P->run->ranks[r].clk, ev->t_end) - P->origin;
+    if (te != last->e || (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
+        cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
+        return 0;
+    if (!last->dn) {
+        if (add_cd(P, P->nit - 1))
+            return -1;
+        last->doff = (int32_t)P->ndep;
+    }
+    last->dn++;
+    if (v >> 63) /* a non-blocking send or receive: its initiation item */
+        P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
+    else
+        P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
+    return 0;
+}
+
+/* A collective event ev of rank r (item it): its instance member, and the request of a
+ * non-blocking one.  0, or -1 out of memory. */
+/* The directory of communicator id (index in P->dir), created when new; -1 out of memory. */
+static int32_t dir_of(struct replay *P, uint64_t id)
+{
+    int fresh;
+    uint64_t *v = wt_put(&P->dir_t, id, 0, 0, &fresh);
+    if (!v)
+        return -1;
+    if (fresh) {
+        if (cs__grow((void **)&P->dir, &P->capdir, P->ndir + 1, sizeof *P->dir))
+            return -1;
+        P->dir[P->ndir] = (struct wdir){0};
+        *v = P->ndir++;
+    }
+    return (int32_t)*v;
+}
+
+/* inst_of() through the communicator's directory d (NULL none). */
+static inline int32_t inst_in(struct replay *P, struct wdir *d, const struct cs_event *ev)
+{
+    if (!d)
+        return inst_of(P, ev);
+    if (d->stamp != P->stamp) {
+        d->stamp = P->stamp;
+        d->n = 0;
+    }
+    uint32_t i = ev->seq - d->base;
+    if (i < d->n)
+        return d->inst[i];
+    int32_t x = inst_of(P, ev);
+    if (!d->n)
+        d->base = ev->seq;
+    if (ev->seq == d->base + d->n && !cs__grow((void **)&d->inst, &d->cap, d->n + 1, sizeof *d->inst))
+        d->inst[d->n++] = x;
+    return x;
+}
+
+static int coll_item(struct replay *P, int r, struct wrank *w, struct item *it,
+                     const struct cs_event *ev, unsigned f)
+{
+    /* The rank's comm rank: its collectives cycle over a few communicators. */
+    struct wcc *cc = &w->cc[(ev->comm ^ (ev->comm >> 32)) & 3];
+    if (!cc->ok || cc->id != ev->comm) {
+        uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
+        cc->id = ev->comm;
+        cc->idx = cr ? (int32_t)*cr - 1 : INT32_MIN;
+        cc->dir = dir_of(P, ev->comm);
+        cc->ok = 1;
+    }
+    int32_t x = inst_in(P, cc->dir >= 0 ? &P->dir[cc->dir] : NULL, ev);
+    if (x < 0 || cc->idx == INT32_MIN)
+        return 0;
+    struct winst *in = &P->in[x];
+    int32_t idx = cc->idx;
+    if (idx < 0 || idx >= in->n || P->mem[in->off + (size_t)idx] >= 0 || in->op != ev->op) {
+        in->broken = 1;
+        return 0;
+    }
+    if (ev->flags & CS_EV_ROOT)
+        in->root = idx;
+    P->mem[in->off + (size_t)idx] = (int32_t)(it - P->it);
+    uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+    if (by > in->bytes)
+        in->bytes = by;
+    in->seen++;
+    if (it->a > in->amax)
+        in->amax = it->a;
+    it->inst = x;
+    it->idx = idx;
+    if (f & F_ICOLL) {
+        int fresh;
+        uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
+        if (!q)
+            return -1;
+        *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
+        it->init = it->free = 1;
+    }
+    return 0;
+}
+
+/* Read rank r's events of the next window into P->it.  first_window: the events before the
+ * first step boundary.  Point-to-point partners are linked as they are read (the earlier of the
+ * two is in this window already). */
+static __attribute__((noinline)) int read_window(struct replay *P, int r, int first_window)
 {
     struct wrank *w = &P->w[r];
     struct cs__rank *rk = &P->run->ranks[r];
+    w->off = P->nit;
     w->n = 0;
     w->next_gap = 0;
+    w->comp = 0;
     if (w->done)
         return 0;
-    for (;;) {
-        const struct cs_event *ev = w->peek ? w->peek : cs_reader_next(rk->rd);
-        int was_peek = w->peek != NULL;
-        w->peek = NULL;
-        if (!ev) {
+    const struct cs_event *ev = w->peek;
+    int was_peek = ev != NULL; /* ev is the boundary event that ended the last window */
+    w->peek = NULL;
+    for (;; was_peek = 0) {
+        if (!was_peek && !(ev = cs_reader_next(rk->rd))) {
             w->done = 1;
             return 0;
         }
-        enum cs_op_kind k = ev->op < CS_OP_MAX ? P->kind[ev->op] : cs_op_info(ev->op)->kind;
-        if (k == CS_KIND_GPU)
-            continue;
-        if (k == CS_KIND_DONE) {
-            /* The completion call just before it completed this request: a dependency. */
-            uint64_t *q = cs__map_get(&P->req, (uint64_t)r, ev->request);
-            if (!q)
-                continue;
-            uint64_t v = *q - 1;
-            cs__map_del(&P->req, (uint64_t)r, ev->request);
-            if (v >> 63 && (v & ANYSRC_BIT)) {
-                v &= ~ANYSRC_BIT;
-                if (anysrc_link(P, r, w, (uint32_t)v, ev))
-                    return -1;
-            }
-            struct item *last = w->n ? &w->it[w->n - 1] : NULL;
-            double te = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
-            if (!last || cs_op_info(last->op)->kind != CS_KIND_WAIT || te != last->e ||
-                (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
-                cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
-                continue;
-            if (!last->dn)
-                last->doff = (int32_t)P->ndep;
-            last->dn++;
-            if (v >> 63) /* a non-blocking send or receive: its initiation item */
-                P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
-            else
-                P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
+        unsigned f = flags_of(P, ev->op);
+        if (f & (F_GPU | F_DONE)) {
+            if ((f & F_DONE) && done_record(P, r, w, ev))
+                return -1;
             continue;
         }
-        double a = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_begin) - P->origin;
-        double e = (double)cs__clock_map_near(&w->clkm, &rk->clk, ev->t_end) - P->origin;
+        int64_t ta, te;
+        map_event(w, &rk->clk, ev, &ta, &te);
+        double a = (double)ta - P->origin;
+        double e = (double)te - P->origin;
         if (e < a)
             e = a;
-        if (!w->started) { /* the rank's replayed clock starts at its first event */
-            w->started = 1;
-            w->prev_e = a;
-            for (int sc = 0; sc < SC_N; sc++)
-                w->R[sc] = a;
-        }
-        int b = was_peek ? 1 : cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
-        if (b == 1 && (first_window || w->n > 0) && !was_peek) {
-            w->peek = ev;
-            w->next_gap = a - w->prev_e;
-            return 0;
-        }
+        int b = 0;
         int32_t sr_off = 0, sr_n = 0;
-        if (k == CS_KIND_P2P && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
+        if (__builtin_expect(was_peek || !w->started || (f & (F_BOP | F_SR)), 0)) {
+            if (!w->started) { /* the rank's replayed clock starts at its first event */
+                w->started = 1;
+                w->prev_e = a;
+                for (int sc = 0; sc < SC_N; sc++)
+                    LANE(w->R, sc) = a;
+            }
+            if (was_peek) {
+                b = 1;
+            } else if (f & F_BOP) {
+                enum cs_op_kind k = ev->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[ev->op]
+                                                       : cs_op_info(ev->op)->kind;
+                b = cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
+                if (b == 1 && (first_window || w->n > 0)) {
+                    w->peek = ev;
+                    w->next_gap = a - w->prev_e;
+                    return 0;
+                }
+            }
+            if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
+                return -1;
+        }
+        struct item *it = add_item(P, w, a, e, ev->op, (f & F_COMM) != 0, b);
+        if (!it)
             return -1;
-        if (cs__grow((void **)&w->it, &w->cap, w->n + 1, sizeof *w->it))
-            return -1;
-        struct item *it = &w->it[w->n++];
-        *it = (struct item){.a = a,
-                            .e = e,
-                            .gap = a - w->prev_e,
-                            .x = e - a,
-                            .scale = 1,
-                            .inst = -1,
-                            .pr = -1,
-                            .pi = -1,
-                            .op = ev->op,
-                            .bnd = (signed char)b};
-        w->prev_e = e;
-        if (ev->op == CS_OP_FINALIZE && !w->fin_seen) {
+        if ((f & F_FIN) && !w->fin_seen) {
             w->fin_seen = 1;
             if (!it->bnd)
                 it->bnd = 2;
         }
-        it->comm = k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P ||
-                   k == CS_KIND_IP2P || k == CS_KIND_WAIT || k == CS_KIND_NCOLL ||
-                   k == CS_KIND_NP2P || k == CS_KIND_GROUP;
-        if ((k == CS_KIND_COLL || k == CS_KIND_ICOLL) &&
-            (ev->op < CS_OP_MAX ? P->pat[ev->op] : cs_op_info(ev->op)->pattern) != CS_PAT_NONE) {
-            int32_t x = inst_of(P, ev);
-            /* The rank's comm rank: its collectives cycle over a few communicators. */
-            struct wcc *cc = &w->cc[(ev->comm ^ (ev->comm >> 32)) & 3];
-            if (!cc->ok || cc->id != ev->comm) {
-                uint64_t *cr = cs__map_get(&P->run->my_rank, ev->comm, (uint64_t)r);
-                cc->id = ev->comm;
-                cc->idx = cr ? (int32_t)*cr - 1 : INT32_MIN;
-                cc->ok = 1;
-            }
-            if (x < 0 || cc->idx == INT32_MIN)
-                continue;
-            struct winst *in = &P->in[x];
-            int32_t idx = cc->idx;
-            size_t o = in->off + (size_t)idx;
-            if (idx < 0 || idx >= in->n || P->pref[o] >= 0 || in->op != ev->op) {
-                in->broken = 1;
-                continue;
-            }
-            if (ev->flags & CS_EV_ROOT)
-                in->root = idx;
-            P->pref[o] = r;
-            P->pitem[o] = (int32_t)(w->n - 1);
-            P->pa[o] = round_ns(a);
-            uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
-            if (by > in->bytes)
-                in->bytes = by;
-            in->seen++;
-            it->inst = x;
-            it->idx = idx;
-            if (k == CS_KIND_ICOLL) {
-                int fresh;
-                uint64_t *q = cs__map_put(&P->req, (uint64_t)r, ev->request, &fresh);
-                if (!q)
-                    return -1;
-                *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
-                it->init = 1;
-            }
-        } else if (k == CS_KIND_P2P && ev->peer >= 0 && ev->peer < P->world &&
-                   !(ev->flags & CS_EV_PROC_NULL) && (is_send(ev->op) || ev->op == CS_OP_RECV)) {
+        if (f & F_COLL) {
+            if (coll_item(P, r, w, it, ev, f))
+                return -1;
+        } else if ((f & (F_SEND | F_RECV)) && ev->peer >= 0 && ev->peer < P->world &&
+                   !(ev->flags & CS_EV_PROC_NULL)) {
             /* The j-th send from s to d with a tag matches the j-th receive at d from s. */
-            int send = is_send(ev->op);
+            int send = (f & F_SEND) != 0;
             int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
-            if (pair_p2p(P, r, (uint32_t)(w->n - 1), it, ev->comm, ev->aux, src, dst, send))
+            if (pair_p2p(P, (int32_t)(P->nit - 1), ev->comm, ev->aux, src, dst, send))
                 return -1;
-        } else if (k == CS_KIND_IP2P && nbp_linkable(P, ev)) {
-            if (link_nbp(P, r, w, it, ev))
+        } else if ((f & F_IP2P) && nbp_linkable(P, ev)) {
+            if (link_nbp(P, r, it, ev))
                 return -1;
-        } else if (k == CS_KIND_IP2P && anysrc_irecv(P, ev)) {
-            if (anysrc_post(P, r, w, it, ev))
+        } else if ((f & F_IP2P) && anysrc_irecv(P, ev)) {
+            if (anysrc_post(P, r, it, ev))
                 return -1;
         } else if (sr_n) {
             it->doff = sr_off;
             it->dn = sr_n;
+            if (add_cd(P, P->nit - 1))
+                return -1;
         }
     }
 }
 
-/* Point-to-point links (both directions), and each collective member's x. */
-static void resolve(struct replay *P)
+/* The measured sync point of member i of complete instance in (cs__whatif_sync over the rounded
+ * measured arrivals): the rounded latest measured arrival of those it waits for and its own. */
+static int64_t measured_sync(const struct replay *P, const struct winst *in, int32_t i)
 {
-    for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        for (size_t i = 0; i < w->n; i++) {
-            struct item *it = &w->it[i];
-            if (it->pr < 0 || it->pr >= P->world || (size_t)it->pi >= P->w[it->pr].n)
-                continue;
-            struct item *o = &P->w[it->pr].it[it->pi];
-            if (o->pr >= 0)
-                continue;
-            o->pr = r;
-            o->pi = (int32_t)i;
-        }
-    }
-    /* Keep only the dependencies the measured run can have had: the receive waits for the send,
-     * the send for the receive only when it ended after the receive began. */
-    for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        for (size_t i = 0; i < w->n; i++) {
-            struct item *it = &w->it[i];
-            if (it->pr < 0 || it->nbp)
-                continue;
-            const struct item *o = &P->w[it->pr].it[it->pi];
-            if (o->a > it->e) {
-                it->pr = it->pi = -1;
-                continue;
-            }
-            double s = o->a > it->a ? o->a : it->a;
-            it->x = it->e - s;
-        }
-    }
+    const int32_t *m = P->mem + in->off;
+    if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root))
+        return in->pa_all;
+    int32_t lo = 0, hi = -1;
+    if (in->pat == CS_PAT_PREFIX)
+        hi = i;
+    else if (in->pat == CS_PAT_1TON && in->root >= 0 && i != in->root)
+        lo = hi = in->root;
+    double s = P->it[m[i]].a;
+    for (int32_t j = lo; j <= hi; j++)
+        if (P->it[m[j]].a > s)
+            s = P->it[m[j]].a;
+    return round_ns(s);
+}
+
+/* Each collective member's x and best-bandwidth factor, cut instances, and the completion
+ * calls' x (point-to-point links were resolved as they were read). */
+static __attribute__((noinline)) void resolve(struct replay *P)
+{
     for (size_t x = 0; x < P->nin; x++) {
         struct winst *in = &P->in[x];
+        const int32_t *m = P->mem + in->off;
         if (in->broken || in->seen != in->n) {
             /* A member outside this window (or a broken sequence): the members present keep
              * their measured times. */
-            for (int32_t i = 0; i < in->n; i++) {
-                size_t o = in->off + (size_t)i;
-                if (P->pref[o] >= 0) {
-                    P->w[P->pref[o]].it[P->pitem[o]].inst = -1;
+            for (int32_t i = 0; i < in->n; i++)
+                if (m[i] >= 0) {
+                    P->it[m[i]].inst = -1;
                     P->cut++;
                 }
-            }
             continue;
         }
-        enum cs_op_pattern pat = in->pat;
-        double t = 0;
-        int ok;
         /* members waiting for all members sync at the latest measured arrival */
-        int64_t all = P->pa[in->off];
-        for (int32_t i = 1; i < in->n; i++)
-            if (P->pa[in->off + (size_t)i] > all)
-                all = P->pa[in->off + (size_t)i];
-        in->pa_all = all;
+        in->pa_all = round_ns(in->amax);
+        double t = 0;
         for (int32_t i = 0; i < in->n; i++) {
-            size_t o = in->off + (size_t)i;
-            struct item *it = &P->w[P->pref[o]].it[P->pitem[o]];
+            struct item *it = &P->it[m[i]];
+            it->allw = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root);
             if (it->init)
                 continue;
-            int64_t s = pat == CS_PAT_NXN || (pat == CS_PAT_NTO1 && i == in->root)
-                            ? all
-                            : cs__whatif_sync(pat, in->root, in->n, P->pa + in->off, NULL, i, &ok);
-            it->x = it->e - (double)s;
+            it->x = it->e - (double)(it->allw ? in->pa_all : measured_sync(P, in, i));
             if (it->x < 0)
                 it->x = 0;
             if (it->x > t)
                 t = it->x;
         }
-        int ci = cs__groups_comm(P->run, P->S, in->comm);
-        int cls = ci < 0 ? -1 : cs__groups_scomm(P->S, ci)->cls;
-        uint64_t *b = cs__map_get(&P->S->best, best_key(in->op, cls), in->bytes);
-        double best = b && *b ? (double)(*b - 1) : t;
+        uint64_t b = best_of(P, in->op, comm_cls(P, in->comm), in->bytes);
+        double best = b ? (double)(b - 1) : t;
         double f = t > 0 && best < t ? best / t : 1;
-        for (int32_t i = 0; i < in->n; i++) {
-            size_t o = in->off + (size_t)i;
-            P->w[P->pref[o]].it[P->pitem[o]].scale = f;
-        }
+        in->scale = f;
     }
     /* Completion calls wait for the members their collectives' patterns wait for. */
-    for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        for (size_t i = 0; i < w->n; i++) {
-            struct item *it = &w->it[i];
-            double s = it->a;
-            for (int32_t d = 0; d < it->dn; d++) {
-                struct wdep *dp = &P->dep[it->doff + d];
-                if (dp->inst == DEP_P2P) {
-                    /* The partner's arrival, unless it came after this completion ended (an
-                     * eager send completes without its receive; or a clock error). */
-                    const struct item *ini = &w->it[dp->idx];
-                    const struct item *o = ini->pr >= 0 ? &P->w[ini->pr].it[ini->pi] : NULL;
-                    if (!o || o->a > it->e)
-                        dp->inst = -1;
-                    else if (o->a > s)
-                        s = o->a;
-                    continue;
-                }
-                struct winst *in = &P->in[dp->inst];
-                if (in->broken || in->seen != in->n) {
+    for (size_t c = 0; c < P->ncd; c++) {
+        struct item *it = &P->it[P->cd[c]];
+        double s = it->a;
+        for (int32_t d = 0; d < it->dn; d++) {
+            struct wdep *dp = &P->dep[it->doff + d];
+            if (dp->inst == DEP_P2P) {
+                /* The partner's arrival, unless it came after this completion ended (an
+                 * eager send completes without its receive; or a clock error). */
+                const struct item *ini = &P->it[dp->idx];
+                const struct item *o = ini->pg >= 0 ? &P->it[ini->pg] : NULL;
+                if (!o || o->a > it->e)
                     dp->inst = -1;
-                    continue;
-                }
-                int ok;
-                int64_t t = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && dp->idx == in->root)
-                                ? in->pa_all
-                                : cs__whatif_sync(in->pat, in->root, in->n, P->pa + in->off, NULL,
-                                                  dp->idx, &ok);
-                if ((double)t > s)
-                    s = (double)t;
+                else if (o->a > s)
+                    s = o->a;
+                continue;
             }
-            if (it->dn)
-                it->x = it->e > s ? it->e - s : 0;
+            struct winst *in = &P->in[dp->inst];
+            if (in->broken || in->seen != in->n) {
+                dp->inst = -1;
+                continue;
+            }
+            int64_t t = measured_sync(P, in, dp->idx);
+            if ((double)t > s)
+                s = (double)t;
         }
+        it->x = it->e > s ? it->e - s : 0;
     }
 }
 
@@ -708,10 +1133,9 @@ static void step_done(struct replay *P, int sc, int k, double from, double to)
         P->cnt[k]++;
 }
 
+/* The item at a step boundary arrived at A in scenario sc. */
 static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct item *it, double A)
 {
-    if (it->bnd == 0)
-        return;
     if (w->open_step[sc] >= 0) {
         step_done(P, sc, w->open_step[sc], w->open_at[sc], A);
         w->open_step[sc] = -1;
@@ -722,164 +1146,151 @@ static void mark(struct replay *P, struct wrank *w, int sc, int k, const struct 
     }
 }
 
-/* Whether the replayed sync point of member idx of instance in is known: the arrivals it waits
- * for have all arrived.  A member waiting for all members (pattern NxN, the root of N-to-1) needs
- * all n arrivals: counted, and their maxima computed once per instance instead of scanned for
- * every member and retry. */
-static int inst_ready(struct replay *P, struct winst *in, int32_t idx)
+/* The latest arrival of all members of in, rounded, in every scenario (once all arrived). */
+static void inst_all(struct replay *P, struct winst *in)
+{
+    const int32_t *m = P->mem + in->off;
+    struct lanes mx = P->it[m[0]].A;
+    for (int32_t j = 1; j < in->n; j++)
+        mx = lanes_max(mx, P->it[m[j]].A);
+    in->all_max = lanes_round(mx);
+    in->all_known = 1;
+}
+
+/* The replayed sync point of member idx of instance in, in every scenario (cs__whatif_sync over
+ * the rounded replayed arrivals), into *out: 1, or 0 while an arrival it waits for is not known.
+ * A member waiting for all members (pattern NxN, the root of N-to-1) needs all n arrivals:
+ * counted, and their maxima computed once per instance instead of scanned for every member and
+ * retry. */
+static inline int inst_sync(struct replay *P, struct winst *in, int32_t idx, struct lanes *out)
 {
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root)) {
         if (in->narr < in->n)
             return 0;
-        if (!in->all_known) {
-            for (int sc = 0; sc < SC_N; sc++) {
-                const int64_t *a = P->pA[sc] + in->off;
-                int64_t m = a[0];
-                for (int32_t j = 1; j < in->n; j++)
-                    if (a[j] > m)
-                        m = a[j];
-                in->all_max[sc] = m;
-            }
-            in->all_known = 1;
-        }
+        if (!in->all_known)
+            inst_all(P, in);
+        *out = in->all_max;
         return 1;
     }
-    int ok;
-    cs__whatif_sync(in->pat, in->root, in->n, P->pA[0] + in->off, P->ph + in->off, idx, &ok);
-    return ok;
-}
-
-/* The replayed sync point of member idx of instance in, in scenario sc (cs__whatif_sync over the
- * replayed arrivals); only once inst_ready() said it is known. */
-static double inst_sync(const struct replay *P, const struct winst *in, int32_t idx, int sc)
-{
-    if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && idx == in->root))
-        return (double)in->all_max[sc];
-    int ok;
-    return (double)cs__whatif_sync(in->pat, in->root, in->n, P->pA[sc] + in->off, NULL, idx, &ok);
-}
-
-/* Item i of rank w has arrived. */
-static int arrived(const struct wrank *w, size_t i)
-{
-    return i < w->cur || (i == w->cur && w->cur_arrived);
-}
-
-/* The item at w's cursor can finish: its end in each scenario into E, and 1; 0 while it waits
- * for an arrival. */
-static int try_item(struct replay *P, const struct wrank *w, double E[SC_N])
-{
-    const struct item *it = &w->it[w->cur];
-    int forced = w->cur_forced;
-    double S[SC_N];
-    for (int sc = 0; sc < SC_N; sc++)
-        S[sc] = it->A[sc];
-    if (forced || it->init || it->nbp) {
-        /* waits for nothing */
-    } else if (it->dn) {
-        for (int32_t d = 0; d < it->dn; d++) {
-            const struct wdep *dp = &P->dep[it->doff + d];
-            if (dp->inst == DEP_P2P) {
-                const struct item *ini = &w->it[dp->idx];
-                if (!arrived(&P->w[ini->pr], (size_t)ini->pi))
-                    return 0;
-                continue;
-            }
-            if (dp->inst >= 0 && !inst_ready(P, &P->in[dp->inst], dp->idx))
-                return 0;
-        }
-        for (int32_t d = 0; d < it->dn; d++) {
-            const struct wdep *dp = &P->dep[it->doff + d];
-            if (dp->inst == DEP_P2P) {
-                const struct item *ini = &w->it[dp->idx];
-                const struct item *o = &P->w[ini->pr].it[ini->pi];
-                for (int sc = 0; sc < SC_N; sc++)
-                    if (o->A[sc] > S[sc])
-                        S[sc] = o->A[sc];
-                continue;
-            }
-            if (dp->inst < 0)
-                continue;
-            for (int sc = 0; sc < SC_N; sc++) {
-                double s = inst_sync(P, &P->in[dp->inst], dp->idx, sc);
-                if (s > S[sc])
-                    S[sc] = s;
-            }
-        }
-    } else if (it->inst >= 0) {
-        struct winst *in = &P->in[it->inst];
-        if (!inst_ready(P, in, it->idx))
+    const int32_t *m = P->mem + in->off;
+    int32_t lo = 0, hi = -1;
+    if (in->pat == CS_PAT_PREFIX)
+        hi = idx;
+    else if (in->pat == CS_PAT_1TON && in->root >= 0 && idx != in->root)
+        lo = hi = in->root;
+    struct lanes s = P->it[m[idx]].A;
+    for (int32_t j = lo; j <= hi; j++) {
+        if (!P->it[m[j]].arr)
             return 0;
-        for (int sc = 0; sc < SC_N; sc++)
-            S[sc] = inst_sync(P, in, it->idx, sc);
-    } else if (it->pr >= 0) {
-        const struct item *o = &P->w[it->pr].it[it->pi];
-        if (!arrived(&P->w[it->pr], (size_t)it->pi))
-            return 0;
-        for (int sc = 0; sc < SC_N; sc++)
-            if (o->A[sc] > S[sc])
-                S[sc] = o->A[sc];
+        s = lanes_max(s, P->it[m[j]].A);
     }
-    double x = it->x;
-    if (forced)
-        x = it->e - it->a;
-    for (int sc = 0; sc < SC_N; sc++) {
-        double xs = x;
-        if (sc == SC_OVERLAP && it->comm)
-            xs = 0;
-        else if (sc == SC_BESTBW && it->inst >= 0 && !it->init && !forced)
-            xs *= it->scale;
-        double e = S[sc] + xs;
-        E[sc] = e > it->A[sc] ? e : it->A[sc];
+    *out = lanes_round(s);
+    return 1;
+}
+
+/* The completion call it can finish: the latest of its arrival and its dependencies' sync points
+ * into *S, and 1; 0 while one is not known. */
+static int done_sync(struct replay *P, const struct item *it, struct lanes *S)
+{
+    *S = it->A;
+    for (int32_t d = 0; d < it->dn; d++) {
+        const struct wdep *dp = &P->dep[it->doff + d];
+        if (dp->inst == DEP_P2P) {
+            const struct item *o = &P->it[P->it[dp->idx].pg];
+            if (!o->arr)
+                return 0;
+            *S = lanes_max(*S, o->A);
+            continue;
+        }
+        struct lanes s;
+        if (dp->inst < 0)
+            continue;
+        if (!inst_sync(P, &P->in[dp->inst], dp->idx, &s))
+            return 0;
+        *S = lanes_max(*S, s);
     }
     return 1;
 }
 
+/* The item at w's cursor can finish (forced: its dependencies are cut): its end in each scenario
+ * into w->R, and 1; 0 while it waits for an arrival. */
+static inline int try_item(struct replay *P, struct wrank *w, const struct item *it, int forced)
+{
+    struct lanes t;
+    const struct lanes *S = &it->A; /* the sync point in each scenario */
+    double scale = 1; /* x's factor in best bandwidth: an instance member's */
+    if (forced || it->free) {
+        /* waits for nothing */
+    } else if (it->dn) {
+        if (!done_sync(P, it, &t))
+            return 0;
+        S = &t;
+    } else if (it->inst >= 0) {
+        struct winst *in = &P->in[it->inst];
+        scale = in->scale;
+        if (it->allw) {
+            if (in->narr < in->n)
+                return 0;
+            if (!in->all_known)
+                inst_all(P, in);
+            S = &in->all_max;
+        } else {
+            if (!inst_sync(P, in, it->idx, &t))
+                return 0;
+            S = &t;
+        }
+    } else if (it->pg >= 0) {
+        const struct item *o = &P->it[it->pg];
+        if (!o->arr)
+            return 0;
+        t = lanes_max(it->A, o->A);
+        S = &t;
+    }
+    double x = forced ? it->e - it->a : it->x;
+    /* full overlap: no time after the dependencies for communication calls; best bandwidth:
+     * a collective member's scaled */
+    v2d x01 = {x, x}, x23 = {it->comm ? 0 : x, x * scale};
+    w->R.v[0] = vmax(it->A.v[0], S->v[0] + x01);
+    w->R.v[1] = vmax(it->A.v[1], S->v[1] + x23);
+    return 1;
+}
+
 /* Replay window k (-1: before the first step) in every scenario. */
-static void replay_window(struct replay *P, int k)
+static __attribute__((noinline)) void replay_window(struct replay *P, int k)
 {
     for (int r = 0; r < P->world; r++) {
-        struct wrank *w = &P->w[r];
-        w->cur = 0;
-        w->cur_arrived = w->cur_forced = 0;
-    }
-    memset(P->ph, 0, P->npool);
-    for (size_t x = 0; x < P->nin; x++) {
-        P->in[x].narr = 0;
-        P->in[x].all_known = 0;
+        P->w[r].cur = P->w[r].off;
+        P->w[r].cur_forced = 0;
     }
     for (;;) {
         int progress = 0, left = 0;
         for (int r = 0; r < P->world; r++) {
             struct wrank *w = &P->w[r];
-            while (w->cur < w->n) {
-                struct item *it = &w->it[w->cur];
-                if (!w->cur_arrived) {
-                    w->cur_arrived = 1;
-                    size_t o = it->inst >= 0 ? P->in[it->inst].off + (size_t)it->idx : 0;
-                    for (int sc = 0; sc < SC_N; sc++) {
-                        double f = sc != SC_NOSTRAG ? 1 : w->cur == 0 ? w->f_prev : w->f_cur;
-                        it->A[sc] = w->R[sc] + it->gap * f;
-                        mark(P, w, sc, k, it, it->A[sc]);
-                        if (it->inst >= 0)
-                            P->pA[sc][o] = round_ns(it->A[sc]);
-                    }
-                    if (it->inst >= 0) {
-                        P->ph[o] = 1;
+            size_t cur = w->cur, end = w->off + w->n;
+            int forced = w->cur_forced;
+            while (cur < end) {
+                struct item *it = &P->it[cur];
+                if (!it->arr) {
+                    it->arr = 1;
+                    const struct lanes *f = cur == w->off ? &w->fv_prev : &w->fv_cur;
+                    it->A.v[0] = w->R.v[0] + it->gap * f->v[0];
+                    it->A.v[1] = w->R.v[1] + it->gap * f->v[1];
+                    if (it->bnd)
+                        for (int sc = 0; sc < SC_N; sc++)
+                            mark(P, w, sc, k, it, LANE(it->A, sc));
+                    if (it->inst >= 0)
                         P->in[it->inst].narr++;
-                    }
                     progress = 1;
                 }
-                double E[SC_N];
-                if (!try_item(P, w, E))
+                if (!try_item(P, w, it, forced))
                     break;
-                for (int sc = 0; sc < SC_N; sc++)
-                    w->R[sc] = E[sc];
-                w->cur++;
-                w->cur_arrived = w->cur_forced = 0;
+                cur++;
+                forced = 0;
                 progress = 1;
             }
-            left |= w->cur < w->n;
+            w->cur = cur;
+            w->cur_forced = forced;
+            left |= cur < end;
         }
         if (!left)
             break;
@@ -888,7 +1299,7 @@ static void replay_window(struct replay *P, int k)
             struct wrank *cut = NULL;
             for (int r = 0; r < P->world; r++) {
                 struct wrank *w = &P->w[r];
-                if (w->cur < w->n && (!cut || w->it[w->cur].a < cut->it[cut->cur].a))
+                if (w->cur < w->off + w->n && (!cut || P->it[w->cur].a < P->it[cut->cur].a))
                     cut = w;
             }
             cut->cur_forced = 1;
@@ -911,56 +1322,52 @@ double cs__whatif_median(double *c, size_t m)
 }
 
 /* The no-straggler factors of the window: median compute over ranks / the rank's compute. */
-static int straggler_factors(struct replay *P, int k)
+static void straggler_factors(struct replay *P, int k)
 {
-    double *c = malloc(((size_t)P->world + 1) * sizeof *c);
     size_t m = 0;
-    if (!c)
-        return -1;
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
         w->f_prev = w->f_cur;
         w->f_cur = 1;
-        w->comp = 0;
         if (!w->n || k < 0)
             continue;
-        for (size_t i = 1; i < w->n; i++)
-            w->comp += w->it[i].gap;
         w->comp += w->next_gap;
-        c[m++] = w->comp;
+        P->med[m++] = w->comp;
     }
-    double med = cs__whatif_median(c, m);
-    free(c);
+    double med = cs__whatif_median(P->med, m);
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
         if (w->n && k >= 0 && w->comp > 0)
             w->f_cur = med / w->comp;
+        for (int sc = 0; sc < SC_N; sc++) {
+            LANE(w->fv_prev, sc) = sc == SC_NOSTRAG ? w->f_prev : 1;
+            LANE(w->fv_cur, sc) = sc == SC_NOSTRAG ? w->f_cur : 1;
+        }
     }
-    return 0;
 }
 
 static void replay_free(struct replay *P)
 {
-    if (P->w)
-        for (int r = 0; r < P->world; r++)
-            free(P->w[r].it);
     free(P->w);
+    free(P->it);
     free(P->in);
-    free(P->pa);
-    for (int sc = 0; sc < SC_N; sc++)
-        free(P->pA[sc]);
-    free(P->pref);
-    free(P->pitem);
-    free(P->ph);
-    cs__map_free(&P->imap);
-    cs__map_free(&P->scnt);
-    cs__map_free(&P->rcnt);
-    cs__map_free(&P->pair);
-    cs__map_free(&P->req);
+    free(P->mem);
     free(P->dep);
+    free(P->nd);
+    free(P->cd);
+    free(P->inst_t.s);
+    free(P->chan_t.s);
+    free(P->req_t.s);
+    free(P->comm_t.s);
+    free(P->best_t.s);
+    free(P->dir_t.s);
+    for (size_t i = 0; i < P->ndir; i++)
+        free(P->dir[i].inst);
+    free(P->dir);
     for (int sc = 0; sc < SC_N; sc++)
         free(P->sum[sc]);
     free(P->cnt);
+    free(P->med);
 }
 
 void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
@@ -975,11 +1382,14 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
+    P.med = malloc(((size_t)run->world + 1) * sizeof *P.med);
     for (int sc = 0; sc < SC_N; sc++) {
         P.sum[sc] = calloc((size_t)end + 1, sizeof *P.sum[sc]);
         rc |= !P.sum[sc];
     }
-    if (!P.w || !P.cnt || rc || pool_grow(&P, 256)) {
+    rc |= wt_init(&P.inst_t) | wt_init(&P.chan_t) | wt_init(&P.req_t) | wt_init(&P.comm_t) |
+          wt_init(&P.best_t) | wt_init(&P.dir_t);
+    if (!P.w || !P.cnt || !P.med || rc) {
         replay_free(&P);
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
         return;
@@ -987,12 +1397,14 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     for (unsigned op = 0; op < CS_OP_MAX; op++) {
         P.kind[op] = (unsigned char)cs_op_info(op)->kind;
         P.pat[op] = (unsigned char)cs_op_info(op)->pattern;
+        P.fl[op] = (uint16_t)op_flags(S, op);
     }
     int have_origin = 0;
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
         P.w[r].done = !rk->present;
         P.w[r].f_cur = P.w[r].f_prev = 1;
+        P.w[r].clo = 1; /* the clock memo is empty */
         for (int sc = 0; sc < SC_N; sc++)
             P.w[r].open_step[sc] = -1;
         if (!rk->present)
@@ -1003,12 +1415,15 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         have_origin = 1;
     }
     for (int k = -1; rc == 0; k++) {
-        cs__map_clear(&P.imap);
-        cs__map_clear(&P.scnt);
-        cs__map_clear(&P.rcnt);
-        cs__map_clear(&P.pair);
-        cs__map_clear(&P.req);
-        P.nin = P.npool = P.ndep = 0;
+        wt_clear(&P.inst_t);
+        wt_clear(&P.chan_t);
+        wt_clear(&P.req_t);
+        P.nit = P.nin = P.npool = P.ndep = P.nnd = P.ncd = 0;
+        if (++P.stamp == 0) { /* wrapped: no directory may look current */
+            for (size_t i = 0; i < P.ndir; i++)
+                P.dir[i].stamp = 0;
+            P.stamp = 1;
+        }
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             rc = read_window(&P, r, k < 0);
@@ -1017,17 +1432,15 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         if (rc || (!any && k >= 0))
             break;
         resolve(&P);
-        if (straggler_factors(&P, k)) {
-            rc = -1;
-            break;
-        }
+        straggler_factors(&P, k);
         replay_window(&P, k);
     }
     /* Steps still open end at the rank's last replayed end (MPI_Finalize closes them above). */
     for (int r = 0; r < run->world; r++)
         for (int sc = 0; sc < SC_N; sc++)
             if (P.w[r].open_step[sc] >= 0)
-                step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc], P.w[r].R[sc]);
+                step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc],
+                          LANE(P.w[r].R, sc));
     if (rc) {
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
     } else {
