@@ -70,6 +70,7 @@ struct cs__cclass {
 struct cs__scomm {
     uint64_t id;
     int cls;
+    enum cs__dim dim; /* its class's role (CS_DIM_OTHER before the inference) */
     int32_t size;
     const int32_t *members;
     double blocked, ovl, span, bytes;
