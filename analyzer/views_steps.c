@@ -65,9 +65,8 @@ void cs__vsteps_free(struct cs__run *run)
 }
 
 /* The step of rank r containing aligned time t, as steps.c's step_of decides; -1 none. */
-static int step_at(const struct cs__steps *S, int r, int64_t t)
+static inline int step_at(const struct cs__srank *sr, int64_t t)
 {
-    const struct cs__srank *sr = &S->r[r];
     for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
         if (t >= sr->ring[j % CS__RING])
             return j;
@@ -106,26 +105,44 @@ const char *cs__vsteps_role(struct cs__run *run, uint64_t comm)
     return d >= 0 ? cs__dim_names[d] : NULL;
 }
 
-void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns)
+/* More steps than the pre-pass saw on the reference rank: merge column pairs. */
+static void vheat_widen(struct cs__vsteps *v)
 {
-    struct cs__vsteps *v = run->vsteps;
-    int k = step_at(run->steps, rank, t);
+    for (int r = 0; r < v->world; r++) {
+        double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
+        for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
+            h[i] = h[2 * i] + h[2 * i + 1];
+        for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
+            h[i] = 0;
+    }
+    v->spc *= 2;
+}
+
+static inline void vwait(struct cs__vsteps *v, const struct cs__srank *sr, int rank, int64_t t,
+                         int64_t wait_ns)
+{
+    int k = step_at(sr, t);
     if (k < 0) {
         v->outside_ns += (double)wait_ns;
         return;
     }
-    while (k / v->spc >= CS_VIEW_HEAT_BINS) {
-        /* More steps than the pre-pass saw on the reference rank: merge column pairs. */
-        for (int r = 0; r < v->world; r++) {
-            double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
-            for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
-                h[i] = h[2 * i] + h[2 * i + 1];
-            for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
-                h[i] = 0;
-        }
-        v->spc *= 2;
-    }
+    while (k / v->spc >= CS_VIEW_HEAT_BINS)
+        vheat_widen(v);
     v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + (size_t)(k / v->spc)] += (double)wait_ns;
+}
+
+void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns)
+{
+    vwait(run->vsteps, &run->steps->r[rank], rank, t, wait_ns);
+}
+
+void cs__vsteps_waits(struct cs__run *run, const struct cs__inst *in)
+{
+    struct cs__vsteps *v = run->vsteps;
+    const struct cs__srank *sr = run->steps->r;
+    for (int32_t i = 0; i < in->n; i++)
+        if (in->wait[i] > 0)
+            vwait(v, &sr[in->members[i]], in->members[i], in->arr[i], in->wait[i]);
 }
 
 void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li, int64_t others_ns)
@@ -134,7 +151,7 @@ void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
     if (!v || others_ns <= 0)
         return;
     int r = in->members[li];
-    int k = step_at(run->steps, r, in->arr[li]);
+    int k = step_at(&run->steps->r[r], in->arr[li]);
     struct caused *c = &v->caused[r];
     if (k < 0)
         return;
