@@ -301,6 +301,7 @@ int cs__steps_begin(struct cs__run *run)
     if (!S)
         return CS_ENOMEM;
     run->steps = S;
+    S->run = run;
     S->ref = -1;
     S->r = calloc((size_t)run->world + 1, sizeof *S->r);
     if (!S->r || cs__groups_build(run, S))
@@ -622,43 +623,35 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
 /* ---- per event ---- */
 
 /*
- * The rare part of an event: a wait call's record still to book, a possible step boundary, the
- * rank's MPI_Finalize, or a rank whose budget comes from its GPUs.  Returns 1 when the event is
- * fully handled (GPU ranks), 0 when the host budget still books it.
+ * The per-event work is split so that the common case runs without a stack frame: the entry
+ * (cs__steps_event) and the booking (event_book) call nothing except as their last act (tail
+ * calls), and whatever needs calls in the middle -- a step boundary, a wait call to book, GPU
+ * ranks, a communicator not in the rank's cache -- is done out of line, which then books the
+ * event through event_book as well.
  */
-__attribute__((noinline)) static int event_rare(struct cs__run *run, struct cs__steps *S, struct cs__srank *sr, int rank,
-                      const struct cs_event *ev, enum cs_op_kind k, int64_t tb, int64_t te,
-                      unsigned f)
+__attribute__((noinline)) static void event_book(struct cs__steps *S, struct cs__srank *sr,
+                                                 const struct cs_event *ev, enum cs_op_kind k,
+                                                 int64_t tb, int64_t te);
+
+/* A non-blocking initiation: its request is in flight from now. */
+__attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__srank *sr,
+                                                const struct cs_event *ev, int64_t tb,
+                                                double busy0, int ci, int red)
 {
-    if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
-        flush_wait(S, sr, -1, 0);
-    /* Only the mode's boundary ops can start or end a step: test those before the call. */
-    int b = f & CS__OPF_BOUND ? cs__steps_boundary_slow(run, S, ev, k, &sr->occ) : 0;
-    if (b) {
-        close_step(S, sr, tb, 1);
-        if (b > 0)
-            open_step(sr, tb);
-        if (sr->gpu)
-            cs__sgpu_boundary(S, rank, tb, b > 0 ? sr->step : -1);
+    struct cs__sreq *q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
+    if (q) {
+        q->comm = ci;
+        q->tb = tb;
+        q->busy0 = busy0;
+        q->red = red;
     }
-    if ((f & CS__OPF_FIN) && !sr->fin)
-        sr->fin = tb;
-    if (sr->gpu) {
-        /* The budget of a rank with a GPU timeline comes from its GPUs (steps_gpu.c). */
-        if (k == CS_KIND_NCOLL || k == CS_KIND_NP2P || k == CS_KIND_GROUP)
-            cs__sgpu_launch(S, rank, ev);
-        else if (k == CS_KIND_GPU)
-            cs__sgpu_record(run, S, rank, ev, tb, te);
-        return 1;
-    }
-    return 0;
 }
 
 /* A completion record: the request's overlap, and the wait call that completed it. */
-__attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs__srank *sr, int rank,
-                       const struct cs_event *ev, int64_t te)
+__attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs__srank *sr,
+                                                 const struct cs_event *ev, int64_t te)
 {
-    struct cs__sreq *q = req_find(&S->reqs, rank, ev->request);
+    struct cs__sreq *q = req_find(&S->reqs, (int)(sr - S->r), ev->request);
     if (sr->wait_open && te == sr->wait_te)
         flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
     if (!q)
@@ -684,6 +677,83 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
     req_del(&S->reqs, q);
 }
 
+/* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget. */
+static inline void book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
+                             enum cs_op_kind k, int64_t tb, double dur, int ci)
+{
+    struct cs__budget *bu = sr->acc;
+    sr->busy += dur;
+    bu->mpi += dur;
+    int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
+    int red = ev->op < CS_OP_MAX && (S->opf[ev->op] & CS__OPF_RED);
+    if (ci >= 0) {
+        struct cs__scomm *sc = &S->comms[ci];
+        struct cs__cclass *cl = &S->classes[sc->cls];
+        double by = (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
+        bu->blocked[sc->dim] += dur;
+        if (red && sc->dim == CS_DIM_DP)
+            bu->grad_blocked += dur;
+        sc->blocked += dur;
+        sc->bytes += by;
+        cl->blocked += dur;
+        cl->bytes += by;
+        if (blocking) {
+            bu->span += dur;
+            sc->span += dur;
+            cl->span += dur;
+        }
+    } else {
+        bu->blocked[CS_DIM_OTHER] += dur;
+        if (blocking)
+            bu->span += dur;
+    }
+    if (!blocking)
+        req_begin(S, sr, ev, tb, sr->busy - dur, ci, red);
+}
+
+/* A call on a communicator not in the cache (first seen, or unknown). */
+__attribute__((noinline)) static void comm_miss(struct cs__steps *S, struct cs__srank *sr,
+                                                const struct cs_event *ev, enum cs_op_kind k,
+                                                int64_t tb, double dur)
+{
+    book_call(S, sr, ev, k, tb, dur, cs__groups_comm(S->run, S, ev->comm));
+}
+
+/*
+ * The rare part of an event: a wait call's record still to book, a possible step boundary, the
+ * rank's MPI_Finalize, or a rank whose budget comes from its GPUs; then the booking.
+ */
+__attribute__((noinline)) static void event_rare(struct cs__run *run, int rank,
+                                                 const struct cs_event *ev, enum cs_op_kind k,
+                                                 int64_t tb, int64_t te)
+{
+    struct cs__steps *S = run->steps;
+    struct cs__srank *sr = &S->r[rank];
+    unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : CS__OPF_BOUND;
+    if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
+        flush_wait(S, sr, -1, 0);
+    /* Only the mode's boundary ops can start or end a step: test those before the call. */
+    int b = f & CS__OPF_BOUND ? cs__steps_boundary_slow(run, S, ev, k, &sr->occ) : 0;
+    if (b) {
+        close_step(S, sr, tb, 1);
+        if (b > 0)
+            open_step(sr, tb);
+        if (sr->gpu)
+            cs__sgpu_boundary(S, rank, tb, b > 0 ? sr->step : -1);
+    }
+    if ((f & CS__OPF_FIN) && !sr->fin)
+        sr->fin = tb;
+    if (sr->gpu) {
+        /* The budget of a rank with a GPU timeline comes from its GPUs (steps_gpu.c). */
+        if (k == CS_KIND_NCOLL || k == CS_KIND_NP2P || k == CS_KIND_GROUP)
+            cs__sgpu_launch(S, rank, ev);
+        else if (k == CS_KIND_GPU)
+            cs__sgpu_record(run, S, rank, ev, tb, te);
+        return;
+    }
+    event_book(S, sr, ev, k, tb, te);
+}
+
 void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                      int64_t tb, int64_t te)
 {
@@ -691,80 +761,52 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     if (!S)
         return;
     struct cs__srank *sr = &S->r[rank];
-    /* Ops beyond the table take the rare path, which tests them in full. */
+    /* Ops beyond the table take the rare path, which tests them in full.  A completion record
+     * that ends the open wait call is booked with it (event_done), not here. */
     unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : CS__OPF_BOUND;
-    if (__builtin_expect((f & (CS__OPF_BOUND | CS__OPF_FIN)) | sr->wait_open | sr->gpu, 0) &&
-        event_rare(run, S, sr, rank, ev, k, tb, te, f))
-        return;
+    if (__builtin_expect((f & (CS__OPF_BOUND | CS__OPF_FIN)) | sr->gpu, 0) ||
+        __builtin_expect(sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te), 0))
+        event_rare(run, rank, ev, k, tb, te);
+    else
+        event_book(S, sr, ev, k, tb, te);
+}
+
+/* The host budget of one event (after any boundary it makes). */
+__attribute__((noinline)) static void event_book(struct cs__steps *S, struct cs__srank *sr,
+                                                 const struct cs_event *ev, enum cs_op_kind k,
+                                                 int64_t tb, int64_t te)
+{
     double dur = te > tb ? (double)(te - tb) : 0;
-    /* Outside a step the adds go to the sink (sr->acc), so they need no test. */
-    struct cs__budget *bu = sr->acc;
     switch (k) {
     case CS_KIND_COLL:
     case CS_KIND_P2P:
     case CS_KIND_ICOLL:
     case CS_KIND_IP2P: {
-        sr->busy += dur;
-        bu->mpi += dur;
-        /* A rank's calls mostly stay on one communicator: remember the last lookup. */
-        int ci;
-        if (sr->last_ci && sr->last_comm == ev->comm) {
-            ci = sr->last_ci - 1;
-        } else {
-            ci = cs__groups_comm_cached(run, S, ev->comm);
-            sr->last_comm = ev->comm;
-            sr->last_ci = ci + 1;
-        }
-        int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
-        int red = (f & CS__OPF_RED) != 0;
-        if (ci >= 0) {
-            struct cs__scomm *sc = &S->comms[ci];
-            struct cs__cclass *cl = &S->classes[sc->cls];
-            double by = (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
-            bu->blocked[sc->dim] += dur;
-            if (red && sc->dim == CS_DIM_DP)
-                bu->grad_blocked += dur;
-            sc->blocked += dur;
-            sc->bytes += by;
-            cl->blocked += dur;
-            cl->bytes += by;
-            if (blocking) {
-                bu->span += dur;
-                sc->span += dur;
-                cl->span += dur;
-            }
-        } else {
-            bu->blocked[CS_DIM_OTHER] += dur;
-            if (blocking)
-                bu->span += dur;
-        }
-        if (!blocking) {
-            struct cs__sreq *q = req_put(&S->reqs, rank, ev->request);
-            if (q) {
-                q->comm = ci;
-                q->tb = tb;
-                q->busy0 = sr->busy - dur;
-                q->red = red;
-            }
-        }
-        break;
+        /* The communicator cache knows nearly every call's communicator. */
+        const struct cs__ccache *e = &S->comm_cache[cs__ccache_slot(ev->comm)];
+        if (__builtin_expect(!e->idx1 || e->id != ev->comm, 0))
+            comm_miss(S, sr, ev, k, tb, dur);
+        else
+            book_call(S, sr, ev, k, tb, dur, e->idx1 - 1);
+        return;
     }
     case CS_KIND_DONE:
-        event_done(S, sr, rank, ev, te);
-        break;
+        event_done(S, sr, ev, te);
+        return;
     case CS_KIND_WAIT:
         sr->busy += dur;
-        bu->mpi += dur;
+        sr->acc->mpi += dur;
         sr->wait_open = 1;
         sr->wait_te = te;
         sr->wait_dur = dur;
         sr->wait_step = sr->in_step ? sr->step : -1;
-        break;
+        return;
     default:
+        /* Outside a step the adds go to the sink (sr->acc), so they need no test. */
         sr->busy += dur;
-        bu->mpi += dur;
-        bu->other_mpi += dur;
-        break;
+        sr->acc->mpi += dur;
+        sr->acc->other_mpi += dur;
+        return;
     }
 }
 

@@ -29,8 +29,6 @@ struct cs__srank {
     double busy;        /* ns inside MPI calls so far */
     int64_t fin;        /* aligned begin of MPI_Finalize, 0 not seen */
     uint64_t occ;       /* occurrences of the pattern's anchor so far */
-    uint64_t last_comm; /* the communicator of the rank's last call, and its index + 1 */
-    int last_ci;
     int gpu; /* the budget comes from the GPU timeline (steps_gpu.c) */
     /* &cur inside a step, else the run's sink (S->sink): the per-event budget adds need no test
      * of in_step, and the sink is never read. */
@@ -61,6 +59,7 @@ enum {
 };
 
 struct cs__steps {
+    struct cs__run *run; /* the run that holds it (for the hooks that are not given it) */
     int mode; /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
     char nvtx_pat[128];  /* COMMSCOPE_STEP_NVTX ("" the default names) */
     uint64_t nvtx_steps; /* step ranges begun on the rank of the last pre-pass */
