@@ -310,9 +310,13 @@ int cs__steps_begin(struct cs__run *run)
         S->r[r].step = -1;
         S->r[r].acc = &S->sink;
     }
-    for (unsigned op = 0; op < CS_OP_MAX; op++)
+    for (unsigned op = 0; op < CS_OP_MAX; op++) {
+        enum cs_op_kind k = cs_op_info(op)->kind;
         S->opf[op] = (unsigned char)((op == CS_OP_FINALIZE ? CS__OPF_FIN : 0) |
-                                     (is_red(op) ? CS__OPF_RED : 0));
+                                     (is_red(op) ? CS__OPF_RED : 0) |
+                                     (k == CS_KIND_COLL || k == CS_KIND_NCOLL ? CS__OPF_WAITS : 0) |
+                                     (k == CS_KIND_NCOLL ? CS__OPF_NCOLL : 0));
+    }
     if (cs__sgpu_init(run, S))
         cs__problem(run, "out of memory for the GPU step budget; GPU ranks are budgeted from the"
                          " host");
@@ -444,11 +448,22 @@ static struct cs__budget *step_slot(struct cs__steps *S, size_t k)
     return &S->g[k];
 }
 
-static void budget_add(struct cs__budget *to, const struct cs__budget *b)
+static void budget_add(struct cs__budget *restrict to, const struct cs__budget *restrict b)
 {
+    /* Two lanes at a time (SSE2 / NEON): each field's sum is the same scalar addition. */
+    typedef double v2 __attribute__((vector_size(16), aligned(8)));
+    enum { N = sizeof *b / sizeof(double) };
     const double *s = (const double *)b;
     double *t = (double *)to;
-    for (size_t i = 0; i < sizeof *b / sizeof(double); i++)
+    size_t i = 0;
+    for (; i + 2 <= N; i += 2) {
+        v2 x, y;
+        memcpy(&x, t + i, sizeof x);
+        memcpy(&y, s + i, sizeof y);
+        x += y;
+        memcpy(t + i, &x, sizeof x);
+    }
+    for (; i < N; i++)
         t[i] += s[i];
 }
 
@@ -527,10 +542,8 @@ static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int re
              sr->wait_dur);
     if (red && dim == CS_DIM_DP)
         add_late(S, sr, sr->wait_step, offsetof(struct cs__budget, grad_blocked), sr->wait_dur);
-    if (ci >= 0) {
+    if (ci >= 0)
         S->comms[ci].blocked += sr->wait_dur;
-        S->classes[S->comms[ci].cls].blocked += sr->wait_dur;
-    }
     sr->wait_open = 0;
 }
 
@@ -670,8 +683,6 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
             struct cs__scomm *sc = &S->comms[q->comm];
             sc->ovl += O;
             sc->span += D;
-            S->classes[sc->cls].ovl += O;
-            S->classes[sc->cls].span += D;
         }
     }
     req_del(&S->reqs, q);
@@ -688,19 +699,14 @@ static inline void book_call(struct cs__steps *S, struct cs__srank *sr, const st
     int red = ev->op < CS_OP_MAX && (S->opf[ev->op] & CS__OPF_RED);
     if (ci >= 0) {
         struct cs__scomm *sc = &S->comms[ci];
-        struct cs__cclass *cl = &S->classes[sc->cls];
-        double by = (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
         bu->blocked[sc->dim] += dur;
         if (red && sc->dim == CS_DIM_DP)
             bu->grad_blocked += dur;
         sc->blocked += dur;
-        sc->bytes += by;
-        cl->blocked += dur;
-        cl->bytes += by;
+        sc->bytes += (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
         if (blocking) {
             bu->span += dur;
             sc->span += dur;
-            cl->span += dur;
         }
     } else {
         bu->blocked[CS_DIM_OTHER] += dur;
@@ -813,12 +819,16 @@ __attribute__((noinline)) static void event_book(struct cs__steps *S, struct cs_
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
 {
     struct cs__steps *S = run->steps;
-    enum cs_op_kind ik = cs_op_info(in->op)->kind;
-    if (!S || (ik != CS_KIND_COLL && ik != CS_KIND_NCOLL) || in->n < 2)
+    if (!S)
+        return;
+    unsigned f = in->op < CS_OP_MAX ? S->opf[in->op] : 0;
+    if (!(f & CS__OPF_WAITS) || in->n < 2)
         return;
     int ci = cs__groups_comm_cached(run, S, in->comm);
     enum cs__dim dim = dim_of(S, ci);
-    int grad = is_red(in->op) && dim == CS_DIM_DP;
+    int grad = (f & CS__OPF_RED) && dim == CS_DIM_DP;
+    int ncoll = (f & CS__OPF_NCOLL) != 0;
+    size_t off = offsetof(struct cs__budget, wait) + dim * sizeof(double);
     const int64_t *a = in->arr;
     for (int32_t i = 0; i < in->n; i++) {
         /* the member's wait by the op's pattern, as cs__metrics_instance computed it */
@@ -829,18 +839,23 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (w <= 0)
             continue;
         struct cs__srank *sr = &S->r[in->members[i]];
-        if (sr->gpu && ik == CS_KIND_NCOLL) {
+        if (sr->gpu && ncoll) {
             /* On a GPU timeline the waiting interval is placed among the kernels: only its part
              * not hidden by compute kernels is waiting (steps_gpu.c). */
             cs__sgpu_wait(run, S, in->members[i], ci, a[i], a[i] + w, grad);
             continue;
         }
-        int k = step_of(sr, a[i]);
-        add_late(S, sr, k, offsetof(struct cs__budget, wait) + dim * sizeof(double), (double)w);
-        if (grad)
-            add_late(S, sr, k, offsetof(struct cs__budget, grad_wait), (double)w);
-        if (ci >= 0)
-            S->classes[S->comms[ci].cls].wait += (double)w;
+        if (sr->in_step && a[i] >= sr->begin) {
+            /* arrived in the open step (what step_of and add_late find first) */
+            sr->cur.wait[dim] += (double)w;
+            if (grad)
+                sr->cur.grad_wait += (double)w;
+        } else {
+            int k = step_of(sr, a[i]);
+            add_late(S, sr, k, off, (double)w);
+            if (grad)
+                add_late(S, sr, k, offsetof(struct cs__budget, grad_wait), (double)w);
+        }
     }
     cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
 }

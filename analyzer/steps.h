@@ -62,8 +62,6 @@ struct cs__cclass {
     enum cs__dim role;
     double confidence;
     char why[160];
-    /* totals over ranks from the main pass */
-    double blocked, wait, ovl, span, bytes;
 };
 
 /* One communicator as the step analysis knows it. */

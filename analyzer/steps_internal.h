@@ -55,7 +55,9 @@ struct cs__sreqs {
 enum {
     CS__OPF_BOUND = 1, /* can start or end a step in the mode (boundary() looks further) */
     CS__OPF_FIN = 2,   /* MPI_Finalize */
-    CS__OPF_RED = 4    /* a reduction */
+    CS__OPF_RED = 4,   /* a reduction */
+    CS__OPF_WAITS = 8, /* a blocking collective (MPI or NCCL): its instances' waits are booked */
+    CS__OPF_NCOLL = 16 /* an NCCL collective */
 };
 
 struct cs__steps {
