@@ -250,8 +250,24 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
     const struct cs_event *ev;
     uint64_t anchors = 0, occ = 0, nvtx = 0, nvtx_depth = 0;
     *markers = 0;
+    /* Op kinds by table, and which ops this pass looks at at all (ops beyond the table: all). */
+    enum { PF_LOOK = 0x80 };
+    unsigned char pk[CS_OP_MAX];
+    for (unsigned op = 0; op < CS_OP_MAX; op++) {
+        enum cs_op_kind k = cs_op_info(op)->kind;
+        int look = is_traffic(k) || op == S->marker_op || op == CS_OP_NVTX_RANGE_BEGIN ||
+                   op == CS_OP_NVTX_RANGE_END;
+        pk[op] = (unsigned char)(k | (look ? PF_LOOK : 0));
+    }
     while ((ev = cs_reader_next(rd))) {
-        enum cs_op_kind k = cs_op_info(ev->op)->kind;
+        enum cs_op_kind k;
+        if (ev->op < CS_OP_MAX) {
+            if (!(pk[ev->op] & PF_LOOK))
+                continue;
+            k = (enum cs_op_kind)(pk[ev->op] & ~PF_LOOK);
+        } else {
+            k = cs_op_info(ev->op)->kind;
+        }
         if (ev->op == S->marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
             (*markers)++;
         if ((ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END) &&
