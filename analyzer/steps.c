@@ -658,9 +658,9 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
  * ranks, a communicator not in the rank's cache -- is done out of line, which then books the
  * event through event_book as well.
  */
-__attribute__((noinline)) static void event_book(struct cs__steps *S, struct cs__srank *sr,
-                                                 const struct cs_event *ev, enum cs_op_kind k,
-                                                 int64_t tb, int64_t te);
+static inline void event_book(struct cs__steps *S, struct cs__srank *sr,
+                              const struct cs_event *ev, enum cs_op_kind k, int64_t tb,
+                              int64_t te);
 
 /* A non-blocking initiation: its request is in flight from now. */
 __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__srank *sr,
@@ -786,17 +786,34 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     /* Ops beyond the table take the rare path, which tests them in full.  A completion record
      * that ends the open wait call is booked with it (event_done), not here. */
     unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : CS__OPF_BOUND;
-    if (__builtin_expect((f & (CS__OPF_BOUND | CS__OPF_FIN)) | sr->gpu, 0) ||
-        __builtin_expect(sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te), 0))
-        event_rare(run, rank, ev, k, tb, te);
-    else
-        event_book(S, sr, ev, k, tb, te);
+    if (__builtin_expect((f & (CS__OPF_BOUND | CS__OPF_FIN)) | sr->gpu, 0)) {
+        /* A pattern's anchor op of other sizes can be no boundary: not worth the rare path. */
+        if (!(S->mode == 2 && (f & (CS__OPF_BOUND | CS__OPF_FIN)) == CS__OPF_BOUND &&
+              ev->bytes != S->anchor_bytes && !sr->gpu)) {
+            event_rare(run, rank, ev, k, tb, te);
+            return;
+        }
+    }
+    if (__builtin_expect(sr->wait_open, 0) && !(k == CS_KIND_DONE && te == sr->wait_te)) {
+        /* The wait call completed no request of a known communicator: flush_wait(S, sr, -1, 0)
+         * here when its step is still the open one (or none), as it nearly always is. */
+        if (sr->wait_step >= 0) {
+            if (!(sr->in_step && sr->wait_step == sr->step)) {
+                event_rare(run, rank, ev, k, tb, te);
+                return;
+            }
+            if (sr->wait_dur != 0)
+                sr->cur.blocked[CS_DIM_OTHER] += sr->wait_dur;
+        }
+        sr->wait_open = 0;
+    }
+    event_book(S, sr, ev, k, tb, te);
 }
 
 /* The host budget of one event (after any boundary it makes). */
-__attribute__((noinline)) static void event_book(struct cs__steps *S, struct cs__srank *sr,
-                                                 const struct cs_event *ev, enum cs_op_kind k,
-                                                 int64_t tb, int64_t te)
+static inline void event_book(struct cs__steps *S, struct cs__srank *sr,
+                              const struct cs_event *ev, enum cs_op_kind k, int64_t tb,
+                              int64_t te)
 {
     double dur = te > tb ? (double)(te - tb) : 0;
     switch (k) {
