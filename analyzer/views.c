@@ -141,12 +141,16 @@ static int size_bucket(double bytes)
     return size_bucket_u(bytes >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)bytes);
 }
 
-/* The curve of (op, comm) (op != 0), added when new; NULL out of memory. */
-static struct bw_acc *bw_curve(struct cs__views *v, uint16_t op, uint64_t comm)
+static size_t bwc_slot(uint16_t op, uint64_t comm)
 {
-    size_t ci = (size_t)((comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >> 58);
-    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) /* op 0 marks empty slots */
-        return &v->bw[v->bwc[ci].idx];
+    return (size_t)((comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >> 58);
+}
+
+/* bw_curve past the cache (out of line: the cache nearly always knows the curve). */
+__attribute__((noinline)) static struct bw_acc *bw_curve_slow(struct cs__views *v, uint16_t op,
+                                                              uint64_t comm)
+{
+    size_t ci = bwc_slot(op, comm);
     int fresh;
     uint64_t *iv = cs__map_put(&v->bw_by_key, op, comm, &fresh);
     if (!iv)
@@ -173,6 +177,15 @@ static struct bw_acc *bw_curve(struct cs__views *v, uint16_t op, uint64_t comm)
         v->bwc[ci].idx = (uint32_t)(*iv - 1);
     }
     return &v->bw[*iv - 1];
+}
+
+/* The curve of (op, comm), added when new; NULL out of memory. */
+static inline struct bw_acc *bw_curve(struct cs__views *v, uint16_t op, uint64_t comm)
+{
+    size_t ci = bwc_slot(op, comm);
+    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) /* op 0 marks empty slots */
+        return &v->bw[v->bwc[ci].idx];
+    return bw_curve_slow(v, op, comm);
 }
 
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns)
