@@ -534,8 +534,7 @@ static void add_closed(struct cs__steps *S, struct cs__srank *sr, int k, size_t 
 
 /* Add v to the double at offset off of step k of the rank (open or already closed).  Inline: the
  * waits of every instance member come here, nearly always into the open step. */
-static inline void add_late(struct cs__steps *S, struct cs__srank *sr, int k, size_t off,
-                            double v)
+static inline void add_late(struct cs__steps *S, struct cs__srank *sr, int k, size_t off, double v)
 {
     if (k < 0 || v == 0)
         return;
@@ -569,7 +568,8 @@ static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int re
  * requests of different ranks with the same handle values spread as well as one rank's. */
 static size_t req_home(const struct cs__sreqs *t, int rank, uint64_t request)
 {
-    uint64_t h = (request + (uint64_t)(uint32_t)rank * 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
+    uint64_t h =
+        (request + (uint64_t)(uint32_t)rank * 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
     return (size_t)(h >> t->shift);
 }
 
@@ -611,7 +611,8 @@ static int req_grow(struct cs__sreqs *t)
 
 /* The slot for (rank, request), emptied or fresh (a reused request id replaces the forgotten
  * one); NULL out of memory. */
-__attribute__((noinline)) static struct cs__sreq *req_put(struct cs__sreqs *t, int rank, uint64_t request)
+__attribute__((noinline)) static struct cs__sreq *req_put(struct cs__sreqs *t, int rank,
+                                                          uint64_t request)
 {
     if (2 * (t->n + 1) > t->cap && req_grow(t))
         return NULL;
@@ -652,20 +653,19 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
 /* ---- per event ---- */
 
 /*
- * The per-event work is split so that the common case runs without a stack frame: the entry
- * (cs__steps_event) and the booking (event_book) call nothing except as their last act (tail
- * calls), and whatever needs calls in the middle -- a step boundary, a wait call to book, GPU
- * ranks, a communicator not in the rank's cache -- is done out of line, which then books the
- * event through event_book as well.
+ * The per-event work is split so that the common case needs next to no stack frame: the entry
+ * (cs__steps_event, with the booking event_book inline) calls nothing except as its last act
+ * (tail calls), and whatever needs calls in the middle -- a step boundary, a wait call to book
+ * into a closed step, GPU ranks, a communicator not in the cache, requests -- is done out of
+ * line; the rare path (event_rare) then books the event through its own copy of event_book.
  */
-static inline void event_book(struct cs__steps *S, struct cs__srank *sr,
-                              const struct cs_event *ev, enum cs_op_kind k, int64_t tb,
-                              int64_t te);
+static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
+                              enum cs_op_kind k, int64_t tb, int64_t te);
 
 /* A non-blocking initiation: its request is in flight from now. */
 __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__srank *sr,
-                                                const struct cs_event *ev, int64_t tb,
-                                                double busy0, int ci, int red)
+                                                const struct cs_event *ev, int64_t tb, double busy0,
+                                                int ci, int red)
 {
     struct cs__sreq *q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
     if (q) {
@@ -811,9 +811,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
 }
 
 /* The host budget of one event (after any boundary it makes). */
-static inline void event_book(struct cs__steps *S, struct cs__srank *sr,
-                              const struct cs_event *ev, enum cs_op_kind k, int64_t tb,
-                              int64_t te)
+static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
+                              enum cs_op_kind k, int64_t tb, int64_t te)
 {
     double dur = te > tb ? (double)(te - tb) : 0;
     switch (k) {

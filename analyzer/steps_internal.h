@@ -39,11 +39,11 @@ struct cs__srank {
  * open-addressed table S->reqs, keyed by (rank, request). */
 struct cs__sreq {
     uint64_t request;
-    int32_t rank1;  /* rank + 1, 0: the slot is empty */
-    int32_t comm;   /* step-analysis communicator index, -1 unknown */
-    int64_t tb;     /* initiation begin */
-    double busy0;   /* the rank's busy time at tb */
-    int red;        /* a reduction */
+    int32_t rank1; /* rank + 1, 0: the slot is empty */
+    int32_t comm;  /* step-analysis communicator index, -1 unknown */
+    int64_t tb;    /* initiation begin */
+    double busy0;  /* the rank's busy time at tb */
+    int red;       /* a reduction */
 };
 struct cs__sreqs {
     struct cs__sreq *slot;
@@ -116,8 +116,7 @@ int cs__steps_boundary_slow(struct cs__run *run, struct cs__steps *S, const stru
  * on the rank so far.  Inline: the replays ask for every event, and almost every op is ruled out
  * by one table look-up. */
 static inline int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S,
-                                        const struct cs_event *ev, enum cs_op_kind k,
-                                        uint64_t *occ)
+                                        const struct cs_event *ev, enum cs_op_kind k, uint64_t *occ)
 {
     if (ev->op < CS_OP_MAX && !(S->opf[ev->op] & CS__OPF_BOUND))
         return 0;

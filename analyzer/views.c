@@ -202,10 +202,9 @@ void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double 
     a->n[k]++;
 }
 
-/* A blocking point-to-point call: its transfer, and the bytes it sent into the matrix. */
-__attribute__((noinline)) static void p2p_event(struct cs__views *v, int rank,
-                                                const struct cs_event *ev, enum cs_op_kind k,
-                                                uint64_t dur)
+/* A point-to-point call: a blocking one's transfer, and the bytes it sent into the matrix. */
+__attribute__((noinline)) static void
+p2p_event(struct cs__views *v, int rank, const struct cs_event *ev, enum cs_op_kind k, uint64_t dur)
 {
     if (k == CS_KIND_P2P) {
         /* cs__views_transfer with the bytes still an integer (the same bucket: a double that
@@ -228,9 +227,11 @@ __attribute__((noinline)) static void p2p_event(struct cs__views *v, int rank,
 }
 
 /* kind_ns column + 1 of each op kind (0: not counted); 4 marks point-to-point calls. */
-static const unsigned char kind_col[CS_KIND_GPU + 1] = {
-    [CS_KIND_COLL] = 1, [CS_KIND_ICOLL] = 1, [CS_KIND_P2P] = 2 | 4,
-    [CS_KIND_IP2P] = 2 | 4, [CS_KIND_WAIT] = 3};
+static const unsigned char kind_col[CS_KIND_GPU + 1] = {[CS_KIND_COLL] = 1,
+                                                        [CS_KIND_ICOLL] = 1,
+                                                        [CS_KIND_P2P] = 2 | 4,
+                                                        [CS_KIND_IP2P] = 2 | 4,
+                                                        [CS_KIND_WAIT] = 3};
 
 void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k)
 {
