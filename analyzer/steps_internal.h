@@ -120,6 +120,8 @@ static inline int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S
 {
     if (ev->op < CS_OP_MAX && !(S->opf[ev->op] & CS__OPF_BOUND))
         return 0;
+    if (S->mode == 2 && ev->bytes != S->anchor_bytes) /* the anchor op, another size */
+        return 0;
     return cs__steps_boundary_slow(run, S, ev, k, occ);
 }
 
