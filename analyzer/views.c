@@ -226,16 +226,17 @@ p2p_event(struct cs__views *v, int rank, const struct cs_event *ev, enum cs_op_k
     }
 }
 
-/* kind_ns column + 1 of each op kind (0: not counted); 4 marks point-to-point calls. */
-static const unsigned char kind_col[CS_KIND_GPU + 1] = {[CS_KIND_COLL] = 1,
-                                                        [CS_KIND_ICOLL] = 1,
-                                                        [CS_KIND_P2P] = 2 | 4,
-                                                        [CS_KIND_IP2P] = 2 | 4,
-                                                        [CS_KIND_WAIT] = 3};
+/* kind_ns column + 1 of each op kind (0: not counted); 4 marks point-to-point calls.  256
+ * entries, so that any kind indexes it without a range test. */
+static const unsigned char kind_col[256] = {[CS_KIND_COLL] = 1,
+                                            [CS_KIND_ICOLL] = 1,
+                                            [CS_KIND_P2P] = 2 | 4,
+                                            [CS_KIND_IP2P] = 2 | 4,
+                                            [CS_KIND_WAIT] = 3};
 
 void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k)
 {
-    unsigned c = (unsigned)k <= CS_KIND_GPU ? kind_col[k] : 0;
+    unsigned c = kind_col[(unsigned char)k];
     if (!c)
         return;
     struct cs__views *v = run->views;
