@@ -660,7 +660,7 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
  * line; the rare path (event_rare) then books the event through its own copy of event_book.
  */
 static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                              enum cs_op_kind k, int64_t tb, int64_t te);
+                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f);
 
 /* A non-blocking initiation: its request is in flight from now. */
 __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__srank *sr,
@@ -704,15 +704,16 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
     req_del(&S->reqs, q);
 }
 
-/* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget. */
+/* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget (f: the
+ * op's flags). */
 static inline void book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                             enum cs_op_kind k, int64_t tb, double dur, int ci)
+                             enum cs_op_kind k, int64_t tb, double dur, int ci, unsigned f)
 {
     struct cs__budget *bu = sr->acc;
     sr->busy += dur;
     bu->mpi += dur;
     int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
-    int red = ev->op < CS_OP_MAX && (S->opf[ev->op] & CS__OPF_RED);
+    int red = (f & CS__OPF_RED) != 0;
     if (ci >= 0) {
         struct cs__scomm *sc = &S->comms[ci];
         bu->blocked[sc->dim] += dur;
@@ -738,7 +739,8 @@ __attribute__((noinline)) static void comm_miss(struct cs__steps *S, struct cs__
                                                 const struct cs_event *ev, enum cs_op_kind k,
                                                 int64_t tb, double dur)
 {
-    book_call(S, sr, ev, k, tb, dur, cs__groups_comm(S->run, S, ev->comm));
+    unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : 0;
+    book_call(S, sr, ev, k, tb, dur, cs__groups_comm(S->run, S, ev->comm), f);
 }
 
 /*
@@ -773,7 +775,7 @@ __attribute__((noinline)) static void event_rare(struct cs__run *run, int rank,
             cs__sgpu_record(run, S, rank, ev, tb, te);
         return;
     }
-    event_book(S, sr, ev, k, tb, te);
+    event_book(S, sr, ev, k, tb, te, f);
 }
 
 void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
@@ -807,12 +809,12 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         }
         sr->wait_open = 0;
     }
-    event_book(S, sr, ev, k, tb, te);
+    event_book(S, sr, ev, k, tb, te, f);
 }
 
 /* The host budget of one event (after any boundary it makes). */
 static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                              enum cs_op_kind k, int64_t tb, int64_t te)
+                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f)
 {
     double dur = te > tb ? (double)(te - tb) : 0;
     switch (k) {
@@ -825,7 +827,7 @@ static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const s
         if (__builtin_expect(!e->idx1 || e->id != ev->comm, 0))
             comm_miss(S, sr, ev, k, tb, dur);
         else
-            book_call(S, sr, ev, k, tb, dur, e->idx1 - 1);
+            book_call(S, sr, ev, k, tb, dur, e->idx1 - 1, f);
         return;
     }
     case CS_KIND_DONE:
