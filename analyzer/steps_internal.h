@@ -5,13 +5,17 @@
 #include "steps.h"
 
 #define CS__RING 16 /* step begins remembered per rank, for waits that arrive late */
-#define CS__CCACHE 64 /* entries of the communicator cache (a power of two) */
+/* Entries of the communicator cache: a power of two, room for the communicators a large job's
+ * ranks use at once (every rank its own tensor- and pipeline-parallel groups) with few
+ * collisions; 16 KiB. */
+#define CS__CCACHE_BITS 10
+#define CS__CCACHE (1u << CS__CCACHE_BITS)
 
 /* The communicator cache's slot of id (multiplicative hash: ids differ in their low and high
  * words). */
 static inline unsigned cs__ccache_slot(uint64_t id)
 {
-    return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> 58) & (CS__CCACHE - 1);
+    return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> (64 - CS__CCACHE_BITS));
 }
 
 struct cs__srank {
