@@ -136,9 +136,16 @@ static inline int size_bucket_u(uint64_t b)
     return k < CS_VIEW_BW_BUCKETS ? k : CS_VIEW_BW_BUCKETS - 1;
 }
 
+/* size_bucket_u of the bytes truncated to an integer (saturated), from the double's exponent:
+ * for bytes >= 2, floor(log2) of the truncation is the exponent (2^e is an integer <= bytes). */
 static int size_bucket(double bytes)
 {
-    return size_bucket_u(bytes >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)bytes);
+    if (bytes < 2)
+        return 0;
+    uint64_t u;
+    memcpy(&u, &bytes, sizeof u);
+    int e = (int)((u >> 52) & 0x7ff) - 1023;
+    return e < CS_VIEW_BW_BUCKETS ? e : CS_VIEW_BW_BUCKETS - 1;
 }
 
 static size_t bwc_slot(uint16_t op, uint64_t comm)
