@@ -483,8 +483,6 @@ int cs__vsteps_init(struct cs__run *run);
 void cs__vsteps_free(struct cs__run *run);
 /* Rank `rank` waited wait_ns at a collective it arrived at (aligned time t). */
 void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns);
-/* cs__vsteps_wait for every member of complete instance in with in->wait[i] > 0. */
-void cs__vsteps_waits(struct cs__run *run, const struct cs__inst *in);
 /* Member li of instance in arrived last (beyond the clock uncertainty); the others waited
  * others_ns for it. */
 void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,

@@ -512,17 +512,6 @@ static void open_step(struct cs__srank *sr, int64_t t)
     memset(&sr->cur, 0, sizeof sr->cur);
 }
 
-/* The step of the rank that contains aligned time t, -1 none (or too old to remember). */
-static int step_of(const struct cs__srank *sr, int64_t t)
-{
-    if (sr->step < 0)
-        return -1;
-    for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
-        if (t >= sr->ring[j % CS__RING])
-            return j;
-    return -1;
-}
-
 /* add_late for a step that is closed already. */
 static void add_closed(struct cs__steps *S, struct cs__srank *sr, int k, size_t off, double v)
 {
@@ -880,12 +869,12 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
             continue;
         }
         if (sr->in_step && a[i] >= sr->begin) {
-            /* arrived in the open step (what step_of and add_late find first) */
+            /* arrived in the open step (what cs__step_of and add_late find first) */
             sr->cur.wait[dim] += (double)w;
             if (grad)
                 sr->cur.grad_wait += (double)w;
         } else {
-            int k = step_of(sr, a[i]);
+            int k = cs__step_of(sr, a[i]);
             add_late(S, sr, k, off, (double)w);
             if (grad)
                 add_late(S, sr, k, offsetof(struct cs__budget, grad_wait), (double)w);

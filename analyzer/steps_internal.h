@@ -103,6 +103,47 @@ struct cs__steps {
     struct cs__sgpu *gpu;
 };
 
+/* The step of the rank that contains aligned time t, -1 none (or too old to remember). */
+static inline int cs__step_of(const struct cs__srank *sr, int64_t t)
+{
+    for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
+        if (t >= sr->ring[j % CS__RING])
+            return j;
+    return -1;
+}
+
+/* The step views' state (views_steps.c; views.c books the instance waits into its heat map). */
+struct cs__vsteps {
+    int world;
+    int spc;      /* steps per heat-map column; doubles when the steps outgrow the columns */
+    double *heat; /* [world * CS_VIEW_HEAT_BINS] ns waited, by step column */
+    double outside_ns;
+    /* Per rank, what the others waited for it at instances it arrived last at, by the step it
+     * arrived in: step 0, the latest step seen (which may turn out to be the untimed tail), and
+     * every other step. */
+    struct caused {
+        double first, mid, latest;
+        int latest_k;
+    } * caused;
+};
+/* views_steps.c: more steps than the pre-pass saw on the reference rank: merge column pairs. */
+void cs__vsteps_widen(struct cs__vsteps *v);
+
+/* The rank (state sr) waited wait_ns at a collective it arrived at at aligned time t: into the
+ * heat-map column of its step (cs__vsteps_wait; inline for cs__views_waits). */
+static inline void cs__vsteps_wait_in(struct cs__vsteps *v, const struct cs__srank *sr, int rank,
+                                      int64_t t, int64_t wait_ns)
+{
+    int k = cs__step_of(sr, t);
+    if (k < 0) {
+        v->outside_ns += (double)wait_ns;
+        return;
+    }
+    while (k / v->spc >= CS_VIEW_HEAT_BINS)
+        cs__vsteps_widen(v);
+    v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + (size_t)(k / v->spc)] += (double)wait_ns;
+}
+
 /* cs__groups_comm with its cache probe inline: the step budget asks per event. */
 static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *S, uint64_t id)
 {

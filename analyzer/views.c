@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "nodes.h"
+#include "steps_internal.h"
 
 struct bw_acc {
     uint16_t op;
@@ -266,6 +267,7 @@ void cs__views_waits(struct cs__run *run, const struct cs__inst *in)
     }
     uint64_t eligible = (uint64_t)(v->last_eligible && in->n > 1);
     double *byk = v->last_nb ? v->wait_nb : v->last_nccl ? v->wait_nccl : NULL;
+    struct cs__vsteps *vs = run->vsteps; /* the heat map by step, when there are steps */
     for (int32_t i = 0; i < in->n; i++) {
         int r = in->members[i];
         int64_t wait_ns = in->wait[i];
@@ -275,9 +277,9 @@ void cs__views_waits(struct cs__run *run, const struct cs__inst *in)
         if (byk)
             byk[r] += (double)wait_ns;
         v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
+        if (vs)
+            cs__vsteps_wait_in(vs, &run->steps->r[r], r, in->arr[i], wait_ns);
     }
-    if (run->vsteps)
-        cs__vsteps_waits(run, in);
 }
 
 /* ---- the model ---- */
