@@ -576,7 +576,7 @@ static struct cs__sreq *req_find(const struct cs__sreqs *t, int rank, uint64_t r
     }
 }
 
-static int req_grow(struct cs__sreqs *t)
+__attribute__((noinline)) static int req_grow(struct cs__sreqs *t)
 {
     size_t cap = t->cap ? 2 * t->cap : 256;
     struct cs__sreq *s = calloc(cap, sizeof *s), *old = t->slot;
@@ -600,8 +600,7 @@ static int req_grow(struct cs__sreqs *t)
 
 /* The slot for (rank, request), emptied or fresh (a reused request id replaces the forgotten
  * one); NULL out of memory. */
-__attribute__((noinline)) static struct cs__sreq *req_put(struct cs__sreqs *t, int rank,
-                                                          uint64_t request)
+static inline struct cs__sreq *req_put(struct cs__sreqs *t, int rank, uint64_t request)
 {
     if (2 * (t->n + 1) > t->cap && req_grow(t))
         return NULL;
