@@ -187,13 +187,32 @@ __attribute__((noinline)) static struct bw_acc *bw_curve_slow(struct cs__views *
     return &v->bw[*iv - 1];
 }
 
-/* The curve of (op, comm), added when new; NULL out of memory. */
-static inline struct bw_acc *bw_curve(struct cs__views *v, uint16_t op, uint64_t comm)
+/* One transfer into bucket k of curve (op, comm) when the cache does not know the curve. */
+__attribute__((noinline)) static void bw_add_slow(struct cs__views *v, uint16_t op, uint64_t comm,
+                                                  int k, double bytes, double ns)
+{
+    struct bw_acc *a = bw_curve_slow(v, op, comm);
+    if (!a)
+        return;
+    a->bytes[k] += bytes;
+    a->ns[k] += ns;
+    a->n[k]++;
+}
+
+/* One transfer of `bytes` taking `ns` into bucket k of curve (op, comm), added when new.  The
+ * cache probe inline, the rest a tail call: the callers need no stack frame. */
+static inline void bw_add(struct cs__views *v, uint16_t op, uint64_t comm, int k, double bytes,
+                          double ns)
 {
     size_t ci = bwc_slot(op, comm);
-    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) /* op 0 marks empty slots */
-        return &v->bw[v->bwc[ci].idx];
-    return bw_curve_slow(v, op, comm);
+    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) { /* op 0 marks empty slots */
+        struct bw_acc *a = &v->bw[v->bwc[ci].idx];
+        a->bytes[k] += bytes;
+        a->ns[k] += ns;
+        a->n[k]++;
+        return;
+    }
+    bw_add_slow(v, op, comm, k, bytes, ns);
 }
 
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns)
@@ -201,36 +220,25 @@ void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double 
     struct cs__views *v = run->views;
     if (!v || bytes <= 0)
         return;
-    struct bw_acc *a = bw_curve(v, op, comm);
-    if (!a)
-        return;
-    int k = size_bucket(bytes);
-    a->bytes[k] += bytes;
-    a->ns[k] += ns;
-    a->n[k]++;
+    bw_add(v, op, comm, size_bucket(bytes), bytes, ns);
 }
 
-/* A point-to-point call: a blocking one's transfer, and the bytes it sent into the matrix. */
+/* A point-to-point call: the bytes it sent into the matrix, and a blocking one's transfer. */
 __attribute__((noinline)) static void
 p2p_event(struct cs__views *v, int rank, const struct cs_event *ev, enum cs_op_kind k, uint64_t dur)
 {
-    if (k == CS_KIND_P2P) {
-        /* cs__views_transfer with the bytes still an integer (the same bucket: a double that
-         * rounds is beyond the last bucket's lower bound anyway). */
-        uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
-        struct bw_acc *a = by ? bw_curve(v, ev->op, ev->comm) : NULL;
-        if (a) {
-            int b = size_bucket_u(by);
-            a->bytes[b] += (double)by;
-            a->ns[b] += (double)dur;
-            a->n[b]++;
-        }
-    }
     /* The sender's view: what this rank sent to its peer (receives send nothing). */
     if (ev->op != CS_OP_RECV && ev->op != CS_OP_IRECV && ev->bytes && ev->peer >= 0 &&
         ev->peer < v->world && !(ev->flags & CS_EV_PROC_NULL)) {
         size_t a = (size_t)rank / (size_t)v->p2p_block, b = (size_t)ev->peer / (size_t)v->p2p_block;
         v->p2p[a * v->p2p_n + b] += ev->bytes;
+    }
+    if (k == CS_KIND_P2P) {
+        /* cs__views_transfer with the bytes still an integer (the same bucket: a double that
+         * rounds is beyond the last bucket's lower bound anyway). */
+        uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+        if (by)
+            bw_add(v, ev->op, ev->comm, size_bucket_u(by), (double)by, (double)dur);
     }
 }
 
