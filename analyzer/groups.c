@@ -116,9 +116,14 @@ static int add_comm(struct cs__run *run, struct cs__steps *S, uint64_t id, int c
     if (!v)
         return -1;
     *v = S->ncomms + 1;
-    S->comms[S->ncomms] =
-        (struct cs__scomm){.id = id, .cls = cls, .size = size, .members = members};
     struct cs__cclass *k = &S->classes[cls];
+    /* Roles are final once cs__groups_infer ran (comms seen later take their class's role);
+     * the ones made before it get theirs there. */
+    S->comms[S->ncomms] = (struct cs__scomm){.id = id,
+                                             .cls = cls,
+                                             .dim = k->role < CS_DIM_N ? k->role : CS_DIM_OTHER,
+                                             .size = size,
+                                             .members = members};
     k->ncomms++;
     int st = stride_of(members, size);
     k->stride = k->stride < 0 ? st : (k->stride == st ? st : 0);
@@ -129,7 +134,7 @@ static int add_comm(struct cs__run *run, struct cs__steps *S, uint64_t id, int c
 
 int cs__groups_comm(struct cs__run *run, struct cs__steps *S, uint64_t id)
 {
-    struct cs__ccache *e = &S->comm_cache[(id ^ (id >> 32) ^ (id >> 3)) & 7];
+    struct cs__ccache *e = &S->comm_cache[cs__ccache_slot(id)];
     if (e->idx1 && e->id == id)
         return e->idx1 - 1;
     uint64_t *v = cs__map_get(&S->comm_idx, id, 0);
@@ -298,6 +303,10 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
         }
     }
     (void)max_cps;
+    for (size_t i = 0; i < S->ncomms; i++) {
+        enum cs__dim d = S->classes[S->comms[i].cls].role;
+        S->comms[i].dim = d < CS_DIM_N ? d : CS_DIM_OTHER;
+    }
 }
 
 void cs__groups_free(struct cs__steps *S)

@@ -72,10 +72,7 @@ static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
 
 static enum cs__dim dim_of(const struct cs__steps *S, int ci)
 {
-    if (ci < 0)
-        return CS_DIM_OTHER;
-    enum cs__dim d = S->classes[S->comms[ci].cls].role;
-    return d < CS_DIM_N ? d : CS_DIM_OTHER;
+    return ci < 0 ? CS_DIM_OTHER : S->comms[ci].dim;
 }
 
 /* ---- period detection (pre-passes over the reference rank) ---- */
@@ -237,8 +234,8 @@ static int boundary_op(const struct cs__steps *S, uint16_t op)
            (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
 }
 
-int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
-                          enum cs_op_kind k, uint64_t *occ)
+int cs__steps_boundary_slow(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
+                            enum cs_op_kind k, uint64_t *occ)
 {
     return boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
 }
@@ -253,8 +250,24 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
     const struct cs_event *ev;
     uint64_t anchors = 0, occ = 0, nvtx = 0, nvtx_depth = 0;
     *markers = 0;
+    /* Op kinds by table, and which ops this pass looks at at all (ops beyond the table: all). */
+    enum { PF_LOOK = 0x80 };
+    unsigned char pk[CS_OP_MAX];
+    for (unsigned op = 0; op < CS_OP_MAX; op++) {
+        enum cs_op_kind k = cs_op_info(op)->kind;
+        int look = is_traffic(k) || op == S->marker_op || op == CS_OP_NVTX_RANGE_BEGIN ||
+                   op == CS_OP_NVTX_RANGE_END;
+        pk[op] = (unsigned char)(k | (look ? PF_LOOK : 0));
+    }
     while ((ev = cs_reader_next(rd))) {
-        enum cs_op_kind k = cs_op_info(ev->op)->kind;
+        enum cs_op_kind k;
+        if (ev->op < CS_OP_MAX) {
+            if (!(pk[ev->op] & PF_LOOK))
+                continue;
+            k = (enum cs_op_kind)(pk[ev->op] & ~PF_LOOK);
+        } else {
+            k = cs_op_info(ev->op)->kind;
+        }
         if (ev->op == S->marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
             (*markers)++;
         if ((ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END) &&
@@ -304,12 +317,22 @@ int cs__steps_begin(struct cs__run *run)
     if (!S)
         return CS_ENOMEM;
     run->steps = S;
+    S->run = run;
     S->ref = -1;
     S->r = calloc((size_t)run->world + 1, sizeof *S->r);
     if (!S->r || cs__groups_build(run, S))
         return CS_ENOMEM;
-    for (int r = 0; r < run->world; r++)
+    for (int r = 0; r < run->world; r++) {
         S->r[r].step = -1;
+        S->r[r].acc = &S->sink;
+    }
+    for (unsigned op = 0; op < CS_OP_MAX; op++) {
+        enum cs_op_kind k = cs_op_info(op)->kind;
+        S->opf[op] = (unsigned char)((op == CS_OP_FINALIZE ? CS__OPF_FIN : 0) |
+                                     (is_red(op) ? CS__OPF_RED : 0) |
+                                     (k == CS_KIND_COLL || k == CS_KIND_NCOLL ? CS__OPF_WAITS : 0) |
+                                     (k == CS_KIND_NCOLL ? CS__OPF_NCOLL : 0));
+    }
     if (cs__sgpu_init(run, S))
         cs__problem(run, "out of memory for the GPU step budget; GPU ranks are budgeted from the"
                          " host");
@@ -388,6 +411,9 @@ int cs__steps_begin(struct cs__run *run)
         }
     }
     free(d);
+    for (unsigned op = 0; op < CS_OP_MAX; op++)
+        if (boundary_op(S, (uint16_t)op))
+            S->opf[op] |= CS__OPF_BOUND;
     S->ref_steps = (int)steps;
     for (size_t c = 0; c < S->nclasses; c++)
         if (S->classes[c].observed == 1)
@@ -438,11 +464,22 @@ static struct cs__budget *step_slot(struct cs__steps *S, size_t k)
     return &S->g[k];
 }
 
-static void budget_add(struct cs__budget *to, const struct cs__budget *b)
+static void budget_add(struct cs__budget *restrict to, const struct cs__budget *restrict b)
 {
+    /* Two lanes at a time (SSE2 / NEON): each field's sum is the same scalar addition. */
+    typedef double v2 __attribute__((vector_size(16), aligned(8)));
+    enum { N = sizeof *b / sizeof(double) };
     const double *s = (const double *)b;
     double *t = (double *)to;
-    for (size_t i = 0; i < sizeof *b / sizeof(double); i++)
+    size_t i = 0;
+    for (; i + 2 <= N; i += 2) {
+        v2 x, y;
+        memcpy(&x, t + i, sizeof x);
+        memcpy(&y, s + i, sizeof y);
+        x += y;
+        memcpy(t + i, &x, sizeof x);
+    }
+    for (; i < N; i++)
         t[i] += s[i];
 }
 
@@ -451,6 +488,7 @@ static void close_step(struct cs__steps *S, struct cs__srank *sr, int64_t t, int
     if (!sr->in_step)
         return;
     sr->in_step = 0;
+    sr->acc = &S->sink;
     sr->cur.n = 1;
     sr->cur.dur = t > sr->begin ? (double)(t - sr->begin) : 0;
     if (sr->gpu) {
@@ -468,35 +506,31 @@ static void open_step(struct cs__srank *sr, int64_t t)
 {
     sr->step++;
     sr->in_step = 1;
+    sr->acc = &sr->cur;
     sr->begin = t;
     sr->ring[sr->step % CS__RING] = t;
     memset(&sr->cur, 0, sizeof sr->cur);
 }
 
-/* The step of the rank that contains aligned time t, -1 none (or too old to remember). */
-static int step_of(const struct cs__srank *sr, int64_t t)
+/* add_late for a step that is closed already. */
+static void add_closed(struct cs__steps *S, struct cs__srank *sr, int k, size_t off, double v)
 {
-    if (sr->step < 0)
-        return -1;
-    for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
-        if (t >= sr->ring[j % CS__RING])
-            return j;
-    return -1;
-}
-
-/* Add v to the double at offset off of step k of the rank (open or already closed). */
-static void add_late(struct cs__steps *S, struct cs__srank *sr, int k, size_t off, double v)
-{
-    if (k < 0 || v == 0)
-        return;
-    if (sr->in_step && k == sr->step) {
-        *(double *)((char *)&sr->cur + off) += v;
-        return;
-    }
     struct cs__budget *g = step_slot(S, (size_t)k);
     if (g)
         *(double *)((char *)g + off) += v;
     *(double *)((char *)(k == 0 ? &sr->first : &sr->rest) + off) += v;
+}
+
+/* Add v to the double at offset off of step k of the rank (open or already closed).  Inline: the
+ * waits of every instance member come here, nearly always into the open step. */
+static inline void add_late(struct cs__steps *S, struct cs__srank *sr, int k, size_t off, double v)
+{
+    if (k < 0 || v == 0)
+        return;
+    if (sr->in_step && k == sr->step)
+        *(double *)((char *)&sr->cur + off) += v;
+    else
+        add_closed(S, sr, k, off, v);
 }
 
 void cs__steps_add(struct cs__steps *S, int rank, int k, size_t off, double v)
@@ -512,25 +546,206 @@ static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int re
              sr->wait_dur);
     if (red && dim == CS_DIM_DP)
         add_late(S, sr, sr->wait_step, offsetof(struct cs__budget, grad_blocked), sr->wait_dur);
-    if (ci >= 0) {
+    if (ci >= 0)
         S->comms[ci].blocked += sr->wait_dur;
-        S->classes[S->comms[ci].cls].blocked += sr->wait_dur;
-    }
     sr->wait_open = 0;
 }
 
-void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
-                     int64_t tb, int64_t te)
+/* ---- requests in flight: open addressing on (rank, request), linear probing ---- */
+
+/* Fibonacci hashing: the top bits of the product depend on every bit of the key, so the
+ * requests of different ranks with the same handle values spread as well as one rank's. */
+static size_t req_home(const struct cs__sreqs *t, int rank, uint64_t request)
+{
+    uint64_t h =
+        (request + (uint64_t)(uint32_t)rank * 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> t->shift);
+}
+
+/* The slot of (rank, request), or NULL. */
+static struct cs__sreq *req_find(const struct cs__sreqs *t, int rank, uint64_t request)
+{
+    if (!t->n)
+        return NULL;
+    for (size_t j = req_home(t, rank, request);; j = (j + 1) & (t->cap - 1)) {
+        struct cs__sreq *q = &t->slot[j];
+        if (!q->rank1)
+            return NULL;
+        if (q->request == request && q->rank1 == rank + 1)
+            return q;
+    }
+}
+
+__attribute__((noinline)) static int req_grow(struct cs__sreqs *t)
+{
+    size_t cap = t->cap ? 2 * t->cap : 256;
+    struct cs__sreq *s = calloc(cap, sizeof *s), *old = t->slot;
+    if (!s)
+        return -1;
+    size_t ocap = t->cap;
+    t->slot = s;
+    t->cap = cap;
+    t->shift = 64 - __builtin_ctzll(cap);
+    for (size_t i = 0; i < ocap; i++) {
+        if (!old[i].rank1)
+            continue;
+        size_t j = req_home(t, old[i].rank1 - 1, old[i].request);
+        while (s[j].rank1)
+            j = (j + 1) & (cap - 1);
+        s[j] = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+/* The slot for (rank, request), emptied or fresh (a reused request id replaces the forgotten
+ * one); NULL out of memory. */
+static inline struct cs__sreq *req_put(struct cs__sreqs *t, int rank, uint64_t request)
+{
+    if (2 * (t->n + 1) > t->cap && req_grow(t))
+        return NULL;
+    size_t j = req_home(t, rank, request);
+    for (;; j = (j + 1) & (t->cap - 1)) {
+        struct cs__sreq *q = &t->slot[j];
+        if (!q->rank1) {
+            t->n++;
+            q->rank1 = rank + 1;
+            q->request = request;
+            return q;
+        }
+        if (q->request == request && q->rank1 == rank + 1)
+            return q;
+    }
+}
+
+/* Empty slot q, moving later entries of its probe run back so that lookups need no tombstones. */
+static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
+{
+    size_t mask = t->cap - 1, i = (size_t)(q - t->slot), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        struct cs__sreq *e = &t->slot[j];
+        if (!e->rank1)
+            break;
+        size_t h = req_home(t, e->rank1 - 1, e->request);
+        /* e may fill hole i when its home is not cyclically within (i, j]. */
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            t->slot[i] = *e;
+            i = j;
+        }
+    }
+    t->slot[i].rank1 = 0;
+    t->n--;
+}
+
+/* ---- per event ---- */
+
+/*
+ * The per-event work is split so that the common case needs next to no stack frame: the entry
+ * (cs__steps_event, with the booking event_book inline) calls nothing except as its last act
+ * (tail calls), and whatever needs calls in the middle -- a step boundary, a wait call to book
+ * into a closed step, GPU ranks, a communicator not in the cache, requests -- is done out of
+ * line; the rare path (event_rare) then books the event through its own copy of event_book.
+ */
+static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
+                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f);
+
+/* A non-blocking initiation: its request is in flight from now. */
+__attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__srank *sr,
+                                                const struct cs_event *ev, int64_t tb, double busy0,
+                                                int ci, int red)
+{
+    struct cs__sreq *q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
+    if (q) {
+        q->comm = ci;
+        q->tb = tb;
+        q->busy0 = busy0;
+        q->red = red;
+    }
+}
+
+/* A completion record: the request's overlap, and the wait call that completed it. */
+__attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs__srank *sr,
+                                                 const struct cs_event *ev, int64_t te)
+{
+    struct cs__sreq *q = req_find(&S->reqs, (int)(sr - S->r), ev->request);
+    if (sr->wait_open && te == sr->wait_te)
+        flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
+    if (!q)
+        return;
+    if (!(ev->flags & CS_EV_CANCELLED)) {
+        /* In flight from the initiation to this record; exposed while inside MPI calls. */
+        double D = te > q->tb ? (double)(te - q->tb) : 0;
+        double E = sr->busy - q->busy0;
+        double O = D > E ? D - E : 0;
+        struct cs__budget *bu = sr->acc;
+        bu->ovl += O;
+        bu->span += D;
+        if (q->red && dim_of(S, q->comm) == CS_DIM_DP)
+            bu->grad_ovl += O;
+        if (q->comm >= 0) {
+            struct cs__scomm *sc = &S->comms[q->comm];
+            sc->ovl += O;
+            sc->span += D;
+        }
+    }
+    req_del(&S->reqs, q);
+}
+
+/* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget (f: the
+ * op's flags). */
+static inline void book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
+                             enum cs_op_kind k, int64_t tb, double dur, int ci, unsigned f)
+{
+    struct cs__budget *bu = sr->acc;
+    sr->busy += dur;
+    bu->mpi += dur;
+    int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
+    int red = (f & CS__OPF_RED) != 0;
+    if (ci >= 0) {
+        struct cs__scomm *sc = &S->comms[ci];
+        bu->blocked[sc->dim] += dur;
+        if (red && sc->dim == CS_DIM_DP)
+            bu->grad_blocked += dur;
+        sc->blocked += dur;
+        sc->bytes += (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
+        if (blocking) {
+            bu->span += dur;
+            sc->span += dur;
+        }
+    } else {
+        bu->blocked[CS_DIM_OTHER] += dur;
+        if (blocking)
+            bu->span += dur;
+    }
+    if (!blocking)
+        req_begin(S, sr, ev, tb, sr->busy - dur, ci, red);
+}
+
+/* A call on a communicator not in the cache (first seen, or unknown). */
+__attribute__((noinline)) static void comm_miss(struct cs__steps *S, struct cs__srank *sr,
+                                                const struct cs_event *ev, enum cs_op_kind k,
+                                                int64_t tb, double dur)
+{
+    unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : 0;
+    book_call(S, sr, ev, k, tb, dur, cs__groups_comm(S->run, S, ev->comm), f);
+}
+
+/*
+ * The rare part of an event: a wait call's record still to book, a possible step boundary, the
+ * rank's MPI_Finalize, or a rank whose budget comes from its GPUs; then the booking.
+ */
+__attribute__((noinline)) static void event_rare(struct cs__run *run, int rank,
+                                                 const struct cs_event *ev, enum cs_op_kind k,
+                                                 int64_t tb, int64_t te)
 {
     struct cs__steps *S = run->steps;
-    if (!S)
-        return;
     struct cs__srank *sr = &S->r[rank];
-    double dur = te > tb ? (double)(te - tb) : 0;
+    unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : CS__OPF_BOUND;
     if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
         flush_wait(S, sr, -1, 0);
     /* Only the mode's boundary ops can start or end a step: test those before the call. */
-    int b = boundary_op(S, ev->op) ? boundary(run, S, ev, k, &sr->occ) : 0;
+    int b = f & CS__OPF_BOUND ? cs__steps_boundary_slow(run, S, ev, k, &sr->occ) : 0;
     if (b) {
         close_step(S, sr, tb, 1);
         if (b > 0)
@@ -538,7 +753,7 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
         if (sr->gpu)
             cs__sgpu_boundary(S, rank, tb, b > 0 ? sr->step : -1);
     }
-    if (ev->op == CS_OP_FINALIZE && !sr->fin)
+    if ((f & CS__OPF_FIN) && !sr->fin)
         sr->fin = tb;
     if (sr->gpu) {
         /* The budget of a rank with a GPU timeline comes from its GPUs (steps_gpu.c). */
@@ -548,126 +763,94 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
             cs__sgpu_record(run, S, rank, ev, tb, te);
         return;
     }
-    struct cs__budget *bu = sr->in_step ? &sr->cur : NULL;
-    if (k != CS_KIND_DONE) {
-        sr->busy += dur;
-        if (bu)
-            bu->mpi += dur;
+    event_book(S, sr, ev, k, tb, te, f);
+}
+
+void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                     int64_t tb, int64_t te)
+{
+    struct cs__steps *S = run->steps;
+    if (!S)
+        return;
+    struct cs__srank *sr = &S->r[rank];
+    /* Ops beyond the table take the rare path, which tests them in full.  A completion record
+     * that ends the open wait call is booked with it (event_done), not here. */
+    unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : CS__OPF_BOUND;
+    if (__builtin_expect((f & (CS__OPF_BOUND | CS__OPF_FIN)) | sr->gpu, 0)) {
+        /* A pattern's anchor op of other sizes can be no boundary: not worth the rare path. */
+        if (!(S->mode == 2 && (f & (CS__OPF_BOUND | CS__OPF_FIN)) == CS__OPF_BOUND &&
+              ev->bytes != S->anchor_bytes && !sr->gpu)) {
+            event_rare(run, rank, ev, k, tb, te);
+            return;
+        }
     }
+    if (__builtin_expect(sr->wait_open, 0) && !(k == CS_KIND_DONE && te == sr->wait_te)) {
+        /* The wait call completed no request of a known communicator: flush_wait(S, sr, -1, 0)
+         * here when its step is still the open one (or none), as it nearly always is. */
+        if (sr->wait_step >= 0) {
+            if (!(sr->in_step && sr->wait_step == sr->step)) {
+                event_rare(run, rank, ev, k, tb, te);
+                return;
+            }
+            if (sr->wait_dur != 0)
+                sr->cur.blocked[CS_DIM_OTHER] += sr->wait_dur;
+        }
+        sr->wait_open = 0;
+    }
+    event_book(S, sr, ev, k, tb, te, f);
+}
+
+/* The host budget of one event (after any boundary it makes). */
+static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
+                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f)
+{
+    double dur = te > tb ? (double)(te - tb) : 0;
     switch (k) {
     case CS_KIND_COLL:
     case CS_KIND_P2P:
     case CS_KIND_ICOLL:
     case CS_KIND_IP2P: {
-        /* A rank's calls mostly stay on one communicator: remember the last lookup. */
-        int ci;
-        if (sr->last_ci && sr->last_comm == ev->comm) {
-            ci = sr->last_ci - 1;
-        } else {
-            ci = cs__groups_comm_cached(run, S, ev->comm);
-            sr->last_comm = ev->comm;
-            sr->last_ci = ci + 1;
-        }
-        enum cs__dim dim = dim_of(S, ci);
-        int red = is_red(ev->op);
-        int grad = red && dim == CS_DIM_DP;
-        int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
-        if (bu) {
-            bu->blocked[dim] += dur;
-            if (grad)
-                bu->grad_blocked += dur;
-            if (blocking)
-                bu->span += dur;
-        }
-        if (ci >= 0) {
-            struct cs__scomm *sc = &S->comms[ci];
-            struct cs__cclass *cl = &S->classes[sc->cls];
-            double by = (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
-            sc->blocked += dur;
-            sc->bytes += by;
-            cl->blocked += dur;
-            cl->bytes += by;
-            if (blocking) {
-                sc->span += dur;
-                cl->span += dur;
-            }
-        }
-        if (!blocking) {
-            struct cs__sreq *q = S->spare;
-            if (q)
-                S->spare = q->next;
-            else
-                q = malloc(sizeof *q);
-            int fresh;
-            uint64_t *v = q ? cs__map_put(&S->reqs, (uint64_t)rank, ev->request, &fresh) : NULL;
-            if (!v) {
-                free(q);
-                break;
-            }
-            if (!fresh) { /* a reused request id replaces the forgotten one */
-                struct cs__sreq *old = (void *)(uintptr_t)*v;
-                old->next = S->spare;
-                S->spare = old;
-            }
-            *q = (struct cs__sreq){
-                .tb = tb, .busy0 = sr->busy - dur, .comm = ci, .red = red};
-            *v = (uint64_t)(uintptr_t)q;
-        }
-        break;
+        /* The communicator cache knows nearly every call's communicator. */
+        const struct cs__ccache *e = &S->comm_cache[cs__ccache_slot(ev->comm)];
+        if (__builtin_expect(!e->idx1 || e->id != ev->comm, 0))
+            comm_miss(S, sr, ev, k, tb, dur);
+        else
+            book_call(S, sr, ev, k, tb, dur, e->idx1 - 1, f);
+        return;
     }
+    case CS_KIND_DONE:
+        event_done(S, sr, ev, te);
+        return;
     case CS_KIND_WAIT:
+        sr->busy += dur;
+        sr->acc->mpi += dur;
         sr->wait_open = 1;
         sr->wait_te = te;
         sr->wait_dur = dur;
         sr->wait_step = sr->in_step ? sr->step : -1;
-        break;
-    case CS_KIND_DONE: {
-        uint64_t *v = cs__map_get(&S->reqs, (uint64_t)rank, ev->request);
-        struct cs__sreq *q = v ? (void *)(uintptr_t)*v : NULL;
-        if (sr->wait_open && te == sr->wait_te)
-            flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
-        if (!q)
-            break;
-        cs__map_del_at(&S->reqs, v);
-        if (!(ev->flags & CS_EV_CANCELLED)) {
-            /* In flight from the initiation to this record; exposed while inside MPI calls. */
-            double D = te > q->tb ? (double)(te - q->tb) : 0;
-            double E = sr->busy - q->busy0;
-            double O = D > E ? D - E : 0;
-            if (bu) {
-                bu->ovl += O;
-                bu->span += D;
-                if (q->red && dim_of(S, q->comm) == CS_DIM_DP)
-                    bu->grad_ovl += O;
-            }
-            if (q->comm >= 0) {
-                struct cs__scomm *sc = &S->comms[q->comm];
-                sc->ovl += O;
-                sc->span += D;
-                S->classes[sc->cls].ovl += O;
-                S->classes[sc->cls].span += D;
-            }
-        }
-        q->next = S->spare;
-        S->spare = q;
-        break;
-    }
+        return;
     default:
-        if (bu)
-            bu->other_mpi += dur;
-        break;
+        /* Outside a step the adds go to the sink (sr->acc), so they need no test. */
+        sr->busy += dur;
+        sr->acc->mpi += dur;
+        sr->acc->other_mpi += dur;
+        return;
     }
 }
 
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
 {
     struct cs__steps *S = run->steps;
-    enum cs_op_kind ik = cs_op_info(in->op)->kind;
-    if (!S || (ik != CS_KIND_COLL && ik != CS_KIND_NCOLL) || in->n < 2)
+    if (!S)
+        return;
+    unsigned f = in->op < CS_OP_MAX ? S->opf[in->op] : 0;
+    if (!(f & CS__OPF_WAITS) || in->n < 2)
         return;
     int ci = cs__groups_comm_cached(run, S, in->comm);
     enum cs__dim dim = dim_of(S, ci);
-    int grad = is_red(in->op) && dim == CS_DIM_DP;
+    int grad = (f & CS__OPF_RED) && dim == CS_DIM_DP;
+    int ncoll = (f & CS__OPF_NCOLL) != 0;
+    size_t off = offsetof(struct cs__budget, wait) + dim * sizeof(double);
     const int64_t *a = in->arr;
     for (int32_t i = 0; i < in->n; i++) {
         /* the member's wait by the op's pattern, as cs__metrics_instance computed it */
@@ -678,18 +861,23 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (w <= 0)
             continue;
         struct cs__srank *sr = &S->r[in->members[i]];
-        if (sr->gpu && ik == CS_KIND_NCOLL) {
+        if (sr->gpu && ncoll) {
             /* On a GPU timeline the waiting interval is placed among the kernels: only its part
              * not hidden by compute kernels is waiting (steps_gpu.c). */
             cs__sgpu_wait(run, S, in->members[i], ci, a[i], a[i] + w, grad);
             continue;
         }
-        int k = step_of(sr, a[i]);
-        add_late(S, sr, k, offsetof(struct cs__budget, wait) + dim * sizeof(double), (double)w);
-        if (grad)
-            add_late(S, sr, k, offsetof(struct cs__budget, grad_wait), (double)w);
-        if (ci >= 0)
-            S->classes[S->comms[ci].cls].wait += (double)w;
+        if (sr->in_step && a[i] >= sr->begin) {
+            /* arrived in the open step (what cs__step_of and add_late find first) */
+            sr->cur.wait[dim] += (double)w;
+            if (grad)
+                sr->cur.grad_wait += (double)w;
+        } else {
+            int k = cs__step_of(sr, a[i]);
+            add_late(S, sr, k, off, (double)w);
+            if (grad)
+                add_late(S, sr, k, offsetof(struct cs__budget, grad_wait), (double)w);
+        }
     }
     cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
 }
@@ -734,15 +922,7 @@ void cs__steps_free(struct cs__run *run)
     struct cs__steps *S = run->steps;
     if (!S)
         return;
-    for (size_t i = 0; i < S->reqs.cap; i++)
-        if (S->reqs.slot[i].used)
-            free((void *)(uintptr_t)S->reqs.slot[i].v);
-    cs__map_free(&S->reqs);
-    while (S->spare) {
-        struct cs__sreq *q = S->spare;
-        S->spare = q->next;
-        free(q);
-    }
+    free(S->reqs.slot);
     cs__groups_free(S);
     cs__sgpu_free(S);
     cs__map_free(&S->best);

@@ -62,14 +62,13 @@ struct cs__cclass {
     enum cs__dim role;
     double confidence;
     char why[160];
-    /* totals over ranks from the main pass */
-    double blocked, wait, ovl, span, bytes;
 };
 
 /* One communicator as the step analysis knows it. */
 struct cs__scomm {
     uint64_t id;
     int cls;
+    enum cs__dim dim; /* its class's role (CS_DIM_OTHER before the inference) */
     int32_t size;
     const int32_t *members;
     double blocked, ovl, span, bytes;

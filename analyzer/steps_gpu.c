@@ -168,16 +168,11 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
             enum cs__dim d = dim_of(S, sl->ci);
             int grad = sl->grad && d == CS_DIM_DP;
             struct cs__scomm *sc = sl->ci >= 0 ? &S->comms[sl->ci] : NULL;
-            struct cs__cclass *cl = sc ? &S->classes[sc->cls] : NULL;
-            if (sc) {
+            if (sc)
                 sc->span += L;
-                cl->span += L;
-            }
             if (comp) {
-                if (sc) {
+                if (sc)
                     sc->ovl += L;
-                    cl->ovl += L;
-                }
                 if (k >= 0 && grad)
                     add(S, rank, k, OFF(grad_ovl), L);
             } else {
@@ -186,12 +181,8 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
                 int waiting = sl->we > sl->ws && sl->ws <= x && sl->we >= y;
                 if (waiting)
                     g->wait_all += share;
-                if (sc) {
+                if (sc)
                     sc->blocked += share;
-                    cl->blocked += share;
-                    if (waiting)
-                        cl->wait += share;
-                }
                 if (k >= 0) {
                     add(S, rank, k, OFF(blocked) + (size_t)d * sizeof(double), share);
                     if (grad)

@@ -5,6 +5,18 @@
 #include "steps.h"
 
 #define CS__RING 16 /* step begins remembered per rank, for waits that arrive late */
+/* Entries of the communicator cache: a power of two, room for the communicators a large job's
+ * ranks use at once (every rank its own tensor- and pipeline-parallel groups) with few
+ * collisions; 16 KiB. */
+#define CS__CCACHE_BITS 10
+#define CS__CCACHE (1u << CS__CCACHE_BITS)
+
+/* The communicator cache's slot of id (multiplicative hash: ids differ in their low and high
+ * words). */
+static inline unsigned cs__ccache_slot(uint64_t id)
+{
+    return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> (64 - CS__CCACHE_BITS));
+}
 
 struct cs__srank {
     int in_step;             /* inside a step now */
@@ -21,21 +33,39 @@ struct cs__srank {
     double busy;        /* ns inside MPI calls so far */
     int64_t fin;        /* aligned begin of MPI_Finalize, 0 not seen */
     uint64_t occ;       /* occurrences of the pattern's anchor so far */
-    uint64_t last_comm; /* the communicator of the rank's last call, and its index + 1 */
-    int last_ci;
     int gpu; /* the budget comes from the GPU timeline (steps_gpu.c) */
+    /* &cur inside a step, else the run's sink (S->sink): the per-event budget adds need no test
+     * of in_step, and the sink is never read. */
+    struct cs__budget *acc;
 };
 
-/* A request in flight (non-blocking initiation until its completion record). */
+/* A request in flight (non-blocking initiation until its completion record): one slot of the
+ * open-addressed table S->reqs, keyed by (rank, request). */
 struct cs__sreq {
-    int64_t tb;            /* initiation begin */
-    double busy0;          /* the rank's busy time at tb */
-    int comm;              /* step-analysis communicator index, -1 unknown */
-    int red;               /* a reduction */
-    struct cs__sreq *next; /* spare list */
+    uint64_t request;
+    int32_t rank1; /* rank + 1, 0: the slot is empty */
+    int32_t comm;  /* step-analysis communicator index, -1 unknown */
+    int64_t tb;    /* initiation begin */
+    double busy0;  /* the rank's busy time at tb */
+    int red;       /* a reduction */
+};
+struct cs__sreqs {
+    struct cs__sreq *slot;
+    size_t cap, n; /* cap a power of two (0: none yet), at most half full */
+    int shift;     /* 64 - log2(cap) */
+};
+
+/* Flags of an op in the step analysis (S->opf, set once the step mode is known). */
+enum {
+    CS__OPF_BOUND = 1, /* can start or end a step in the mode (boundary() looks further) */
+    CS__OPF_FIN = 2,   /* MPI_Finalize */
+    CS__OPF_RED = 4,   /* a reduction */
+    CS__OPF_WAITS = 8, /* a blocking collective (MPI or NCCL): its instances' waits are booked */
+    CS__OPF_NCOLL = 16 /* an NCCL collective */
 };
 
 struct cs__steps {
+    struct cs__run *run; /* the run that holds it (for the hooks that are not given it) */
     int mode; /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
     char nvtx_pat[128];  /* COMMSCOPE_STEP_NVTX ("" the default names) */
     uint64_t nvtx_steps; /* step ranges begun on the rank of the last pre-pass */
@@ -54,14 +84,15 @@ struct cs__steps {
     size_t ng, capg;
     int count_min, count_max; /* steps per rank, over the ranks present */
     int tail;                 /* the reference rank's last step was still open at its end */
-    struct cs__map reqs;      /* (rank, request) -> struct cs__sreq * */
-    struct cs__sreq *spare;
+    struct cs__sreqs reqs;    /* requests in flight */
+    unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */
+    struct cs__budget sink;       /* where a rank's adds go outside its steps (never read) */
     /* groups.c */
     struct cs__map comm_idx; /* (id, 0) -> index + 1 */
     struct cs__ccache {      /* direct-mapped cache in front of comm_idx (indexes never move) */
         uint64_t id;
         int idx1; /* index + 1, 0 empty */
-    } comm_cache[8];
+    } comm_cache[CS__CCACHE];
     struct cs__scomm *comms;
     size_t ncomms, capcomms;
     struct cs__cclass *classes;
@@ -72,10 +103,51 @@ struct cs__steps {
     struct cs__sgpu *gpu;
 };
 
+/* The step of the rank that contains aligned time t, -1 none (or too old to remember). */
+static inline int cs__step_of(const struct cs__srank *sr, int64_t t)
+{
+    for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
+        if (t >= sr->ring[j % CS__RING])
+            return j;
+    return -1;
+}
+
+/* The step views' state (views_steps.c; views.c books the instance waits into its heat map). */
+struct cs__vsteps {
+    int world;
+    int spc;      /* steps per heat-map column; doubles when the steps outgrow the columns */
+    double *heat; /* [world * CS_VIEW_HEAT_BINS] ns waited, by step column */
+    double outside_ns;
+    /* Per rank, what the others waited for it at instances it arrived last at, by the step it
+     * arrived in: step 0, the latest step seen (which may turn out to be the untimed tail), and
+     * every other step. */
+    struct caused {
+        double first, mid, latest;
+        int latest_k;
+    } * caused;
+};
+/* views_steps.c: more steps than the pre-pass saw on the reference rank: merge column pairs. */
+void cs__vsteps_widen(struct cs__vsteps *v);
+
+/* The rank (state sr) waited wait_ns at a collective it arrived at at aligned time t: into the
+ * heat-map column of its step (cs__vsteps_wait; inline for cs__views_waits). */
+static inline void cs__vsteps_wait_in(struct cs__vsteps *v, const struct cs__srank *sr, int rank,
+                                      int64_t t, int64_t wait_ns)
+{
+    int k = cs__step_of(sr, t);
+    if (k < 0) {
+        v->outside_ns += (double)wait_ns;
+        return;
+    }
+    while (k / v->spc >= CS_VIEW_HEAT_BINS)
+        cs__vsteps_widen(v);
+    v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + (size_t)(k / v->spc)] += (double)wait_ns;
+}
+
 /* cs__groups_comm with its cache probe inline: the step budget asks per event. */
 static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *S, uint64_t id)
 {
-    const struct cs__ccache *e = &S->comm_cache[(id ^ (id >> 32) ^ (id >> 3)) & 7];
+    const struct cs__ccache *e = &S->comm_cache[cs__ccache_slot(id)];
     if (e->idx1 && e->id == id)
         return e->idx1 - 1;
     return cs__groups_comm(run, S, id);
@@ -90,10 +162,22 @@ static inline int cs__steps_boundary_op(const struct cs__steps *S, unsigned op)
            (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
 }
 
-/* steps.c: 1 when ev starts a step, -1 when it ends one, 0 neither; *occ counts the pattern's
- * anchors seen on the rank so far. */
-int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
-                          enum cs_op_kind k, uint64_t *occ);
+/* steps.c: cs__steps_boundary_of for the ops it cannot rule out by S->opf. */
+int cs__steps_boundary_slow(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
+                            enum cs_op_kind k, uint64_t *occ);
+
+/* 1 when ev starts a step, -1 when it ends one, 0 neither; *occ counts the pattern's anchors seen
+ * on the rank so far.  Inline: the replays ask for every event, and almost every op is ruled out
+ * by one table look-up. */
+static inline int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S,
+                                        const struct cs_event *ev, enum cs_op_kind k, uint64_t *occ)
+{
+    if (ev->op < CS_OP_MAX && !(S->opf[ev->op] & CS__OPF_BOUND))
+        return 0;
+    if (S->mode == 2 && ev->bytes != S->anchor_bytes) /* the anchor op, another size */
+        return 0;
+    return cs__steps_boundary_slow(run, S, ev, k, occ);
+}
 
 /* steps.c: add v to the double at offset off of step k of the rank (open or closed). */
 void cs__steps_add(struct cs__steps *S, int rank, int k, size_t off, double v);

@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "nodes.h"
+#include "steps_internal.h"
 
 struct bw_acc {
     uint16_t op;
@@ -105,57 +106,70 @@ void cs__views_free(struct cs__run *run)
     run->views = NULL;
 }
 
+/* Merge the heat map's bin pairs (the bins double in width). */
+static void heat_widen(struct cs__views *v)
+{
+    for (int r = 0; r < v->world; r++) {
+        double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
+        for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
+            h[i] = h[2 * i] + h[2 * i + 1];
+        for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
+            h[i] = 0;
+    }
+    v->bin_ns *= 2;
+}
+
 /* The heat-map bin of aligned time t, widening the bins (pairs merged) until t fits. */
-static size_t heat_bin(struct cs__views *v, int64_t t)
+static inline size_t heat_bin(struct cs__views *v, int64_t t)
 {
     if (t <= v->t0)
         return 0;
-    while ((t - v->t0) / v->bin_ns >= CS_VIEW_HEAT_BINS) {
-        for (int r = 0; r < v->world; r++) {
-            double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
-            for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
-                h[i] = h[2 * i] + h[2 * i + 1];
-            for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
-                h[i] = 0;
-        }
-        v->bin_ns *= 2;
-    }
-    return (size_t)((t - v->t0) / v->bin_ns);
+    int64_t b;
+    while ((b = (t - v->t0) / v->bin_ns) >= CS_VIEW_HEAT_BINS)
+        heat_widen(v);
+    return (size_t)b;
 }
 
 /* floor(log2(bytes)) (0 for fewer than 2 bytes), at most the last bucket. */
-static int size_bucket(double bytes)
+static inline int size_bucket_u(uint64_t b)
 {
-    uint64_t b = bytes >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)bytes;
     int k = b < 2 ? 0 : 63 - __builtin_clzll(b);
     return k < CS_VIEW_BW_BUCKETS ? k : CS_VIEW_BW_BUCKETS - 1;
 }
 
-void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns)
+/* size_bucket_u of the bytes truncated to an integer (saturated), from the double's exponent:
+ * for bytes >= 2, floor(log2) of the truncation is the exponent (2^e is an integer <= bytes). */
+static int size_bucket(double bytes)
 {
-    struct cs__views *v = run->views;
-    if (!v || bytes <= 0)
-        return;
-    size_t ci = (size_t)((comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >> 58);
-    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) {
-        struct bw_acc *a = &v->bw[v->bwc[ci].idx];
-        int k = size_bucket(bytes);
-        a->bytes[k] += bytes;
-        a->ns[k] += ns;
-        a->n[k]++;
-        return;
-    }
+    if (bytes < 2)
+        return 0;
+    uint64_t u;
+    memcpy(&u, &bytes, sizeof u);
+    int e = (int)((u >> 52) & 0x7ff) - 1023;
+    return e < CS_VIEW_BW_BUCKETS ? e : CS_VIEW_BW_BUCKETS - 1;
+}
+
+static size_t bwc_slot(uint16_t op, uint64_t comm)
+{
+    return (size_t)((comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >> 58);
+}
+
+/* bw_curve past the cache (out of line: the cache nearly always knows the curve). */
+__attribute__((noinline)) static struct bw_acc *bw_curve_slow(struct cs__views *v, uint16_t op,
+                                                              uint64_t comm)
+{
+    size_t ci = bwc_slot(op, comm);
     int fresh;
     uint64_t *iv = cs__map_put(&v->bw_by_key, op, comm, &fresh);
     if (!iv)
-        return;
+        return NULL;
     if (fresh) {
         if (v->nbw == v->capbw) {
             size_t cap = v->capbw ? 2 * v->capbw : 16;
             void *p = realloc(v->bw, cap * sizeof *v->bw);
             if (!p) {
                 cs__map_del(&v->bw_by_key, op, comm);
-                return;
+                return NULL;
             }
             v->bw = p;
             v->capbw = cap;
@@ -165,48 +179,87 @@ void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double 
         v->bw[v->nbw].comm = comm;
         *iv = ++v->nbw;
     }
-    struct bw_acc *a = &v->bw[*iv - 1];
     if (*iv - 1 < UINT32_MAX) {
         v->bwc[ci].op = op;
         v->bwc[ci].comm = comm;
         v->bwc[ci].idx = (uint32_t)(*iv - 1);
     }
-    int k = size_bucket(bytes);
+    return &v->bw[*iv - 1];
+}
+
+/* One transfer into bucket k of curve (op, comm) when the cache does not know the curve. */
+__attribute__((noinline)) static void bw_add_slow(struct cs__views *v, uint16_t op, uint64_t comm,
+                                                  int k, double bytes, double ns)
+{
+    struct bw_acc *a = bw_curve_slow(v, op, comm);
+    if (!a)
+        return;
     a->bytes[k] += bytes;
     a->ns[k] += ns;
     a->n[k]++;
 }
 
-void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k)
+/* One transfer of `bytes` taking `ns` into bucket k of curve (op, comm), added when new.  The
+ * cache probe inline, the rest a tail call: the callers need no stack frame. */
+static inline void bw_add(struct cs__views *v, uint16_t op, uint64_t comm, int k, double bytes,
+                          double ns)
+{
+    size_t ci = bwc_slot(op, comm);
+    if (v->bwc[ci].op == op && v->bwc[ci].comm == comm && op) { /* op 0 marks empty slots */
+        struct bw_acc *a = &v->bw[v->bwc[ci].idx];
+        a->bytes[k] += bytes;
+        a->ns[k] += ns;
+        a->n[k]++;
+        return;
+    }
+    bw_add_slow(v, op, comm, k, bytes, ns);
+}
+
+void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns)
 {
     struct cs__views *v = run->views;
-    uint64_t dur = ev->t_end - ev->t_begin;
-    switch (k) {
-    case CS_KIND_COLL:
-    case CS_KIND_ICOLL:
-        v->kind_ns[rank][0] += dur;
-        break;
-    case CS_KIND_P2P:
-    case CS_KIND_IP2P:
-        v->kind_ns[rank][1] += dur;
-        if (k == CS_KIND_P2P)
-            cs__views_transfer(run, ev->op, ev->comm,
-                               (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv),
-                               (double)dur);
-        /* The sender's view: what this rank sent to its peer (receives send nothing). */
-        if (ev->op != CS_OP_RECV && ev->op != CS_OP_IRECV && ev->bytes && ev->peer >= 0 &&
-            ev->peer < v->world && !(ev->flags & CS_EV_PROC_NULL)) {
-            size_t a = (size_t)rank / (size_t)v->p2p_block,
-                   b = (size_t)ev->peer / (size_t)v->p2p_block;
-            v->p2p[a * v->p2p_n + b] += ev->bytes;
-        }
-        break;
-    case CS_KIND_WAIT:
-        v->kind_ns[rank][2] += dur;
-        break;
-    default:
-        break;
+    if (!v || bytes <= 0)
+        return;
+    bw_add(v, op, comm, size_bucket(bytes), bytes, ns);
+}
+
+/* A point-to-point call: the bytes it sent into the matrix, and a blocking one's transfer. */
+__attribute__((noinline)) static void
+p2p_event(struct cs__views *v, int rank, const struct cs_event *ev, enum cs_op_kind k, uint64_t dur)
+{
+    /* The sender's view: what this rank sent to its peer (receives send nothing). */
+    if (ev->op != CS_OP_RECV && ev->op != CS_OP_IRECV && ev->bytes && ev->peer >= 0 &&
+        ev->peer < v->world && !(ev->flags & CS_EV_PROC_NULL)) {
+        size_t a = (size_t)rank / (size_t)v->p2p_block, b = (size_t)ev->peer / (size_t)v->p2p_block;
+        v->p2p[a * v->p2p_n + b] += ev->bytes;
     }
+    if (k == CS_KIND_P2P) {
+        /* cs__views_transfer with the bytes still an integer (the same bucket: a double that
+         * rounds is beyond the last bucket's lower bound anyway). */
+        uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+        if (by)
+            bw_add(v, ev->op, ev->comm, size_bucket_u(by), (double)by, (double)dur);
+    }
+}
+
+/* kind_ns column + 1 of each op kind (0: not counted); 4 marks point-to-point calls.  256
+ * entries, so that any kind indexes it without a range test. */
+static const unsigned char kind_col[256] = {[CS_KIND_COLL] = 1,
+                                            [CS_KIND_ICOLL] = 1,
+                                            [CS_KIND_P2P] = 2 | 4,
+                                            [CS_KIND_IP2P] = 2 | 4,
+                                            [CS_KIND_WAIT] = 3};
+
+void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k)
+{
+    unsigned c = kind_col[(unsigned char)k];
+    if (!c)
+        return;
+    struct cs__views *v = run->views;
+    uint64_t dur = ev->t_end - ev->t_begin;
+    v->kind_ns[rank][(c & 3) - 1] += dur;
+    if (c & 4)
+        p2p_event(v, rank, ev, k, dur);
 }
 
 void cs__views_waits(struct cs__run *run, const struct cs__inst *in)
@@ -220,20 +273,20 @@ void cs__views_waits(struct cs__run *run, const struct cs__inst *in)
         v->last_nb = oi->kind == CS_KIND_ICOLL;
         v->last_nccl = oi->kind == CS_KIND_NCOLL;
     }
-    int eligible = v->last_eligible && in->n > 1;
+    uint64_t eligible = (uint64_t)(v->last_eligible && in->n > 1);
+    double *byk = v->last_nb ? v->wait_nb : v->last_nccl ? v->wait_nccl : NULL;
+    struct cs__vsteps *vs = run->vsteps; /* the heat map by step, when there are steps */
     for (int32_t i = 0; i < in->n; i++) {
         int r = in->members[i];
         int64_t wait_ns = in->wait[i];
-        v->eligible[r] += (uint64_t)eligible;
+        v->eligible[r] += eligible;
         if (wait_ns <= 0)
             continue;
-        if (v->last_nb)
-            v->wait_nb[r] += (double)wait_ns;
-        if (v->last_nccl)
-            v->wait_nccl[r] += (double)wait_ns;
+        if (byk)
+            byk[r] += (double)wait_ns;
         v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
-        if (run->vsteps)
-            cs__vsteps_wait(run, r, in->arr[i], wait_ns);
+        if (vs)
+            cs__vsteps_wait_in(vs, &run->steps->r[r], r, in->arr[i], wait_ns);
     }
 }
 

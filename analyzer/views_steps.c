@@ -16,19 +16,6 @@
 
 #include "steps_internal.h"
 
-struct cs__vsteps {
-    int world;
-    int spc;      /* steps per heat-map column; doubles when the steps outgrow the columns */
-    double *heat; /* [world * CS_VIEW_HEAT_BINS] ns waited, by step column */
-    double outside_ns;
-    /* Per rank, what the others waited for it at instances it arrived last at, by the step it
-     * arrived in: step 0, the latest step seen (which may turn out to be the untimed tail), and
-     * every other step. */
-    struct caused {
-        double first, mid, latest;
-        int latest_k;
-    } * caused;
-};
 
 int cs__vsteps_init(struct cs__run *run)
 {
@@ -64,15 +51,6 @@ void cs__vsteps_free(struct cs__run *run)
     run->vsteps = NULL;
 }
 
-/* The step of rank r containing aligned time t, as steps.c's step_of decides; -1 none. */
-static int step_at(const struct cs__steps *S, int r, int64_t t)
-{
-    const struct cs__srank *sr = &S->r[r];
-    for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
-        if (t >= sr->ring[j % CS__RING])
-            return j;
-    return -1;
-}
 
 int cs__vsteps_current(const struct cs__run *run, int rank)
 {
@@ -106,26 +84,21 @@ const char *cs__vsteps_role(struct cs__run *run, uint64_t comm)
     return d >= 0 ? cs__dim_names[d] : NULL;
 }
 
+void cs__vsteps_widen(struct cs__vsteps *v)
+{
+    for (int r = 0; r < v->world; r++) {
+        double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
+        for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
+            h[i] = h[2 * i] + h[2 * i + 1];
+        for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
+            h[i] = 0;
+    }
+    v->spc *= 2;
+}
+
 void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns)
 {
-    struct cs__vsteps *v = run->vsteps;
-    int k = step_at(run->steps, rank, t);
-    if (k < 0) {
-        v->outside_ns += (double)wait_ns;
-        return;
-    }
-    while (k / v->spc >= CS_VIEW_HEAT_BINS) {
-        /* More steps than the pre-pass saw on the reference rank: merge column pairs. */
-        for (int r = 0; r < v->world; r++) {
-            double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
-            for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
-                h[i] = h[2 * i] + h[2 * i + 1];
-            for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
-                h[i] = 0;
-        }
-        v->spc *= 2;
-    }
-    v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + (size_t)(k / v->spc)] += (double)wait_ns;
+    cs__vsteps_wait_in(run->vsteps, &run->steps->r[rank], rank, t, wait_ns);
 }
 
 void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li, int64_t others_ns)
@@ -134,7 +107,7 @@ void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
     if (!v || others_ns <= 0)
         return;
     int r = in->members[li];
-    int k = step_at(run->steps, r, in->arr[li]);
+    int k = cs__step_of(&run->steps->r[r], in->arr[li]);
     struct caused *c = &v->caused[r];
     if (k < 0)
         return;
