@@ -87,24 +87,55 @@ void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, ui
                 lo = x;
         }
     }
-    *m = (struct cs__clock_memo){.lo = lo, .hi = hi, .q = q, .ok = 1};
+    m->lo = lo;
+    m->hi = hi;
+    m->q = q;
+    m->ok = 1;
+}
+
+/* m's range as the offset form of the hit (fast, off) when neither end overflows. */
+static void memo_fast(struct cs__clock_memo *m, const struct cs__clock *c)
+{
+    int64_t x;
+    m->fast = m->lo <= m->hi && m->hi <= INT64_MAX &&
+              !__builtin_add_overflow(c->o0, m->q, &m->off) &&
+              !__builtin_add_overflow((int64_t)m->lo, c->o0, &x) &&
+              !__builtin_add_overflow(x, m->q, &x) &&
+              !__builtin_add_overflow((int64_t)m->hi, c->o0, &x) &&
+              !__builtin_add_overflow(x, m->q, &x);
 }
 
 int64_t cs__clock_map_near_slow(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t)
 {
     if (c->valid < 2) {
-        /* The correction is 0 for every t; a sum that overflows comes back here and wraps as
-         * cs__clock_map's does. */
-        *m = (struct cs__clock_memo){.lo = 0, .hi = UINT64_MAX, .q = 0, .ok = 1};
+        /* The correction is 0 for every t: every t maps to t + o0 (wrapping as cs__clock_map). */
+        *m = (struct cs__clock_memo){.lo = 0, .hi = UINT64_MAX, .off = c->o0, .fast = 1};
         return (int64_t)t + c->o0;
     }
     int64_t q, r;
-    if (!(m->ok && t >= m->lo && t <= m->hi)) {
-        if (!cs__clock_corr(c, t, &q))
-            return cs__clock_map_wide(c, t);
-        cs__clock_memo_fill(m, c, t, q);
+    if (m->ok && t >= m->lo && t <= m->hi) {
+        q = m->q; /* in the range, but an end overflows: the sum is checked below */
     } else {
-        q = m->q;
+        /* Time moves forward: the next range of corrections is about as long as the last one a
+         * fill found, so try [t, hi + per] with t's correction.  q(t) is monotonic, so when
+         * cs__clock_corr gives the same q at both ends, every time between has it (and the 64-bit
+         * path, whose limits are monotonic in |t - l0| too): exact, without a fill. */
+        uint64_t hi = m->hi + m->per;
+        int64_t qh;
+        if (m->ok && m->per && t > m->hi && hi >= t && hi <= INT64_MAX &&
+            cs__clock_corr(c, t, &q) && cs__clock_corr(c, hi, &qh) && qh == q) {
+            m->lo = t;
+            m->hi = hi;
+            m->q = q;
+        } else if (cs__clock_corr(c, t, &q)) {
+            cs__clock_memo_fill(m, c, t, q);
+            m->per = m->hi < INT64_MAX ? m->hi - m->lo : 0;
+        } else {
+            m->ok = m->fast = 0;
+            return cs__clock_map_wide(c, t);
+        }
+        m->ok = 1;
+        memo_fast(m, c);
     }
     if (!__builtin_add_overflow((int64_t)t, c->o0, &r) && !__builtin_add_overflow(r, q, &r))
         return r;

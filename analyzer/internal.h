@@ -130,32 +130,36 @@ static inline int64_t cs__clock_map(const struct cs__clock *c, uint64_t t)
     return cs__clock_map_wide(c, t);
 }
 
-/* Memo of cs__clock_map_near (zeroed: empty): the local times lo..hi all have correction q. */
+/* Memo of cs__clock_map_near (zeroed: empty): the local times lo..hi all have correction q (ok
+ * set; two samples).  fast: every t in lo..hi maps to t + off without overflow (checked at both
+ * ends; the sum is monotonic in t), the one test of the memo's hit.  per: the length of the last
+ * range a fill found, the guess for the next one. */
 struct cs__clock_memo {
     uint64_t lo, hi;
     int64_t q;
     int ok;
+    int fast;
+    int64_t off;
+    uint64_t per;
 };
-/* Fill m for time t, whose correction is q (align.c). */
+/* Fill m's lo, hi, q and ok for time t, whose correction is q (align.c). */
 void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t,
                          int64_t q);
-
 /* cs__clock_map_near's miss: maps t and refills the memo (align.c). */
 int64_t cs__clock_map_near_slow(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t);
 
 /* cs__clock_map(c, t), for a stream of nearby times: the correction q(t) is a rounded linear
  * function of t, so it changes only every den / |num| ns (typically milliseconds), and the memo
  * holds the range of times around the last one that share its q (checked exactly, see
- * cs__clock_memo_fill; with fewer than two samples q is 0 everywhere).  Same results as
- * cs__clock_map.  Forced inline, the memo's hit only: the analyzer maps every timestamp, and
- * GCC's link-time optimisation would otherwise make a call of it. */
+ * cs__clock_memo_fill and cs__clock_map_near_slow; with fewer than two samples the correction is
+ * 0 everywhere).  Same results as cs__clock_map.  Forced inline, the memo's hit only: the
+ * analyzer maps every timestamp, and GCC's link-time optimisation would otherwise make a call of
+ * it. */
 static inline __attribute__((always_inline)) int64_t
 cs__clock_map_near(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t)
 {
-    int64_t r;
-    if (m->ok && t >= m->lo && t <= m->hi && !__builtin_add_overflow((int64_t)t, c->o0, &r) &&
-        !__builtin_add_overflow(r, m->q, &r))
-        return r;
+    if (m->fast && t >= m->lo && t <= m->hi)
+        return (int64_t)t + m->off;
     return cs__clock_map_near_slow(m, c, t);
 }
 /* Drift in ppm ((o1 - o0) / (l1 - l0) * 1e6), 0 unless both samples are valid. */
