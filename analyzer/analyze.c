@@ -16,8 +16,14 @@
  * rank).  Taking the next event replays one leaf-to-root path: one comparison per level, where a
  * binary heap needs up to two and mispredicts more.  Any exact merge gives the same order: the
  * (key, rank) order is total.  Each inner node holds its loser's (key, rank) itself, packed into
- * one 128-bit number whose unsigned order is the (key, rank) order, so a level is one load, one
- * comparison and a branch-free swap, with no indirection through the leaves. */
+ * one number whose unsigned order is the (key, rank) order, so a level is one load, one
+ * comparison and a branch-free swap, with no indirection through the leaves.
+ *
+ * The pack is 64 bits while the keys fit: (key - base) << rbits | rank, base the earliest first
+ * key, rbits the bits of the largest rank; it holds 2^(64 - rbits) ns after base (52 days with
+ * 4096 ranks).  A key outside that (a longer run, a clock that maps an event before base) rebuilds
+ * the tree from the ranks' next events with 128-bit packs, (key, rank) in full, for the rest of
+ * the merge: the same order, one comparison of two words per level instead of one. */
 typedef unsigned __int128 u128;
 
 static u128 pack(int64_t key, int r)
@@ -25,14 +31,31 @@ static u128 pack(int64_t key, int r)
     return (u128)((uint64_t)key ^ (1ull << 63)) << 64 | (uint32_t)r;
 }
 
-/* A source with no more events: after every other (rank INT_MAX sorts after real ranks). */
+/* A source with no more events: after every other (rank INT_MAX sorts after real ranks; a 64-bit
+ * pack stays below all ones). */
 #define DONE_KEY pack(INT64_MAX, INT_MAX)
+#define DONE_KEY64 UINT64_MAX
 
 struct tourney {
-    u128 *lose;    /* [m]: lose[i] the loser at inner node i (1..m-1); m a power of two */
-    u128 win;      /* the winner */
-    int m, n;      /* n: sources not done */
+    u128 *lose;       /* [m]: lose[i] the loser at inner node i (1..m-1); m a power of two */
+    uint64_t *lose64; /* the same as 64-bit packs (while !wide) */
+    u128 win;         /* the winner */
+    uint64_t win64;
+    int m, n; /* n: sources not done */
+    int wide; /* 128-bit packs */
+    int rbits;
+    int64_t base;
 };
+
+/* (key, rank) as a 64-bit pack into *out; 0 when it does not fit. */
+static int pack64(const struct tourney *t, int64_t key, int r, uint64_t *out)
+{
+    uint64_t d = (uint64_t)key - (uint64_t)t->base;
+    if (key < t->base || d >= (UINT64_MAX >> t->rbits))
+        return 0;
+    *out = d << t->rbits | (uint32_t)r;
+    return 1;
+}
 
 /* The winner (leaf x, the rank in win) now has value v: replay its path to the root. */
 static void replay(struct tourney *t, int x, u128 v)
@@ -50,6 +73,45 @@ static void replay(struct tourney *t, int x, u128 v)
         v = (u128)vh << 64 | vl;
     }
     t->win = v;
+}
+
+static void replay64(struct tourney *t, int x, uint64_t v)
+{
+    for (int i = (x + t->m) >> 1; i > 0; i >>= 1) {
+        uint64_t l = t->lose64[i];
+        int lt = l < v;
+        t->lose64[i] = lt ? v : l;
+        v = lt ? l : v;
+    }
+    t->win64 = v;
+}
+
+/* (Re)build the tree from every rank's next event, bottom-up (wins[i], w64[i]: the winner below
+ * node i, lose[i] the other one), in 64 bits unless t->wide or a key does not fit (which sets
+ * t->wide).  wins, w64: scratch of 2m packs each. */
+static void build(struct tourney *t, const struct cs__run *run, u128 *wins, uint64_t *w64)
+{
+    for (int x = 0; x < t->m; x++) {
+        const struct cs__rank *rk = x < run->world ? &run->ranks[x] : NULL;
+        int has = rk && rk->present && rk->next;
+        wins[t->m + x] = has ? pack(rk->next_key, x) : DONE_KEY;
+        w64[t->m + x] = DONE_KEY64;
+        if (has && !t->wide && !pack64(t, rk->next_key, x, &w64[t->m + x]))
+            t->wide = 1;
+    }
+    for (int i = t->m - 1; i > 0; i--) {
+        if (t->wide) {
+            u128 a = wins[2 * i], b = wins[2 * i + 1];
+            wins[i] = b < a ? b : a;
+            t->lose[i] = b < a ? a : b;
+        } else {
+            uint64_t a = w64[2 * i], b = w64[2 * i + 1];
+            w64[i] = b < a ? b : a;
+            t->lose64[i] = b < a ? a : b;
+        }
+    }
+    t->win = wins[1];
+    t->win64 = w64[1];
 }
 
 int cs__analyze(struct cs__run *run, struct cs_report *rep)
@@ -87,38 +149,39 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     /* After the steps' pre-pass: --perfetto-steps needs the step boundaries. */
     if (run->perfetto_opts)
         cs__perfetto_begin(run);
-    struct tourney h = {.m = 1};
+    struct tourney h = {.m = 1, .rbits = 1};
     while (h.m < run->world)
         h.m *= 2;
+    while (h.rbits < 31 && (1 << h.rbits) < run->world)
+        h.rbits++;
     h.lose = malloc((size_t)h.m * sizeof *h.lose);
+    h.lose64 = malloc((size_t)h.m * sizeof *h.lose64);
     u128 *wins = malloc(2 * (size_t)h.m * sizeof *wins);
-    if (!h.lose || !wins) {
+    uint64_t *w64 = malloc(2 * (size_t)h.m * sizeof *w64);
+    if (!h.lose || !h.lose64 || !wins || !w64) {
         free(h.lose);
+        free(h.lose64);
         free(wins);
+        free(w64);
         cs__problem(run, "out of memory for the event merge");
         cs__report_build(run, rep);
         return CS_ENOMEM;
     }
-    for (int x = 0; x < h.m; x++) {
-        struct cs__rank *rk = x < run->world ? &run->ranks[x] : NULL;
-        wins[h.m + x] = DONE_KEY;
-        if (!rk || !rk->present)
+    int have_base = 0;
+    for (int x = 0; x < run->world; x++) {
+        struct cs__rank *rk = &run->ranks[x];
+        if (!rk->present)
             continue;
         rk->next = cs_reader_next(rk->rd);
         if (rk->next) {
             rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
-            wins[h.m + x] = pack(rk->next_key, x);
+            if (!have_base || rk->next_key < h.base)
+                h.base = rk->next_key;
+            have_base = 1;
             h.n++;
         }
     }
-    /* Build bottom-up: wins[i] the winner below node i, lose[i] the other one. */
-    for (int i = h.m - 1; i > 0; i--) {
-        u128 a = wins[2 * i], b = wins[2 * i + 1];
-        wins[i] = b < a ? b : a;
-        h.lose[i] = b < a ? a : b;
-    }
-    h.win = wins[1];
-    free(wins);
+    build(&h, run, wins, w64);
     /* Ranks without events will send nothing: instances need not wait for them. */
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present && !run->ranks[r].next)
@@ -129,7 +192,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         kind[op] = (unsigned char)cs_op_info(op)->kind;
     uint64_t nev = 0;
     while (h.n) {
-        int r = (int)(uint32_t)h.win;
+        int r = h.wide ? (int)(uint32_t)h.win : (int)(h.win64 & ((1ull << h.rbits) - 1));
         struct cs__rank *rk = &run->ranks[r];
         const struct cs_event *ev = rk->next;
         /* Each timestamp is mapped once here and handed on. */
@@ -156,17 +219,24 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
             cs__gpu_event(run, r, ev, k, tb, te);
         rk->next = cs_reader_next(rk->rd);
-        u128 v = DONE_KEY;
         if (rk->next) {
             rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
-            v = pack(rk->next_key, r);
         } else {
             h.n--;
             cs__match_rank_done(run, r);
         }
-        replay(&h, r, v);
+        uint64_t v64 = DONE_KEY64;
+        if (h.wide)
+            replay(&h, r, rk->next ? pack(rk->next_key, r) : DONE_KEY);
+        else if (!rk->next || pack64(&h, rk->next_key, r, &v64))
+            replay64(&h, r, v64);
+        else
+            build(&h, run, wins, w64); /* sets h.wide */
     }
     free(h.lose);
+    free(h.lose64);
+    free(wins);
+    free(w64);
     if (run->progress_out)
         cs__progress(run, nev, 1);
     cs__gpu_finish(run);

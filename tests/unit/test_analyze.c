@@ -328,6 +328,81 @@ static void test_clock_map_near(void)
     CHECK_INT(wrong, ==, 0);
 }
 
+/* The merge packs (time, rank) into 64 bits while the times fit in 2^(64 - rank bits) ns after
+ * the earliest first event, and rebuilds with 128-bit packs when one does not (analyze.c): here
+ * 2^62 ns later (world 4 or 3: 2 rank bits).  `late_first`: rank 1 starts that late (128 bits from
+ * the start); else ranks 0 and 2 jump there mid-run (the switch mid-merge).  Every event must come
+ * out once, in (time, rank) order; equal times on several ranks test the rank order. */
+static void merge_run(const char *name, int world, int late_first)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    CHECK_INT(mkdir(dir, 0700), ==, 0);
+    /* 2^62 ns after the first event (1 s) and 1500 ns: a pack that wrapped would sort it among
+     * the first events */
+    const uint64_t far = (1ull << 62) + 1000001500ull;
+    int written = 0;
+    for (int r = 0; r < world; r++) {
+        struct tw *w = tw_new(r, world, 0x3e63e, 500 + (uint64_t)r);
+        uint64_t t0 = late_first && r == 1 ? far : 1000000000ull;
+        struct cs_file_header *h = tw_header(w);
+        h->t_init = t0;
+        h->t_finalize = far + 9000000;
+        uint64_t t[12];
+        int n = 0;
+        t[n++] = t0 + 7 * (uint64_t)r; /* MPI_Init */
+        for (uint64_t k = 0; k < 5; k++)
+            t[n++] = t0 + 1000 * (k + 1) + (k % 2 ? 3 * (uint64_t)r : 0); /* ties when k even */
+        if (!late_first && r % 2 == 0)
+            for (uint64_t k = 0; k < 3; k++)
+                t[n++] = far + 1000 * k + (k == 1 ? 0 : (uint64_t)r);
+        t[n++] = far + 8000000 + (uint64_t)(r % 2); /* MPI_Finalize */
+        for (int j = 0; j < n; j++) {
+            uint16_t op = j == 0 ? CS_OP_INIT : j == n - 1 ? CS_OP_FINALIZE : CS_OP_PCONTROL;
+            struct cs_event e = {.t_begin = t[j], .t_end = t[j] + 10, .peer = -1, .op = op};
+            tw_event(w, 0, &e);
+            written++;
+        }
+        CHECK(tw_write_rank(w, dir, r) > 0);
+    }
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, f), ==, 0);
+    rewind(f);
+    char line[512];
+    int lines = 0, order_ok = 1, prev_rank = -1;
+    long long prev_t = 0;
+    while (fgets(line, sizeof line, f)) {
+        int rank;
+        long long tb;
+        if (sscanf(line, "%d,%*[^,],%*[^,],%*[^,],%lld,", &rank, &tb) != 2)
+            continue; /* the header */
+        if (lines && (tb < prev_t || (tb == prev_t && rank <= prev_rank))) {
+            fprintf(stderr, "%s: event %d (rank %d at %lld) after rank %d at %lld\n", name,
+                    lines, rank, tb, prev_rank, prev_t);
+            order_ok = 0;
+        }
+        prev_t = tb;
+        prev_rank = rank;
+        lines++;
+    }
+    fclose(f);
+    CHECK_INT(lines, ==, written);
+    CHECK(order_ok);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+static void test_merge_wide(void)
+{
+    merge_run("merge-switch", 4, 0);
+    merge_run("merge-wide", 3, 1);
+}
+
 /* Rank 1's clock is off so its allreduce arrival falls after rank 0 already left. */
 static void test_causality(void)
 {
@@ -483,6 +558,7 @@ int main(void)
     test_clock_map_near();
     test_four_ranks();
     test_causality();
+    test_merge_wide();
     test_rundir();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
