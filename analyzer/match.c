@@ -312,12 +312,10 @@ static __attribute__((noinline)) int preq_grow(struct cs__run *run)
     return 0;
 }
 
-/* The slot of (rank, req), found or taken (used set; a found one is overwritten by the caller:
- * a reused request id replaces the forgotten one).  NULL: out of memory. */
+/* The slot of (rank, req), found or taken (the caller fills it; a found one is overwritten: a
+ * reused request id replaces the forgotten one), in a table with room for one more. */
 static inline struct cs__pending *preq_put(struct cs__run *run, int rank, uint64_t req)
 {
-    if (2 * (run->preq_n + 1) > run->preq_cap && preq_grow(run))
-        return NULL;
     size_t mask = run->preq_cap - 1;
     for (size_t j = preq_home(run, rank, req);; j = (j + 1) & mask) {
         struct cs__pending *p = &run->preq[j];
@@ -381,9 +379,9 @@ static __attribute__((noinline)) void icoll_request(struct cs__run *run, int ran
                                                     const struct cs_event *ev, struct cs__comm *c,
                                                     int32_t idx, size_t row, int64_t tb)
 {
-    struct cs__pending *p = preq_put(run, rank, ev->request);
-    if (!p)
+    if (2 * (run->preq_n + 1) > run->preq_cap && preq_grow(run))
         return;
+    struct cs__pending *p = preq_put(run, rank, ev->request);
     *p = (struct cs__pending){.req = ev->request, .rank = rank, .used = 1, .is_coll = 1,
                               .op = ev->op, .seq = ev->seq, .idx = idx, .c = c, .t_begin = tb,
                               .bytes = ev->bytes, .row = row};
@@ -461,18 +459,34 @@ static __attribute__((noinline)) int coll_fast(struct cs__run *run, int rank,
     return 1;
 }
 
-/* A point-to-point request, ended by its CS_KIND_DONE event. */
-static __attribute__((noinline)) void p2p_request(struct cs__run *run, int rank,
-                                                  const struct cs_event *ev, size_t row,
-                                                  int64_t tb)
+/* A point-to-point request, ended by its CS_KIND_DONE event: the record, in a table with room. */
+static inline void p2p_put(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
+                           int64_t tb)
 {
     struct cs__pending *p = preq_put(run, rank, ev->request);
-    if (!p)
-        return;
     uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
     *p = (struct cs__pending){.req = ev->request, .rank = rank, .used = 1, .op = ev->op,
                               .t_begin = tb, .bytes = b, .row = row,
                               .scope = (signed char)cs__peer_scope(run, rank, ev->peer)};
+}
+
+/* p2p_request when the table must grow first. */
+static __attribute__((noinline)) void p2p_request_grow(struct cs__run *run, int rank,
+                                                       const struct cs_event *ev, size_t row,
+                                                       int64_t tb)
+{
+    if (!preq_grow(run))
+        p2p_put(run, rank, ev, row, tb);
+}
+
+/* Growth is a tail call, so that the usual path needs no stack frame. */
+static __attribute__((noinline)) void p2p_request(struct cs__run *run, int rank,
+                                                  const struct cs_event *ev, size_t row,
+                                                  int64_t tb)
+{
+    if (2 * (run->preq_n + 1) > run->preq_cap)
+        return p2p_request_grow(run, rank, ev, row, tb);
+    p2p_put(run, rank, ev, row, tb);
 }
 
 /* A request completed. */

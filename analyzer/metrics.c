@@ -108,15 +108,15 @@ void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, 
     if (p->row == SIZE_MAX || p->row >= run->nrows)
         return;
     struct cs__oprow *r = &run->rows[p->row];
-    r->p2p_bytes += (double)p->bytes;
-    r->p2p_ns += (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
-    if (run->views)
-        cs__views_transfer(run, r->op, r->comm, (double)p->bytes,
-                           (double)(t_end > p->t_begin ? t_end - p->t_begin : 0));
+    double b = (double)p->bytes, ns = (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
+    r->p2p_bytes += b;
+    r->p2p_ns += ns;
     if (p->scope >= 0) {
-        r->p2p_scope_bytes[p->scope] += (double)p->bytes;
-        r->p2p_scope_ns[p->scope] += (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
+        r->p2p_scope_bytes[p->scope] += b;
+        r->p2p_scope_ns[p->scope] += ns;
     }
+    if (run->views)
+        cs__views_transfer(run, r->op, r->comm, b, ns);
 }
 
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete)
