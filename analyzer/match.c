@@ -283,10 +283,11 @@ static inline void inst_check(struct cs__run *run, struct cs__inst *in)
 /* ---- pending requests: (rank, request) -> struct cs__pending, open addressing ---- */
 
 /* The home slot of (rank, req): the top bits of a multiplicative hash, where every bit of the
- * key counts (request ids are often small counters, the same on every rank). */
+ * key counts (request ids are often small counters, the same on every rank; the rank is added
+ * above the bits such counters reach in a table's lifetime). */
 static inline size_t preq_home(const struct cs__run *run, int rank, uint64_t req)
 {
-    uint64_t h = (req + (uint64_t)(uint32_t)rank * 0xbf58476d1ce4e5b9ull) * 0x9e3779b97f4a7c15ull;
+    uint64_t h = (req + ((uint64_t)(uint32_t)rank << 20)) * 0x9e3779b97f4a7c15ull;
     return (size_t)(h >> run->preq_shift);
 }
 
@@ -374,17 +375,19 @@ static __attribute__((noinline)) int32_t member_again(struct cs__run *run, struc
     return -1;
 }
 
-/* A non-blocking collective's request, ended by its CS_KIND_DONE event. */
+/* A non-blocking collective's request (member idx of in, which arrived at in->arr[idx]), ended
+ * by its CS_KIND_DONE event. */
 static __attribute__((noinline)) void icoll_request(struct cs__run *run, int rank,
-                                                    const struct cs_event *ev, struct cs__comm *c,
-                                                    int32_t idx, size_t row, int64_t tb)
+                                                   const struct cs_event *ev,
+                                                   const struct cs__inst *in, int32_t idx,
+                                                   size_t row)
 {
     if (2 * (run->preq_n + 1) > run->preq_cap && preq_grow(run))
         return;
     struct cs__pending *p = preq_put(run, rank, ev->request);
     *p = (struct cs__pending){.req = ev->request, .rank = rank, .used = 1, .is_coll = 1,
-                              .op = ev->op, .seq = ev->seq, .idx = idx, .c = c, .t_begin = tb,
-                              .bytes = ev->bytes, .row = row};
+                              .op = ev->op, .seq = ev->seq, .idx = idx, .c = in->c,
+                              .t_begin = in->arr[idx], .bytes = ev->bytes, .row = row};
 }
 
 /* A member's collective call (blocking, or the start of a non-blocking one): every case. */
@@ -421,7 +424,7 @@ static __attribute__((noinline)) void coll_slow(struct cs__run *run, int rank,
         in->root = cs__comm_rank(run, c, ev->peer);
     if (k != CS_KIND_COLL) {
         in->state[idx] |= 1;
-        icoll_request(run, rank, ev, c, idx, row, tb);
+        icoll_request(run, rank, ev, in, idx, row);
         return;
     }
     in->end[idx] = te;
@@ -430,28 +433,42 @@ static __attribute__((noinline)) void coll_slow(struct cs__run *run, int rank,
     inst_check(run, in);
 }
 
-/* A blocking collective in the usual case: the communicator in the rank's cache, the instance
- * in its ring, the member new to it and its root known or not needed.  1: done; 0: another case,
- * nothing changed (coll_slow takes it).  Few arguments and only a tail call, so that it needs no
- * stack frame and no saved registers. */
-static __attribute__((noinline)) int coll_fast(struct cs__run *run, int rank,
-                                               const struct cs_event *ev, int64_t tb, int64_t te)
+/* The open instance of a member's collective call in the usual case: the communicator in the
+ * rank's cache, the instance in its ring, the member new to it and its root known or not needed;
+ * its arrival and size recorded.  NULL: another case, nothing changed (coll_slow takes it). */
+static inline __attribute__((always_inline)) struct cs__inst *
+coll_arrive(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb, int32_t *idxo)
 {
     const struct cs__rank_comm *e = &run->ranks[rank].cc[cc_home(ev->comm)];
     struct cs__comm *c = e->c;
     int32_t idx = e->idx;
     if (e->id != ev->comm || !c || idx < 0)
-        return 0;
+        return NULL;
     struct cs__inst *in = c->ring[ev->seq & (CS__RING - 1)];
     if (!in || in->seq != ev->seq || (in->state[idx] & 1) ||
         (!(ev->flags & CS_EV_ROOT) && in->root < 0 && ev->peer >= 0 && in->pat != CS_PAT_NXN))
-        return 0;
+        return NULL;
     if (ev->op != in->op)
         in->mixed = 1;
     in->arr[idx] = tb;
     in->size[idx] = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
     if (ev->flags & CS_EV_ROOT)
         in->root = idx;
+    *idxo = idx;
+    return in;
+}
+
+/* A blocking collective through coll_arrive.  1: done; 0: coll_slow's case.  Few arguments and
+ * only a tail call, so that it needs no stack frame and no saved registers (the starts of
+ * non-blocking ones, fewer, go to coll_slow: another such function made cs__match_event too
+ * large for the link-time optimiser to inline into the merge loop). */
+static __attribute__((noinline)) int coll_fast(struct cs__run *run, int rank,
+                                               const struct cs_event *ev, int64_t tb, int64_t te)
+{
+    int32_t idx;
+    struct cs__inst *in = coll_arrive(run, rank, ev, tb, &idx);
+    if (!in)
+        return 0;
     in->end[idx] = te;
     in->state[idx] |= 3;
     if (++in->ended + in->dead_unended >= in->n)
