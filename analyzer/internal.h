@@ -167,6 +167,7 @@ double cs__clock_drift_ppm(const struct cs__clock *c);
 
 /* ---- the run ---- */
 
+#define CS__RING 16 /* slots of a communicator's open-instance ring (a power of two) */
 struct cs__comm {
     uint64_t id;
     int32_t size;
@@ -175,9 +176,10 @@ struct cs__comm {
     struct cs__inst *spare; /* closed instances kept for reuse (all of this comm's size) */
     int incomplete;         /* NCCL: some members unknown (members[i] == -1) */
     int multi;              /* NCCL: one process holds several members (ncclCommInitAll) */
-    /* Open instances by sequence number mod 8, a cache in front of run->open (match.c): the
-     * members' events of one instance come close together, and a hit needs no hash probe. */
-    struct cs__inst *recent[8];
+    /* Open instances by sequence number mod CS__RING (match.c): a communicator's instances open
+     * and close nearly in sequence order, so the slot of a new one is almost always free; when it
+     * is still taken (an instance left open long), the newcomer goes to run->open instead. */
+    struct cs__inst *ring[CS__RING];
 };
 
 /* One open collective instance (match.c). */
@@ -185,13 +187,14 @@ struct cs__inst {
     uint64_t comm;
     uint32_t seq;
     uint16_t op;
+    unsigned char pat;       /* enum cs_op_pattern of op */
     struct cs__comm *c;      /* its communicator (owns the spare list it returns to) */
     struct cs__inst *next;   /* link in c->spare while unused */
     size_t row;              /* op row of (op, comm), SIZE_MAX unknown */
     int mixed;               /* members disagree on the op: never used for waits */
     int32_t n;               /* members */
     int32_t root;            /* comm rank of the root, -1 unknown or none */
-    int32_t arrived, ended;  /* members with arrival / end known */
+    int32_t ended;           /* members with their end known */
     int32_t dead_unended;    /* members that will send nothing more and have not ended */
     const int32_t *members;  /* world ranks */
     int64_t *arr, *end;      /* aligned times per comm rank */
@@ -200,6 +203,7 @@ struct cs__inst {
     unsigned char *state;    /* bit 0 arrived, bit 1 ended */
 };
 
+#define CS__CC 16 /* entries of a rank's communicator cache (a power of two) */
 struct cs__rank {
     int present;             /* a valid file was read for this rank */
     int dead;                /* will produce no more events (missing, bad, or stream done) */
@@ -210,12 +214,13 @@ struct cs__rank {
     struct cs__clock_memo clkm; /* for the merge's cs__clock_map_near */
     const struct cs_event *next;
     int64_t next_key;        /* aligned t_begin of next */
-    /* Last communicators this rank used: id -> comm and this rank's comm rank (match.c). */
+    /* Communicators this rank used: id -> comm and this rank's comm rank (match.c), a small
+     * open-addressing cache (c NULL: free) that keeps the entry last looked up in its home slot. */
     struct cs__rank_comm {
         uint64_t id;
         struct cs__comm *c;
         int32_t idx;
-    } cc[4];
+    } cc[CS__CC];
     /* metrics */
     int64_t t_first, t_last_end; /* aligned */
     uint64_t comm_ns, calls, bytes;
@@ -238,18 +243,22 @@ struct cs__oprow {
     double p2p_scope_bytes[2], p2p_scope_ns[2]; /* the same by peer: [0] same host, [1] other */
 };
 
-/* A pending non-blocking request of one rank. */
+/* A pending non-blocking request of one rank: a slot of match.c's request table, keyed by
+ * (rank, req). */
 struct cs__pending {
+    uint64_t req;          /* request id */
+    int32_t rank;          /* world rank */
+    unsigned char used;    /* 0: free slot */
+    unsigned char is_coll; /* a non-blocking collective */
+    signed char scope;     /* point-to-point: 0 peer on the same host, 1 another host, -1 unknown */
     uint16_t op;
-    int is_coll;
-    uint64_t comm;
-    uint32_t seq;
-    int32_t idx;       /* comm rank (collectives) */
-    int64_t t_begin;   /* aligned */
+    uint32_t seq;          /* collectives: the instance's sequence number, */
+    int32_t idx;           /* comm rank */
+    struct cs__comm *c;    /* and communicator */
+    int64_t t_begin;       /* aligned */
     uint64_t bytes;
-    size_t row;        /* op row index */
-    int scope;         /* point-to-point: 0 peer on the same host, 1 another host, -1 unknown */
-    struct cs__pending *next; /* link in run->spare_pending while unused */
+    size_t row;            /* op row index */
+    struct cs__pending *next; /* unused: cs__run_free (rundir.c) still walks run->spare_pending */
 };
 
 struct cs__run {
@@ -265,9 +274,16 @@ struct cs__run {
     struct cs__comm **comms;
     size_t ncomms, capcomms;
     /* matching */
-    struct cs__map open;         /* (comm, seq) -> struct cs__inst * */
-    struct cs__map pending;      /* (world rank, request) -> struct cs__pending * */
-    struct cs__pending *spare_pending; /* freed requests kept for reuse */
+    struct cs__map open;         /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
+    /* Pending requests by (rank, request): open addressing with linear probing, at most half
+     * full; cap a power of two (0: none yet), freed by cs__match_finish. */
+    struct cs__pending *preq;
+    size_t preq_cap, preq_n;
+    int preq_shift;              /* 64 - log2(preq_cap): the hash's top bits index the table */
+    int ndead;                   /* ranks marked dead (rundir.c's missing ones, cs__match_rank_done) */
+    /* No longer used (the request table above replaced them); cs__run_free still walks them. */
+    struct cs__map pending;
+    struct cs__pending *spare_pending;
     uint64_t uncertainty_ns;     /* max rtt / 2 over all ranks */
     /* metrics */
     struct cs__map row_by_key;   /* (op, comm) -> row index + 1 */

@@ -41,6 +41,10 @@ const char *cs__comm_label(uint64_t id, char *buf, size_t n)
 
 int cs__comms_build(struct cs__run *run)
 {
+    /* Ranks without a trace are dead from the start (rundir.c); instances count them. */
+    run->ndead = 0;
+    for (int r = 0; r < run->world; r++)
+        run->ndead += run->ranks[r].dead != 0;
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
         if (!rk->present)
@@ -109,244 +113,496 @@ const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id)
     return p;
 }
 
-/*
- * The communicator with id `id` and world rank `rank`'s rank in it (-1 not a member), through the
- * rank's small cache of recently used communicators: a rank's collectives cycle over a few
- * communicators, and both answers are fixed once found.  NULL: unknown communicator.
- */
-static struct cs__comm *comm_of(struct cs__run *run, int rank, uint64_t id, int32_t *idx)
+/* The home slot of communicator id in a rank's cache: a multiplicative hash of both halves
+ * (split communicators' ids differ in the creator's rank, in the high half). */
+_Static_assert(CS__CC == 16, "cc_home takes 4 bits");
+static inline size_t cc_home(uint64_t id)
 {
-    struct cs__rank_comm *e = &run->ranks[rank].cc[(id ^ (id >> 32)) & 3];
-    if (e->c && e->id == id) {
-        *idx = e->idx;
-        return e->c;
+    return (size_t)(((id ^ (id >> 32)) * 0x9e3779b97f4a7c15ull) >> 60);
+}
+
+/* comm_of's miss: the entry further along the probe, or a new one, is moved to its home slot.
+ * Entries are never removed, so a probe's slots up to the first free one are all taken, and an
+ * entry moved further along that run stays on its own probe. */
+static __attribute__((noinline)) const struct cs__rank_comm *comm_miss(struct cs__run *run,
+                                                                        int rank, uint64_t id)
+{
+    struct cs__rank_comm *cc = run->ranks[rank].cc;
+    size_t home = cc_home(id), j = home;
+    struct cs__rank_comm e;
+    for (;;) {
+        j = (j + 1) & (CS__CC - 1);
+        if (j == home || !cc[j].c)
+            break;
+        if (cc[j].id == id)
+            goto found;
     }
-    struct cs__comm *c = (struct cs__comm *)cs__comm_get(run, id);
-    if (!c)
+    e.c = (struct cs__comm *)cs__comm_get(run, id);
+    if (!e.c)
         return NULL;
-    *idx = cs__comm_rank(run, c, rank);
-    *e = (struct cs__rank_comm){.id = id, .c = c, .idx = *idx};
-    return c;
+    e.id = id;
+    e.idx = cs__comm_rank(run, e.c, rank);
+    if (j == home || !cc[home].c) { /* full, or the home slot free: the entry goes there */
+        cc[home] = e;
+        return &cc[home];
+    }
+    cc[j] = e;
+found:
+    e = cc[j];
+    cc[j] = cc[home];
+    cc[home] = e;
+    return &cc[home];
+}
+
+/*
+ * The communicator with id `id` and world rank `rank`'s rank in it (idx -1: not a member), from
+ * the rank's cache of the communicators it used: both answers are fixed once found.  NULL:
+ * unknown communicator.
+ */
+static inline const struct cs__rank_comm *comm_of(struct cs__run *run, int rank, uint64_t id)
+{
+    const struct cs__rank_comm *e = &run->ranks[rank].cc[cc_home(id)];
+    if (e->id == id && e->c)
+        return e;
+    return comm_miss(run, rank, id);
 }
 
 static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64_t comm,
                                  uint32_t seq, uint16_t op, size_t row)
 {
     size_t n = (size_t)c->size;
-    size_t bytes = sizeof(struct cs__inst) + n * (4 * sizeof(int64_t) + 1);
     /* Instances of one communicator all have its size, so closed ones are reused from its spare
      * list rather than freed: no allocation per instance once the open window is reached, and
-     * memory stays at the most instances that were ever open at once. */
+     * memory stays at the most instances that were ever open at once.  Only the states need
+     * clearing: a member's times and size are written when its state bit is set, and only
+     * instances with every bit set are read. */
     struct cs__inst *in = c->spare;
     if (in) {
         c->spare = in->next;
-        memset(in, 0, bytes);
     } else {
-        in = calloc(1, bytes);
+        in = malloc(sizeof(struct cs__inst) + n * (4 * sizeof(int64_t) + 1));
         if (!in)
             return NULL;
+        in->arr = (int64_t *)(in + 1);
+        in->end = in->arr + n;
+        in->size = (uint64_t *)(in->end + n);
+        in->wait = (int64_t *)(in->size + n);
+        in->state = (unsigned char *)(in->wait + n);
+        in->c = c;
+        in->n = c->size;
+        in->members = c->members;
     }
+    memset(in->state, 0, n);
     in->comm = comm;
     in->seq = seq;
     in->op = op;
-    in->c = c;
+    in->pat = (unsigned char)cs_op_info(op)->pattern;
     in->row = row;
-    in->n = c->size;
+    in->mixed = 0;
     in->root = -1;
-    in->members = c->members;
-    in->arr = (int64_t *)(in + 1);
-    in->end = in->arr + n;
-    in->size = (uint64_t *)(in->end + n);
-    in->wait = (int64_t *)(in->size + n);
-    in->state = (unsigned char *)(in->wait + n);
-    for (size_t i = 0; i < n; i++)
+    in->ended = 0;
+    in->dead_unended = 0;
+    for (size_t i = 0; run->ndead && i < n; i++)
         in->dead_unended += run->ranks[c->members[i]].dead;
     return in;
 }
 
-static void inst_check(struct cs__run *run, struct cs__inst *in)
+/* The open instance (c, seq) not in its ring slot: from run->open (moved into the slot when
+ * that is free now), or a new one.  NULL: out of memory (the event counted unmatched). */
+static __attribute__((noinline)) struct cs__inst *inst_open(struct cs__run *run,
+                                                            struct cs__comm *c,
+                                                            const struct cs_event *ev, size_t row)
 {
-    int complete = in->ended == in->n;
-    if (!complete && in->ended + in->dead_unended < in->n)
-        return;
-    cs__map_del(&run->open, in->comm, in->seq);
-    if (in->c->recent[in->seq & 7] == in)
-        in->c->recent[in->seq & 7] = NULL;
+    struct cs__inst **slot = &c->ring[ev->seq & (CS__RING - 1)];
+    if (run->open.n) {
+        uint64_t *v = cs__map_get(&run->open, ev->comm, ev->seq);
+        if (v) {
+            struct cs__inst *in = (void *)(uintptr_t)*v;
+            if (!*slot) {
+                cs__map_del_at(&run->open, v);
+                *slot = in;
+            }
+            return in;
+        }
+    }
+    struct cs__inst *in = inst_new(run, c, ev->comm, ev->seq, ev->op, row);
+    if (!in) {
+        run->unmatched_events++;
+        return NULL;
+    }
+    if (!*slot) {
+        *slot = in;
+        return in;
+    }
+    uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, NULL);
+    if (!v) {
+        in->next = c->spare;
+        c->spare = in;
+        run->unmatched_events++;
+        return NULL;
+    }
+    *v = (uint64_t)(uintptr_t)in;
+    return in;
+}
+
+/* The open instance (c, seq), NULL none. */
+static inline struct cs__inst *inst_find(struct cs__run *run, struct cs__comm *c, uint32_t seq)
+{
+    struct cs__inst *in = c->ring[seq & (CS__RING - 1)];
+    if (in && in->seq == seq)
+        return in;
+    if (!run->open.n)
+        return NULL;
+    uint64_t *v = cs__map_get(&run->open, c->id, seq);
+    return v ? (void *)(uintptr_t)*v : NULL;
+}
+
+/* Hand the instance to the metrics and keep it for reuse.  Returns 1 (coll_fast's "done"). */
+static __attribute__((noinline)) int inst_close(struct cs__run *run, struct cs__inst *in,
+                                                int complete)
+{
+    struct cs__inst **slot = &in->c->ring[in->seq & (CS__RING - 1)];
+    if (*slot == in)
+        *slot = NULL;
+    else
+        cs__map_del(&run->open, in->comm, in->seq);
     cs__metrics_instance(run, in, complete);
     in->next = in->c->spare;
     in->c->spare = in;
+    return 1;
 }
 
-/* A pending-request record, from the spare list when it has one.  NULL: out of memory. */
-static struct cs__pending *pending_new(struct cs__run *run)
+/* Close the instance when every member has ended (complete) or every member that has not can
+ * send nothing more (incomplete). */
+static inline void inst_check(struct cs__run *run, struct cs__inst *in)
 {
-    struct cs__pending *p = run->spare_pending;
-    if (p) {
-        run->spare_pending = p->next;
-        return p;
+    if (in->ended + in->dead_unended >= in->n)
+        inst_close(run, in, in->ended == in->n);
+}
+
+/* ---- pending requests: (rank, request) -> struct cs__pending, open addressing ---- */
+
+/* The home slot of (rank, req): the top bits of a multiplicative hash, where every bit of the
+ * key counts (request ids are often small counters, the same on every rank; the rank is added
+ * above the bits such counters reach in a table's lifetime). */
+static inline size_t preq_home(const struct cs__run *run, int rank, uint64_t req)
+{
+    uint64_t h = (req + ((uint64_t)(uint32_t)rank << 20)) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> run->preq_shift);
+}
+
+/* The table doubled (first: 64 slots).  0, or -1 out of memory (the table is unchanged). */
+static __attribute__((noinline)) int preq_grow(struct cs__run *run)
+{
+    size_t ocap = run->preq_cap, cap = ocap ? 2 * ocap : 64;
+    struct cs__pending *old = run->preq, *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    run->preq = t;
+    run->preq_cap = cap;
+    run->preq_shift = 64 - __builtin_ctzll(cap);
+    for (size_t i = 0; i < ocap; i++) {
+        if (!old[i].used)
+            continue;
+        size_t j = preq_home(run, old[i].rank, old[i].req);
+        while (t[j].used)
+            j = (j + 1) & (cap - 1);
+        t[j] = old[i];
     }
-    return malloc(sizeof *p);
+    free(old);
+    return 0;
 }
 
-static void pending_free(struct cs__run *run, struct cs__pending *p)
+/* The slot of (rank, req), found or taken (the caller fills it; a found one is overwritten: a
+ * reused request id replaces the forgotten one), in a table with room for one more. */
+static inline struct cs__pending *preq_put(struct cs__run *run, int rank, uint64_t req)
 {
-    if (!p)
-        return;
-    p->next = run->spare_pending;
-    run->spare_pending = p;
-}
-
-static void coll_event(struct cs__run *run, int rank, const struct cs_event *ev,
-                       enum cs_op_kind k, size_t row, int64_t tb, int64_t te)
-{
-    int32_t idx = -1;
-    struct cs__comm *c = comm_of(run, rank, ev->comm, &idx);
-    if (!c || idx < 0) {
-        run->unmatched_events++;
-        return;
-    }
-    int fresh;
-    struct cs__inst *in = c->recent[ev->seq & 7];
-    if (!in || in->seq != ev->seq) {
-        uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, &fresh);
-        if (!v) {
-            run->unmatched_events++;
-            return;
+    size_t mask = run->preq_cap - 1;
+    for (size_t j = preq_home(run, rank, req);; j = (j + 1) & mask) {
+        struct cs__pending *p = &run->preq[j];
+        if (!p->used) {
+            run->preq_n++;
+            return p;
         }
-        if (fresh) {
-            in = inst_new(run, c, ev->comm, ev->seq, ev->op, row);
-            if (!in) {
-                cs__map_del(&run->open, ev->comm, ev->seq);
-                run->unmatched_events++;
-                return;
-            }
-            *v = (uint64_t)(uintptr_t)in;
-        }
-        in = (void *)(uintptr_t)*v;
-        c->recent[ev->seq & 7] = in;
+        if (p->req == req && p->rank == rank)
+            return p;
     }
-    /* A communicator of ncclCommInitAll (GPU records): this rank is several members, which take
-     * its records of one instance in turn (which device is which member is not kept). */
-    for (int32_t j = 0; c->multi && (in->state[idx] & 1) && j < in->n; j++)
+}
+
+static inline struct cs__pending *preq_get(struct cs__run *run, int rank, uint64_t req)
+{
+    if (!run->preq_n)
+        return NULL;
+    size_t mask = run->preq_cap - 1;
+    for (size_t j = preq_home(run, rank, req);; j = (j + 1) & mask) {
+        struct cs__pending *p = &run->preq[j];
+        if (!p->used)
+            return NULL;
+        if (p->req == req && p->rank == rank)
+            return p;
+    }
+}
+
+/* Free slot p, by backward shift: later members of its probe run move into the hole. */
+static void preq_del(struct cs__run *run, struct cs__pending *p)
+{
+    size_t mask = run->preq_cap - 1, i = (size_t)(p - run->preq);
+    run->preq[i].used = 0;
+    run->preq_n--;
+    for (size_t j = (i + 1) & mask; run->preq[j].used; j = (j + 1) & mask) {
+        size_t home = preq_home(run, run->preq[j].rank, run->preq[j].req);
+        /* Entry j may move to i if i lies cyclically in [home, j). */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            run->preq[i] = run->preq[j];
+            run->preq[j].used = 0;
+            i = j;
+        }
+    }
+}
+
+/* A member arrives again at an instance it is in: on a communicator of ncclCommInitAll (GPU
+ * records) this rank is several members, which take its records of one instance in turn (which
+ * device is which member is not kept); else the sequence numbers are broken.  The member's
+ * index, or -1 (the instance is marked mixed and the event counted unmatched). */
+static __attribute__((noinline)) int32_t member_again(struct cs__run *run, struct cs__inst *in,
+                                                      int rank)
+{
+    for (int32_t j = 0; in->c->multi && j < in->n; j++)
         if (in->members[j] == rank && !(in->state[j] & 1))
-            idx = j;
-    if (in->state[idx] & 1) {
-        /* The same rank twice in one instance: the sequence numbers are broken. */
-        in->mixed = 1;
+            return j;
+    in->mixed = 1;
+    run->unmatched_events++;
+    return -1;
+}
+
+/* A non-blocking collective's request (member idx of in, which arrived at in->arr[idx]), ended
+ * by its CS_KIND_DONE event. */
+static __attribute__((noinline)) void icoll_request(struct cs__run *run, int rank,
+                                                   const struct cs_event *ev,
+                                                   const struct cs__inst *in, int32_t idx,
+                                                   size_t row)
+{
+    if (2 * (run->preq_n + 1) > run->preq_cap && preq_grow(run))
+        return;
+    struct cs__pending *p = preq_put(run, rank, ev->request);
+    *p = (struct cs__pending){.req = ev->request, .rank = rank, .used = 1, .is_coll = 1,
+                              .op = ev->op, .seq = ev->seq, .idx = idx, .c = in->c,
+                              .t_begin = in->arr[idx], .bytes = ev->bytes, .row = row};
+}
+
+/* A member's collective call (blocking, or the start of a non-blocking one): every case. */
+static __attribute__((noinline)) void coll_slow(struct cs__run *run, int rank,
+                                                const struct cs_event *ev, enum cs_op_kind k,
+                                                size_t row, int64_t tb, int64_t te)
+{
+    const struct cs__rank_comm *e = comm_of(run, rank, ev->comm);
+    if (!e || e->idx < 0) {
         run->unmatched_events++;
         return;
+    }
+    struct cs__comm *c = e->c;
+    int32_t idx = e->idx;
+    struct cs__inst *in = c->ring[ev->seq & (CS__RING - 1)];
+    if (!in || in->seq != ev->seq) {
+        in = inst_open(run, c, ev, row);
+        if (!in)
+            return;
+    }
+    if (in->state[idx] & 1) {
+        idx = member_again(run, in, rank);
+        if (idx < 0)
+            return;
     }
     if (ev->op != in->op)
         in->mixed = 1;
     in->arr[idx] = tb;
     in->size[idx] = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
-    in->state[idx] |= 1;
-    in->arrived++;
+    /* The root by flag, or from a member's peer (instances of other ops are mixed: never read). */
     if (ev->flags & CS_EV_ROOT)
         in->root = idx;
-    else if (in->root < 0 && ev->peer >= 0 && cs_op_info(ev->op)->pattern != CS_PAT_NXN)
+    else if (in->root < 0 && ev->peer >= 0 && in->pat != CS_PAT_NXN)
         in->root = cs__comm_rank(run, c, ev->peer);
-    if (k == CS_KIND_COLL) {
-        in->end[idx] = te;
-        in->state[idx] |= 2;
-        in->ended++;
-        inst_check(run, in);
+    if (k != CS_KIND_COLL) {
+        in->state[idx] |= 1;
+        icoll_request(run, rank, ev, in, idx, row);
         return;
     }
-    struct cs__pending *p = pending_new(run);
-    uint64_t *pv = p ? cs__map_put(&run->pending, (uint64_t)rank, ev->request, &fresh) : NULL;
-    if (!pv) {
-        pending_free(run, p);
+    in->end[idx] = te;
+    in->state[idx] |= 3;
+    in->ended++;
+    inst_check(run, in);
+}
+
+/* The open instance of a member's collective call in the usual case: the communicator in the
+ * rank's cache, the instance in its ring, the member new to it and its root known or not needed;
+ * its arrival and size recorded.  NULL: another case, nothing changed (coll_slow takes it). */
+static inline __attribute__((always_inline)) struct cs__inst *
+coll_arrive(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb, int32_t *idxo)
+{
+    const struct cs__rank_comm *e = &run->ranks[rank].cc[cc_home(ev->comm)];
+    struct cs__comm *c = e->c;
+    int32_t idx = e->idx;
+    if (e->id != ev->comm || !c || idx < 0)
+        return NULL;
+    struct cs__inst *in = c->ring[ev->seq & (CS__RING - 1)];
+    if (!in || in->seq != ev->seq || (in->state[idx] & 1) ||
+        (!(ev->flags & CS_EV_ROOT) && in->root < 0 && ev->peer >= 0 && in->pat != CS_PAT_NXN))
+        return NULL;
+    if (ev->op != in->op)
+        in->mixed = 1;
+    in->arr[idx] = tb;
+    in->size[idx] = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+    if (ev->flags & CS_EV_ROOT)
+        in->root = idx;
+    *idxo = idx;
+    return in;
+}
+
+/* A blocking collective through coll_arrive.  1: done; 0: coll_slow's case.  Few arguments and
+ * only a tail call, so that it needs no stack frame and no saved registers (the starts of
+ * non-blocking ones, fewer, go to coll_slow: another such function made cs__match_event too
+ * large for the link-time optimiser to inline into the merge loop). */
+static __attribute__((noinline)) int coll_fast(struct cs__run *run, int rank,
+                                               const struct cs_event *ev, int64_t tb, int64_t te)
+{
+    int32_t idx;
+    struct cs__inst *in = coll_arrive(run, rank, ev, tb, &idx);
+    if (!in)
+        return 0;
+    in->end[idx] = te;
+    in->state[idx] |= 3;
+    if (++in->ended + in->dead_unended >= in->n)
+        return inst_close(run, in, in->ended == in->n);
+    return 1;
+}
+
+/* A point-to-point request, ended by its CS_KIND_DONE event: the record, in a table with room. */
+static inline void p2p_put(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
+                           int64_t tb)
+{
+    struct cs__pending *p = preq_put(run, rank, ev->request);
+    uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
+    *p = (struct cs__pending){.req = ev->request, .rank = rank, .used = 1, .op = ev->op,
+                              .t_begin = tb, .bytes = b, .row = row,
+                              .scope = (signed char)cs__peer_scope(run, rank, ev->peer)};
+}
+
+/* p2p_request when the table must grow first. */
+static __attribute__((noinline)) void p2p_request_grow(struct cs__run *run, int rank,
+                                                       const struct cs_event *ev, size_t row,
+                                                       int64_t tb)
+{
+    if (!preq_grow(run))
+        p2p_put(run, rank, ev, row, tb);
+}
+
+/* Growth is a tail call, so that the usual path needs no stack frame. */
+static __attribute__((noinline)) void p2p_request(struct cs__run *run, int rank,
+                                                  const struct cs_event *ev, size_t row,
+                                                  int64_t tb)
+{
+    if (2 * (run->preq_n + 1) > run->preq_cap)
+        return p2p_request_grow(run, rank, ev, row, tb);
+    p2p_put(run, rank, ev, row, tb);
+}
+
+/* A request completed. */
+static __attribute__((noinline)) void request_done(struct cs__run *run, int rank,
+                                                   const struct cs_event *ev, int64_t te)
+{
+    struct cs__pending *p = preq_get(run, rank, ev->request);
+    if (!p)
         return;
+    if (p->is_coll) {
+        struct cs__inst *in = inst_find(run, p->c, p->seq);
+        if (in && !(in->state[p->idx] & 2)) {
+            in->end[p->idx] = te;
+            in->state[p->idx] |= 2;
+            in->ended++;
+            preq_del(run, p);
+            inst_check(run, in);
+            return;
+        }
+    } else if (!(ev->flags & CS_EV_CANCELLED)) {
+        cs__metrics_request_done(run, p, te);
     }
-    if (!fresh) /* a reused request id replaces the forgotten one */
-        pending_free(run, (struct cs__pending *)(uintptr_t)*pv);
-    *p = (struct cs__pending){.op = ev->op, .is_coll = 1, .comm = ev->comm, .seq = ev->seq,
-                              .idx = idx, .t_begin = in->arr[idx], .bytes = ev->bytes, .row = row};
-    *pv = (uint64_t)(uintptr_t)p;
+    preq_del(run, p);
 }
 
 void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                      size_t row, int64_t tb, int64_t te)
 {
-    if (k == CS_KIND_COLL || k == CS_KIND_ICOLL) {
-        coll_event(run, rank, ev, k, row, tb, te);
-    } else if (k == CS_KIND_IP2P) {
-        int fresh;
-        struct cs__pending *p = pending_new(run);
-        uint64_t *pv = p ? cs__map_put(&run->pending, (uint64_t)rank, ev->request, &fresh) : NULL;
-        if (!pv) {
-            pending_free(run, p);
-            return;
-        }
-        if (!fresh)
-            pending_free(run, (struct cs__pending *)(uintptr_t)*pv);
-        uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
-        *p = (struct cs__pending){.op = ev->op, .t_begin = tb, .bytes = b, .row = row,
-                                  .scope = cs__peer_scope(run, rank, ev->peer)};
-        *pv = (uint64_t)(uintptr_t)p;
-    } else if (k == CS_KIND_DONE) {
-        uint64_t *pv = cs__map_get(&run->pending, (uint64_t)rank, ev->request);
-        if (!pv)
-            return;
-        struct cs__pending *p = (void *)(uintptr_t)*pv;
-        cs__map_del_at(&run->pending, pv);
-        int64_t t_end = te;
-        if (p->is_coll) {
-            uint64_t *iv = cs__map_get(&run->open, p->comm, p->seq);
-            struct cs__inst *in = iv ? (void *)(uintptr_t)*iv : NULL;
-            if (in && !(in->state[p->idx] & 2)) {
-                in->end[p->idx] = t_end;
-                in->state[p->idx] |= 2;
-                in->ended++;
-                inst_check(run, in);
-            }
-        } else if (!(ev->flags & CS_EV_CANCELLED)) {
-            cs__metrics_request_done(run, p, t_end);
-        }
-        pending_free(run, p);
+    if (k == CS_KIND_COLL) {
+        if (!coll_fast(run, rank, ev, tb, te))
+            coll_slow(run, rank, ev, k, row, tb, te);
+    } else if (k == CS_KIND_ICOLL) {
+        coll_slow(run, rank, ev, k, row, tb, te);
     }
+    else if (k == CS_KIND_IP2P)
+        p2p_request(run, rank, ev, row, tb);
+    else if (k == CS_KIND_DONE)
+        request_done(run, rank, ev, te);
+}
+
+/* How many instances are open (in the communicators' rings and in run->open). */
+static size_t open_count(const struct cs__run *run)
+{
+    size_t n = run->open.n;
+    for (size_t i = 0; i < run->ncomms; i++)
+        for (int s = 0; s < CS__RING; s++)
+            n += run->comms[i]->ring[s] != NULL;
+    return n;
+}
+
+/* Every open instance into out (room for open_count of them); returns how many. */
+static size_t open_list(const struct cs__run *run, struct cs__inst **out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < run->ncomms; i++)
+        for (int s = 0; s < CS__RING; s++)
+            if (run->comms[i]->ring[s])
+                out[n++] = run->comms[i]->ring[s];
+    for (size_t i = 0; i < run->open.cap; i++)
+        if (run->open.slot[i].used)
+            out[n++] = (void *)(uintptr_t)run->open.slot[i].v;
+    return n;
 }
 
 void cs__match_rank_done(struct cs__run *run, int rank)
 {
+    run->ndead += !run->ranks[rank].dead;
     run->ranks[rank].dead = 1;
     /* Instances still waiting for this rank can now only end incomplete. */
-    size_t n = 0;
-    struct cs__inst **hit = malloc((run->open.n + 1) * sizeof *hit);
+    struct cs__inst **hit = malloc((open_count(run) + 1) * sizeof *hit);
     if (!hit)
         return;
-    for (size_t i = 0; i < run->open.cap; i++) {
-        if (!run->open.slot[i].used)
-            continue;
-        struct cs__inst *in = (void *)(uintptr_t)run->open.slot[i].v;
+    size_t n = open_list(run, hit), m = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct cs__inst *in = hit[i];
         int32_t idx = cs__comm_rank(run, in->c, rank);
         if (idx >= 0 && !(in->state[idx] & 2)) {
             in->dead_unended++;
-            hit[n++] = in;
+            hit[m++] = in;
         }
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < m; i++)
         inst_check(run, hit[i]);
     free(hit);
 }
 
 void cs__match_finish(struct cs__run *run)
 {
-    size_t n = 0;
-    struct cs__inst **left = malloc((run->open.n + 1) * sizeof *left);
+    struct cs__inst **left = malloc((open_count(run) + 1) * sizeof *left);
     if (left) {
-        for (size_t i = 0; i < run->open.cap; i++)
-            if (run->open.slot[i].used)
-                left[n++] = (void *)(uintptr_t)run->open.slot[i].v;
-        for (size_t i = 0; i < n; i++) {
-            cs__map_del(&run->open, left[i]->comm, left[i]->seq);
-            cs__metrics_instance(run, left[i], 0);
-            left[i]->next = left[i]->c->spare;
-            left[i]->c->spare = left[i];
-        }
+        size_t n = open_list(run, left);
+        for (size_t i = 0; i < n; i++)
+            inst_close(run, left[i], 0);
         free(left);
     }
+    /* Requests never completed are forgotten with the table. */
+    free(run->preq);
+    run->preq = NULL;
+    run->preq_cap = run->preq_n = 0;
     if (run->unmatched_events)
         cs__problem(run,
                     "%" PRIu64 " collective events could not be matched (communicator without a"

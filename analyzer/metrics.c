@@ -108,15 +108,15 @@ void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, 
     if (p->row == SIZE_MAX || p->row >= run->nrows)
         return;
     struct cs__oprow *r = &run->rows[p->row];
-    r->p2p_bytes += (double)p->bytes;
-    r->p2p_ns += (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
-    if (run->views)
-        cs__views_transfer(run, r->op, r->comm, (double)p->bytes,
-                           (double)(t_end > p->t_begin ? t_end - p->t_begin : 0));
+    double b = (double)p->bytes, ns = (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
+    r->p2p_bytes += b;
+    r->p2p_ns += ns;
     if (p->scope >= 0) {
-        r->p2p_scope_bytes[p->scope] += (double)p->bytes;
-        r->p2p_scope_ns[p->scope] += (double)(t_end > p->t_begin ? t_end - p->t_begin : 0);
+        r->p2p_scope_bytes[p->scope] += b;
+        r->p2p_scope_ns[p->scope] += ns;
     }
+    if (run->views)
+        cs__views_transfer(run, r->op, r->comm, b, ns);
 }
 
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete)
@@ -129,7 +129,7 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
     if (run->wire)
         cs__wire_instance(run, in);
     int32_t n = in->n;
-    enum cs_op_pattern pat = cs_op_info(in->op)->pattern;
+    enum cs_op_pattern pat = (enum cs_op_pattern)in->pat;
     int64_t *a = in->arr;
 
     /* One pass for the arrival order (first, last and its member li, the second latest: the
@@ -183,35 +183,44 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
     if (skew > run->skew_max_ns)
         run->skew_max_ns = skew;
 
-    /* Waits by the op's pattern. */
-    int64_t others = 0, prefix = INT64_MIN;
-    for (int32_t i = 0; i < n; i++) {
-        int64_t w = 0;
-        switch (pat) {
-        case CS_PAT_NXN:
-            w = last - a[i];
-            break;
-        case CS_PAT_1TON:
-            if (in->root >= 0 && i != in->root && a[in->root] > a[i])
-                w = a[in->root] - a[i];
-            break;
-        case CS_PAT_NTO1:
-            if (i == in->root && last > a[i])
-                w = last - a[i];
-            break;
-        case CS_PAT_PREFIX:
+    /* Waits by the op's pattern, one loop each; then each member's rank adds its wait, and the
+     * others' waits are the sum less the last member's (integers: any order gives the same). */
+    int64_t *wt = in->wait;
+    switch (pat) {
+    case CS_PAT_NXN:
+        for (int32_t i = 0; i < n; i++)
+            wt[i] = last - a[i];
+        break;
+    case CS_PAT_1TON: {
+        int32_t root = in->root;
+        for (int32_t i = 0; i < n; i++)
+            wt[i] = root >= 0 && i != root && a[root] > a[i] ? a[root] - a[i] : 0;
+        break;
+    }
+    case CS_PAT_NTO1:
+        for (int32_t i = 0; i < n; i++)
+            wt[i] = i == in->root && last > a[i] ? last - a[i] : 0;
+        break;
+    case CS_PAT_PREFIX: {
+        int64_t prefix = INT64_MIN;
+        for (int32_t i = 0; i < n; i++) {
             if (a[i] > prefix)
                 prefix = a[i];
-            w = prefix - a[i];
-            break;
-        default:
-            break;
+            wt[i] = prefix - a[i];
         }
-        run->ranks[in->members[i]].wait_ns += w;
-        in->wait[i] = w;
-        if (i != li)
-            others += w;
+        break;
     }
+    default:
+        for (int32_t i = 0; i < n; i++)
+            wt[i] = 0;
+        break;
+    }
+    int64_t others = 0;
+    for (int32_t i = 0; i < n; i++) {
+        run->ranks[in->members[i]].wait_ns += wt[i];
+        others += wt[i];
+    }
+    others -= wt[li];
     /* The charts and the step budget take the waits computed here. */
     if (run->views)
         cs__views_waits(run, in);
