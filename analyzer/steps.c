@@ -646,9 +646,12 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
  * (tail calls), and whatever needs calls in the middle -- a step boundary, a wait call to book
  * into a closed step, GPU ranks, a communicator not in the cache, requests -- is done out of
  * line; the rare path (event_rare) then books the event through its own copy of event_book.
+ * event_book and book_call are forced inline: with a second caller each, GCC's LTO made them
+ * calls of their own (seven arguments passed and a frame per event).
  */
-static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f);
+static inline __attribute__((always_inline)) void
+event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev, enum cs_op_kind k,
+           int64_t tb, int64_t te, unsigned f);
 
 /* A non-blocking initiation: its request is in flight from now. */
 __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__srank *sr,
@@ -694,8 +697,9 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
 
 /* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget (f: the
  * op's flags). */
-static inline void book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                             enum cs_op_kind k, int64_t tb, double dur, int ci, unsigned f)
+static inline __attribute__((always_inline)) void
+book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev, enum cs_op_kind k,
+          int64_t tb, double dur, int ci, unsigned f)
 {
     struct cs__budget *bu = sr->acc;
     sr->busy += dur;
@@ -801,8 +805,9 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
 }
 
 /* The host budget of one event (after any boundary it makes). */
-static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f)
+static inline __attribute__((always_inline)) void
+event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev, enum cs_op_kind k,
+           int64_t tb, int64_t te, unsigned f)
 {
     double dur = te > tb ? (double)(te - tb) : 0;
     switch (k) {
