@@ -579,7 +579,8 @@ static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int re
     sr->wait_open = 0;
 }
 
-/* ---- requests in flight: open addressing on (rank, request), linear probing ---- */
+/* ---- requests in flight beyond a rank's own list: open addressing on (rank, request), linear
+ * probing ---- */
 
 /* Fibonacci hashing: the top bits of the product depend on every bit of the key, so the
  * requests of different ranks with the same handle values spread as well as one rank's. */
@@ -666,6 +667,16 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
     t->n--;
 }
 
+/* The rank's request `request` in flight: its own list first, then the table; NULL none. */
+static inline struct cs__sreq *rreq_find(const struct cs__steps *S, struct cs__srank *sr,
+                                         uint64_t request)
+{
+    for (int i = 0; i < sr->nreq; i++)
+        if (sr->req[i].request == request)
+            return &sr->req[i];
+    return req_find(&S->reqs, (int)(sr - S->r), request);
+}
+
 /* ---- per event ---- */
 
 /*
@@ -686,7 +697,16 @@ __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__
                                                 const struct cs_event *ev, int64_t tb, double busy0,
                                                 int ci, int red)
 {
-    struct cs__sreq *q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
+    struct cs__sreq *q = rreq_find(S, sr, ev->request);
+    if (!q) {
+        if (sr->nreq < CS__RREQ) {
+            q = &sr->req[sr->nreq++];
+            q->request = ev->request;
+            q->rank1 = (int32_t)(sr - S->r) + 1;
+        } else {
+            q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
+        }
+    }
     if (q) {
         q->comm = ci;
         q->tb = tb;
@@ -699,7 +719,7 @@ __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__
 __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs__srank *sr,
                                                  const struct cs_event *ev, int64_t te)
 {
-    struct cs__sreq *q = req_find(&S->reqs, (int)(sr - S->r), ev->request);
+    struct cs__sreq *q = rreq_find(S, sr, ev->request);
     if (sr->wait_open && te == sr->wait_te)
         flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
     if (!q)
@@ -720,7 +740,10 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
             sc->span += D;
         }
     }
-    req_del(&S->reqs, q);
+    if (q >= sr->req && q < sr->req + CS__RREQ)
+        *q = sr->req[--sr->nreq]; /* the last entry fills the hole */
+    else
+        req_del(&S->reqs, q);
 }
 
 /* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget (f: the
