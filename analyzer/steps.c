@@ -234,9 +234,22 @@ static int boundary_op(const struct cs__steps *S, uint16_t op)
            (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
 }
 
+/* boundary() in the pattern mode, inline: the anchor starts a step once per step on every rank
+ * (and every m-th occurrence is the common m == 1 without a division). */
+static inline int anchor_boundary(struct cs__run *run, struct cs__steps *S,
+                                  const struct cs_event *ev, enum cs_op_kind k, uint64_t *occ)
+{
+    if (ev->op != S->anchor_op || ev->bytes != S->anchor_bytes || !is_traffic(k) ||
+        cls_of(run, S, ev->comm) != S->anchor_cls)
+        return 0;
+    return S->anchor_m == 1 ? ((*occ)++, 1) : (*occ)++ % S->anchor_m == 0;
+}
+
 int cs__steps_boundary_slow(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                             enum cs_op_kind k, uint64_t *occ)
 {
+    if (S->mode == 2)
+        return anchor_boundary(run, S, ev, k, occ);
     return boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
 }
 
@@ -809,7 +822,13 @@ __attribute__((noinline)) static void event_rare(struct cs__run *run, int rank,
         }
     }
     /* Only the mode's boundary ops can start or end a step: test those before the call. */
-    int b = f & CS__OPF_BOUND ? cs__steps_boundary_slow(run, S, ev, k, &sr->occ) : 0;
+    int b = 0;
+    if (!(f & CS__OPF_BOUND)) {
+    } else if (S->mode == 2) {
+        b = anchor_boundary(run, S, ev, k, &sr->occ);
+    } else {
+        b = cs__steps_boundary_slow(run, S, ev, k, &sr->occ);
+    }
     if (b) {
         close_step(S, sr, tb, 1);
         if (b > 0)
