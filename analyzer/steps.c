@@ -94,6 +94,14 @@ struct detect {
         uint64_t count;
     } s[NSIG];
     int n;
+    /* Direct-mapped memo of sig_of in front of the linear search (an index stays valid: the
+     * signatures are only appended, and -1 means the table was full). */
+    struct sig_memo {
+        uint64_t bytes;
+        int cls;
+        int idx1; /* index + 2 (1: no signature), 0 empty */
+        uint16_t op;
+    } memo[64];
     int ncand;
     struct cand {
         int anchor;
@@ -116,6 +124,19 @@ static int sig_of(struct detect *d, uint16_t op, int cls, uint64_t bytes, int ad
         return -1; /* only the first NSIG signatures are candidates */
     d->s[d->n] = (struct sig){.op = op, .cls = cls, .bytes = bytes};
     return d->n++;
+}
+
+/* sig_of through the memo. */
+static inline int sig_memo(struct detect *d, uint16_t op, int cls, uint64_t bytes, int add)
+{
+    uint64_t h = (bytes * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)op << 32) ^ (uint64_t)(uint32_t)cls;
+    struct sig_memo *m = &d->memo[(h * 0x2545f4914f6cdd1dull) >> 58];
+    if (m->idx1 && m->op == op && m->cls == cls && m->bytes == bytes)
+        return m->idx1 - 2;
+    int x = sig_of(d, op, cls, bytes, add);
+    if (x >= 0 || d->n == NSIG) /* a miss without room stays a miss; without `add` maybe not */
+        *m = (struct sig_memo){.bytes = bytes, .cls = cls, .idx1 = x + 2, .op = op};
+    return x;
 }
 
 static void detect_candidates(struct detect *d)
@@ -309,12 +330,12 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
             }
         }
         if (d_count) {
-            int x = sig_of(d_count, ev->op, c, ev->bytes, 1);
+            int x = sig_memo(d_count, ev->op, c, ev->bytes, 1);
             if (x >= 0)
                 d_count->s[x].count++;
         }
         if (d_eval) {
-            int x = sig_of(d_eval, ev->op, c, ev->bytes, 0);
+            int x = sig_memo(d_eval, ev->op, c, ev->bytes, 0);
             if (x >= 0)
                 detect_eval(d_eval, x);
         }
