@@ -94,6 +94,14 @@ struct detect {
         uint64_t count;
     } s[NSIG];
     int n;
+    /* Direct-mapped memo of sig_of in front of the linear search (an index stays valid: the
+     * signatures are only appended, and -1 means the table was full). */
+    struct sig_memo {
+        uint64_t bytes;
+        int cls;
+        int idx1; /* index + 2 (1: no signature), 0 empty */
+        uint16_t op;
+    } memo[64];
     int ncand;
     struct cand {
         int anchor;
@@ -116,6 +124,19 @@ static int sig_of(struct detect *d, uint16_t op, int cls, uint64_t bytes, int ad
         return -1; /* only the first NSIG signatures are candidates */
     d->s[d->n] = (struct sig){.op = op, .cls = cls, .bytes = bytes};
     return d->n++;
+}
+
+/* sig_of through the memo. */
+static inline int sig_memo(struct detect *d, uint16_t op, int cls, uint64_t bytes, int add)
+{
+    uint64_t h = (bytes * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)op << 32) ^ (uint64_t)(uint32_t)cls;
+    struct sig_memo *m = &d->memo[(h * 0x2545f4914f6cdd1dull) >> 58];
+    if (m->idx1 && m->op == op && m->cls == cls && m->bytes == bytes)
+        return m->idx1 - 2;
+    int x = sig_of(d, op, cls, bytes, add);
+    if (x >= 0 || d->n == NSIG) /* a miss without room stays a miss; without `add` maybe not */
+        *m = (struct sig_memo){.bytes = bytes, .cls = cls, .idx1 = x + 2, .op = op};
+    return x;
 }
 
 static void detect_candidates(struct detect *d)
@@ -234,9 +255,22 @@ static int boundary_op(const struct cs__steps *S, uint16_t op)
            (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
 }
 
+/* boundary() in the pattern mode, inline: the anchor starts a step once per step on every rank
+ * (and every m-th occurrence is the common m == 1 without a division). */
+static inline int anchor_boundary(struct cs__run *run, struct cs__steps *S,
+                                  const struct cs_event *ev, enum cs_op_kind k, uint64_t *occ)
+{
+    if (ev->op != S->anchor_op || ev->bytes != S->anchor_bytes || !is_traffic(k) ||
+        cls_of(run, S, ev->comm) != S->anchor_cls)
+        return 0;
+    return S->anchor_m == 1 ? ((*occ)++, 1) : (*occ)++ % S->anchor_m == 0;
+}
+
 int cs__steps_boundary_slow(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                             enum cs_op_kind k, uint64_t *occ)
 {
+    if (S->mode == 2)
+        return anchor_boundary(run, S, ev, k, occ);
     return boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
 }
 
@@ -296,12 +330,12 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
             }
         }
         if (d_count) {
-            int x = sig_of(d_count, ev->op, c, ev->bytes, 1);
+            int x = sig_memo(d_count, ev->op, c, ev->bytes, 1);
             if (x >= 0)
                 d_count->s[x].count++;
         }
         if (d_eval) {
-            int x = sig_of(d_eval, ev->op, c, ev->bytes, 0);
+            int x = sig_memo(d_eval, ev->op, c, ev->bytes, 0);
             if (x >= 0)
                 detect_eval(d_eval, x);
         }
@@ -483,6 +517,31 @@ static void budget_add(struct cs__budget *restrict to, const struct cs__budget *
         t[i] += s[i];
 }
 
+/* budget_add(a, b) and budget_add(c, b) in one pass over b (the same additions). */
+static void budget_add2(struct cs__budget *restrict a, struct cs__budget *restrict c,
+                        const struct cs__budget *restrict b)
+{
+    typedef double v2 __attribute__((vector_size(16), aligned(8)));
+    enum { N = sizeof *b / sizeof(double) };
+    const double *s = (const double *)b;
+    double *t = (double *)a, *u = (double *)c;
+    size_t i = 0;
+    for (; i + 2 <= N; i += 2) {
+        v2 x, y, z;
+        memcpy(&y, s + i, sizeof y);
+        memcpy(&x, t + i, sizeof x);
+        memcpy(&z, u + i, sizeof z);
+        x += y;
+        z += y;
+        memcpy(t + i, &x, sizeof x);
+        memcpy(u + i, &z, sizeof z);
+    }
+    for (; i < N; i++) {
+        t[i] += s[i];
+        u[i] += s[i];
+    }
+}
+
 static void close_step(struct cs__steps *S, struct cs__srank *sr, int64_t t, int fold)
 {
     if (!sr->in_step)
@@ -496,10 +555,13 @@ static void close_step(struct cs__steps *S, struct cs__srank *sr, int64_t t, int
         sr->cur.gdur = sr->cur.dur;
     }
     struct cs__budget *g = step_slot(S, (size_t)sr->step);
-    if (g)
+    struct cs__budget *f = sr->step == 0 ? &sr->first : &sr->rest;
+    if (g && fold)
+        budget_add2(g, f, &sr->cur);
+    else if (g)
         budget_add(g, &sr->cur);
-    if (fold)
-        budget_add(sr->step == 0 ? &sr->first : &sr->rest, &sr->cur);
+    else if (fold)
+        budget_add(f, &sr->cur);
 }
 
 static void open_step(struct cs__srank *sr, int64_t t)
@@ -551,7 +613,8 @@ static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int re
     sr->wait_open = 0;
 }
 
-/* ---- requests in flight: open addressing on (rank, request), linear probing ---- */
+/* ---- requests in flight beyond a rank's own list: open addressing on (rank, request), linear
+ * probing ---- */
 
 /* Fibonacci hashing: the top bits of the product depend on every bit of the key, so the
  * requests of different ranks with the same handle values spread as well as one rank's. */
@@ -638,6 +701,16 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
     t->n--;
 }
 
+/* The rank's request `request` in flight: its own list first, then the table; NULL none. */
+static inline struct cs__sreq *rreq_find(const struct cs__steps *S, struct cs__srank *sr,
+                                         uint64_t request)
+{
+    for (int i = 0; i < sr->nreq; i++)
+        if (sr->req[i].request == request)
+            return &sr->req[i];
+    return req_find(&S->reqs, (int)(sr - S->r), request);
+}
+
 /* ---- per event ---- */
 
 /*
@@ -646,16 +719,28 @@ static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
  * (tail calls), and whatever needs calls in the middle -- a step boundary, a wait call to book
  * into a closed step, GPU ranks, a communicator not in the cache, requests -- is done out of
  * line; the rare path (event_rare) then books the event through its own copy of event_book.
+ * event_book and book_call are forced inline: with a second caller each, GCC's LTO made them
+ * calls of their own (seven arguments passed and a frame per event).
  */
-static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f);
+static inline __attribute__((always_inline)) void
+event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev, enum cs_op_kind k,
+           int64_t tb, int64_t te, unsigned f);
 
 /* A non-blocking initiation: its request is in flight from now. */
 __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__srank *sr,
                                                 const struct cs_event *ev, int64_t tb, double busy0,
                                                 int ci, int red)
 {
-    struct cs__sreq *q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
+    struct cs__sreq *q = rreq_find(S, sr, ev->request);
+    if (!q) {
+        if (sr->nreq < CS__RREQ) {
+            q = &sr->req[sr->nreq++];
+            q->request = ev->request;
+            q->rank1 = (int32_t)(sr - S->r) + 1;
+        } else {
+            q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
+        }
+    }
     if (q) {
         q->comm = ci;
         q->tb = tb;
@@ -668,7 +753,7 @@ __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__
 __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs__srank *sr,
                                                  const struct cs_event *ev, int64_t te)
 {
-    struct cs__sreq *q = req_find(&S->reqs, (int)(sr - S->r), ev->request);
+    struct cs__sreq *q = rreq_find(S, sr, ev->request);
     if (sr->wait_open && te == sr->wait_te)
         flush_wait(S, sr, q ? q->comm : -1, q ? q->red : 0);
     if (!q)
@@ -689,13 +774,17 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
             sc->span += D;
         }
     }
-    req_del(&S->reqs, q);
+    if (q >= sr->req && q < sr->req + CS__RREQ)
+        *q = sr->req[--sr->nreq]; /* the last entry fills the hole */
+    else
+        req_del(&S->reqs, q);
 }
 
 /* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget (f: the
  * op's flags). */
-static inline void book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                             enum cs_op_kind k, int64_t tb, double dur, int ci, unsigned f)
+static inline __attribute__((always_inline)) void
+book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev, enum cs_op_kind k,
+          int64_t tb, double dur, int ci, unsigned f)
 {
     struct cs__budget *bu = sr->acc;
     sr->busy += dur;
@@ -742,10 +831,25 @@ __attribute__((noinline)) static void event_rare(struct cs__run *run, int rank,
     struct cs__steps *S = run->steps;
     struct cs__srank *sr = &S->r[rank];
     unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : CS__OPF_BOUND;
-    if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te))
-        flush_wait(S, sr, -1, 0);
+    if (sr->wait_open && !(k == CS_KIND_DONE && te == sr->wait_te)) {
+        /* flush_wait(S, sr, -1, 0) with its add to the open step inline: a step's first event
+         * nearly always follows the last step's closing wait call. */
+        if (sr->in_step && sr->wait_step == sr->step) {
+            if (sr->wait_dur != 0)
+                sr->cur.blocked[CS_DIM_OTHER] += sr->wait_dur;
+            sr->wait_open = 0;
+        } else {
+            flush_wait(S, sr, -1, 0);
+        }
+    }
     /* Only the mode's boundary ops can start or end a step: test those before the call. */
-    int b = f & CS__OPF_BOUND ? cs__steps_boundary_slow(run, S, ev, k, &sr->occ) : 0;
+    int b = 0;
+    if (!(f & CS__OPF_BOUND)) {
+    } else if (S->mode == 2) {
+        b = anchor_boundary(run, S, ev, k, &sr->occ);
+    } else {
+        b = cs__steps_boundary_slow(run, S, ev, k, &sr->occ);
+    }
     if (b) {
         close_step(S, sr, tb, 1);
         if (b > 0)
@@ -801,8 +905,9 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
 }
 
 /* The host budget of one event (after any boundary it makes). */
-static inline void event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
-                              enum cs_op_kind k, int64_t tb, int64_t te, unsigned f)
+static inline __attribute__((always_inline)) void
+event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev, enum cs_op_kind k,
+           int64_t tb, int64_t te, unsigned f)
 {
     double dur = te > tb ? (double)(te - tb) : 0;
     switch (k) {

@@ -18,6 +18,20 @@ static inline unsigned cs__ccache_slot(uint64_t id)
     return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> (64 - CS__CCACHE_BITS));
 }
 
+/* A request in flight (non-blocking initiation until its completion record): one entry of the
+ * rank's short list (cs__srank.req) or, when that is full, a slot of the open-addressed table
+ * S->reqs, keyed by (rank, request). */
+struct cs__sreq {
+    uint64_t request;
+    int32_t rank1; /* rank + 1, 0: the slot is empty */
+    int32_t comm;  /* step-analysis communicator index, -1 unknown */
+    int64_t tb;    /* initiation begin */
+    double busy0;  /* the rank's busy time at tb */
+    int red;       /* a reduction */
+};
+/* Requests a rank keeps in its own list: a rank rarely has more in flight at once. */
+#define CS__RREQ 4
+
 struct cs__srank {
     int in_step;             /* inside a step now */
     int step;                /* index of the current (or last) step, -1 before the first */
@@ -37,18 +51,12 @@ struct cs__srank {
     /* &cur inside a step, else the run's sink (S->sink): the per-event budget adds need no test
      * of in_step, and the sink is never read. */
     struct cs__budget *acc;
+    /* The rank's requests in flight, nreq of them (unordered); more go to S->reqs.  A request is
+     * in one of the two places only. */
+    int nreq;
+    struct cs__sreq req[CS__RREQ];
 };
 
-/* A request in flight (non-blocking initiation until its completion record): one slot of the
- * open-addressed table S->reqs, keyed by (rank, request). */
-struct cs__sreq {
-    uint64_t request;
-    int32_t rank1; /* rank + 1, 0: the slot is empty */
-    int32_t comm;  /* step-analysis communicator index, -1 unknown */
-    int64_t tb;    /* initiation begin */
-    double busy0;  /* the rank's busy time at tb */
-    int red;       /* a reduction */
-};
 struct cs__sreqs {
     struct cs__sreq *slot;
     size_t cap, n; /* cap a power of two (0: none yet), at most half full */
@@ -84,7 +92,7 @@ struct cs__steps {
     size_t ng, capg;
     int count_min, count_max; /* steps per rank, over the ranks present */
     int tail;                 /* the reference rank's last step was still open at its end */
-    struct cs__sreqs reqs;    /* requests in flight */
+    struct cs__sreqs reqs;    /* requests in flight beyond the ranks' own lists */
     unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */
     struct cs__budget sink;       /* where a rank's adds go outside its steps (never read) */
     /* groups.c */
