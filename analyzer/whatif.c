@@ -620,9 +620,10 @@ static void p2p_x(struct item *it, const struct item *o)
 
 /* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
  * dst); linked both ways with its partner when that was read before it.  0, or -1 out of
- * memory. */
-static int pair_p2p(struct replay *P, int32_t g, uint64_t comm, int32_t tag, int32_t src,
-                    int32_t dst, int send)
+ * memory.  Inline: the window reader calls it for every point-to-point event. */
+static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int32_t g,
+                                                           uint64_t comm, int32_t tag,
+                                                           int32_t src, int32_t dst, int send)
 {
     int fresh;
     struct wslot *c = wt_putslot(&P->chan_t, comm, (uint32_t)tag,
@@ -1077,7 +1078,7 @@ fail:
 
 /* The measured sync point of member i of complete instance in (cs__whatif_sync over the rounded
  * measured arrivals): the rounded latest measured arrival of those it waits for and its own. */
-static int64_t measured_sync(const struct replay *P, const struct winst *in, int32_t i)
+static inline int64_t measured_sync(const struct replay *P, const struct winst *in, int32_t i)
 {
     const int32_t *m = P->mem + in->off;
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root))
