@@ -36,15 +36,16 @@
  * time from the rank's step-k boundary to its next one, as in the step statistics.
  *
  * Cost (this pass reads every event a second time, so it is kept to a few dozen instructions per
- * event and item): a window's items are one array, rank after rank; its instances, point-to-point
- * channels and requests are in small tables local to this file, emptied by a new stamp per
- * window, with a per-communicator directory by sequence number in front of the instances;
- * point-to-point partners are linked as the second of the two is read; the four scenarios are
- * replayed side by side as the lanes of two vectors of two doubles (each lane does its scenario's
- * operations in the same order, so every number is the same as one scenario at a time); sync
- * points are rounded once from the latest arrival (rounding is monotonic); and the clock mapping
- * reuses one correction over each range of local times that share it.  Memory is that of one
- * window's events.
+ * event and item): events come from the reader a block at a time (cs_reader_next_batch); a window's
+ * items are one array, rank after rank, each with one byte that says what it waits for in the
+ * replay; its instances, point-to-point channels and requests are in small tables local to this
+ * file, emptied by a new stamp per window, with a per-communicator directory by sequence number in
+ * front of the instances; point-to-point partners are linked as the second of the two is read; the
+ * four scenarios are replayed side by side as the lanes of two vectors of two doubles (each lane
+ * does its scenario's operations in the same order, so every number is the same as one scenario at
+ * a time); sync points are rounded once from the latest arrival (rounding is monotonic); and the
+ * clock mapping reuses one correction over each range of local times that share it.  Memory is that
+ * of one window's events.
  */
 #include <math.h>
 #include <stdlib.h>
