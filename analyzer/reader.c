@@ -692,6 +692,22 @@ const struct cs_event *cs_reader_next(struct cs_reader *r)
     return e;
 }
 
+size_t cs_reader_next_batch(struct cs_reader *r, const struct cs_event **out)
+{
+    if (r->ncur != 1) {
+        *out = cs_reader_next(r);
+        return *out != NULL;
+    }
+    struct cursor *c = r->cur;
+    *out = c->ev;
+    if (!c->ev)
+        return 0;
+    size_t n = (size_t)(c->end - c->ev);
+    r->last = c;
+    cursor_seek(r, c, c->bi + 1);
+    return n;
+}
+
 unsigned cs_reader_thread(const struct cs_reader *r)
 {
     return r->last ? r->last->thread : 0;

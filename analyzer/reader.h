@@ -98,8 +98,18 @@ const struct cs_comm_record *cs_reader_comm(const struct cs_reader *r, size_t i)
  */
 const struct cs_event *cs_reader_next(struct cs_reader *r);
 
+/*
+ * The next events as one array: sets *out to the first of n >= 1 events that follow each other in
+ * the file and come next in cs_reader_next()'s order, moves past them and returns n; 0 at the
+ * end (*out NULL).  A file with one recording thread gives the rest of the current block at once;
+ * one with several gives one event per call (the threads are merged by t_begin), so calls of this
+ * and cs_reader_next() may be mixed and every event comes exactly once, in the same order.  The
+ * events point into the mapping and stay valid until cs_reader_close().
+ */
+size_t cs_reader_next_batch(struct cs_reader *r, const struct cs_event **out);
+
 /* The recording thread (block header `thread`, 0 = first) of the event cs_reader_next() returned
- * last; 0 before the first. */
+ * last (of the events cs_reader_next_batch() returned last); 0 before the first. */
 unsigned cs_reader_thread(const struct cs_reader *r);
 
 /* Start again from the first event. */

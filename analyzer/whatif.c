@@ -36,15 +36,16 @@
  * time from the rank's step-k boundary to its next one, as in the step statistics.
  *
  * Cost (this pass reads every event a second time, so it is kept to a few dozen instructions per
- * event and item): a window's items are one array, rank after rank; its instances, point-to-point
- * channels and requests are in small tables local to this file, emptied by a new stamp per
- * window, with a per-communicator directory by sequence number in front of the instances;
- * point-to-point partners are linked as the second of the two is read; the four scenarios are
- * replayed side by side as the lanes of two vectors of two doubles (each lane does its scenario's
- * operations in the same order, so every number is the same as one scenario at a time); sync
- * points are rounded once from the latest arrival (rounding is monotonic); and the clock mapping
- * reuses one correction over each range of local times that share it.  Memory is that of one
- * window's events.
+ * event and item): events come from the reader a block at a time (cs_reader_next_batch); a window's
+ * items are one array, rank after rank, each with one byte that says what it waits for in the
+ * replay; its instances, point-to-point channels and requests are in small tables local to this
+ * file, emptied by a new stamp per window, with a per-communicator directory by sequence number in
+ * front of the instances; point-to-point partners are linked as the second of the two is read; the
+ * four scenarios are replayed side by side as the lanes of two vectors of two doubles (each lane
+ * does its scenario's operations in the same order, so every number is the same as one scenario at
+ * a time); sync points are rounded once from the latest arrival (rounding is monotonic); and the
+ * clock mapping reuses one correction over each range of local times that share it.  Memory is that
+ * of one window's events.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -229,14 +230,15 @@ struct item {
     unsigned char nbp;  /* MPI_Isend / MPI_Irecv: linked to its partner pg, waits for nothing;
                          * the completion call of its request waits instead */
     unsigned char arr;  /* replayed arrival known (the item is at or before its rank's cursor) */
-    unsigned char free; /* init or nbp: waits for nothing */
-    unsigned char allw; /* a member waiting for all members (NxN, the root of N-to-1; resolve) */
+    unsigned char wk;   /* what the replay waits for (enum wait): set with the fields it reads */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
 };
 
 struct wrank {
     size_t off, n; /* its items in P->it */
     const struct cs_event *peek; /* the next window's first event */
+    /* the events cs_reader_next_batch() gave that are not read yet: bp .. be */
+    const struct cs_event *bp, *be;
     int done;                    /* stream exhausted */
     int started;                 /* first event seen (prev_e valid) */
     double prev_e;
@@ -268,6 +270,16 @@ struct wrank {
         int32_t dir; /* its P->dir, -1 none (out of memory) */
         int ok;
     } cc[4];
+};
+
+/* What an item waits for in the replay, from the fields it depends on (init, nbp, dn, inst, pg
+ * and the instance's pattern), set wherever those change, so that the replay tests one byte: */
+enum wait {
+    W_NONE, /* nothing: local, init, nbp, or its dependencies were cut */
+    W_DEP,  /* a completion call: its dependencies P->dep[doff .. doff + dn) */
+    W_INST, /* an instance member waiting for some members (inst_sync) */
+    W_ALL,  /* an instance member waiting for all members (NxN, the root of N-to-1; resolve) */
+    W_PG,   /* a blocking send or receive: its partner pg's arrival */
 };
 
 /* The instances of a communicator in the window by sequence number, in front of P->inst_t: a
@@ -582,7 +594,8 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     it->dn = 0;
     it->op = op;
     it->comm = (unsigned char)comm;
-    it->init = it->nbp = it->arr = it->free = it->allw = 0;
+    it->init = it->nbp = it->arr = 0;
+    it->wk = W_NONE;
     it->bnd = (signed char)bnd;
     if (w->n++)
         w->comp += it->gap;
@@ -603,13 +616,15 @@ static void p2p_x(struct item *it, const struct item *o)
     }
     double s = o->a > it->a ? o->a : it->a;
     it->x = it->e - s;
+    it->wk = W_PG;
 }
 
 /* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
  * dst); linked both ways with its partner when that was read before it.  0, or -1 out of
- * memory. */
-static int pair_p2p(struct replay *P, int32_t g, uint64_t comm, int32_t tag, int32_t src,
-                    int32_t dst, int send)
+ * memory.  Inline: the window reader calls it for every point-to-point event. */
+static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int32_t g,
+                                                           uint64_t comm, int32_t tag,
+                                                           int32_t src, int32_t dst, int send)
 {
     int fresh;
     struct wslot *c = wt_putslot(&P->chan_t, comm, (uint32_t)tag,
@@ -661,7 +676,7 @@ static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_ev
     int send = ev->op == CS_OP_ISEND;
     int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
     int32_t g = (int32_t)(it - P->it);
-    it->nbp = it->free = 1;
+    it->nbp = 1;
     if (pair_p2p(P, g, ev->comm, ev->aux, src, dst, send))
         return -1;
     int fresh;
@@ -691,7 +706,7 @@ static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs
     uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
     if (!q)
         return -1;
-    it->nbp = it->free = 1;
+    it->nbp = 1;
     *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(it - P->it)) + 1;
     return 0;
 }
@@ -729,7 +744,7 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
     struct item *it = add_item(P, w, a, a, send ? CS_OP_ISEND : CS_OP_IRECV, 1, 0);
     if (!it)
         return -1;
-    it->nbp = it->free = 1;
+    it->nbp = 1;
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
     int32_t g = (int32_t)(P->nit - 1);
@@ -860,6 +875,7 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
         last->doff = (int32_t)P->ndep;
     }
     last->dn++;
+    last->wk = W_DEP;
     if (v >> 63) /* a non-blocking send or receive: its initiation item */
         P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
     else
@@ -937,13 +953,15 @@ static int coll_item(struct replay *P, int r, struct wrank *w, struct item *it,
         in->amax = it->a;
     it->inst = x;
     it->idx = idx;
+    it->wk = W_INST;
     if (f & F_ICOLL) {
         int fresh;
         uint64_t *q = wt_put(&P->req_t, (uint64_t)r, ev->request, 0, &fresh);
         if (!q)
             return -1;
         *q = ((uint64_t)(uint32_t)x << 32 | (uint32_t)idx) + 1;
-        it->init = it->free = 1;
+        it->init = 1;
+        it->wk = W_NONE;
     }
     return 0;
 }
@@ -964,15 +982,28 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
     const struct cs_event *ev = w->peek;
     int was_peek = ev != NULL; /* ev is the boundary event that ended the last window */
     w->peek = NULL;
+    /* The stream is read a batch of contiguous events at a time (a whole block of a one-thread
+     * file): a pointer step per event instead of a call. */
+    const struct cs_event *bp = w->bp, *be = w->be;
+    int rc = 0;
     for (;; was_peek = 0) {
-        if (!was_peek && !(ev = cs_reader_next(rk->rd))) {
-            w->done = 1;
-            return 0;
+        if (!was_peek) {
+            if (bp == be) {
+                size_t n = cs_reader_next_batch(rk->rd, &bp);
+                if (!n) {
+                    w->done = 1;
+                    break;
+                }
+                be = bp + n;
+            }
+            ev = bp++;
+            /* Many files are read in turn: too many streams for the hardware prefetcher. */
+            __builtin_prefetch(bp + 8);
         }
         unsigned f = flags_of(P, ev->op);
         if (f & (F_GPU | F_DONE)) {
             if ((f & F_DONE) && done_record(P, r, w, ev))
-                return -1;
+                goto fail;
             continue;
         }
         int64_t ta, te;
@@ -999,15 +1030,15 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
                 if (b == 1 && (first_window || w->n > 0)) {
                     w->peek = ev;
                     w->next_gap = a - w->prev_e;
-                    return 0;
+                    break;
                 }
             }
             if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
-                return -1;
+                goto fail;
         }
         struct item *it = add_item(P, w, a, e, ev->op, (f & F_COMM) != 0, b);
         if (!it)
-            return -1;
+            goto fail;
         if ((f & F_FIN) && !w->fin_seen) {
             w->fin_seen = 1;
             if (!it->bnd)
@@ -1015,32 +1046,40 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
         }
         if (f & F_COLL) {
             if (coll_item(P, r, w, it, ev, f))
-                return -1;
+                goto fail;
         } else if ((f & (F_SEND | F_RECV)) && ev->peer >= 0 && ev->peer < P->world &&
                    !(ev->flags & CS_EV_PROC_NULL)) {
             /* The j-th send from s to d with a tag matches the j-th receive at d from s. */
             int send = (f & F_SEND) != 0;
             int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
             if (pair_p2p(P, (int32_t)(P->nit - 1), ev->comm, ev->aux, src, dst, send))
-                return -1;
+                goto fail;
         } else if ((f & F_IP2P) && nbp_linkable(P, ev)) {
             if (link_nbp(P, r, it, ev))
-                return -1;
+                goto fail;
         } else if ((f & F_IP2P) && anysrc_irecv(P, ev)) {
             if (anysrc_post(P, r, it, ev))
-                return -1;
+                goto fail;
         } else if (sr_n) {
             it->doff = sr_off;
             it->dn = sr_n;
+            it->wk = W_DEP;
             if (add_cd(P, P->nit - 1))
-                return -1;
+                goto fail;
         }
     }
+out:
+    w->bp = bp;
+    w->be = be;
+    return rc;
+fail:
+    rc = -1;
+    goto out;
 }
 
 /* The measured sync point of member i of complete instance in (cs__whatif_sync over the rounded
  * measured arrivals): the rounded latest measured arrival of those it waits for and its own. */
-static int64_t measured_sync(const struct replay *P, const struct winst *in, int32_t i)
+static inline int64_t measured_sync(const struct replay *P, const struct winst *in, int32_t i)
 {
     const int32_t *m = P->mem + in->off;
     if (in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root))
@@ -1070,6 +1109,7 @@ static __attribute__((noinline)) void resolve(struct replay *P)
             for (int32_t i = 0; i < in->n; i++)
                 if (m[i] >= 0) {
                     P->it[m[i]].inst = -1;
+                    P->it[m[i]].wk = W_NONE;
                     P->cut++;
                 }
             continue;
@@ -1079,10 +1119,11 @@ static __attribute__((noinline)) void resolve(struct replay *P)
         double t = 0;
         for (int32_t i = 0; i < in->n; i++) {
             struct item *it = &P->it[m[i]];
-            it->allw = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root);
+            int allw = in->pat == CS_PAT_NXN || (in->pat == CS_PAT_NTO1 && i == in->root);
             if (it->init)
                 continue;
-            it->x = it->e - (double)(it->allw ? in->pa_all : measured_sync(P, in, i));
+            it->wk = allw ? W_ALL : W_INST;
+            it->x = it->e - (double)(allw ? in->pa_all : measured_sync(P, in, i));
             if (it->x < 0)
                 it->x = 0;
             if (it->x > t)
@@ -1219,32 +1260,39 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
     struct lanes t;
     const struct lanes *S = &it->A; /* the sync point in each scenario */
     double scale = 1; /* x's factor in best bandwidth: an instance member's */
-    if (forced || it->free) {
-        /* waits for nothing */
-    } else if (it->dn) {
+    struct winst *in;
+    switch (forced ? W_NONE : it->wk) {
+    case W_DEP:
         if (!done_sync(P, it, &t))
             return 0;
         S = &t;
-    } else if (it->inst >= 0) {
-        struct winst *in = &P->in[it->inst];
+        break;
+    case W_ALL:
+        in = &P->in[it->inst];
         scale = in->scale;
-        if (it->allw) {
-            if (in->narr < in->n)
-                return 0;
-            if (!in->all_known)
-                inst_all(P, in);
-            S = &in->all_max;
-        } else {
-            if (!inst_sync(P, in, it->idx, &t))
-                return 0;
-            S = &t;
-        }
-    } else if (it->pg >= 0) {
+        if (in->narr < in->n)
+            return 0;
+        if (!in->all_known)
+            inst_all(P, in);
+        S = &in->all_max;
+        break;
+    case W_INST:
+        in = &P->in[it->inst];
+        scale = in->scale;
+        if (!inst_sync(P, in, it->idx, &t))
+            return 0;
+        S = &t;
+        break;
+    case W_PG: {
         const struct item *o = &P->it[it->pg];
         if (!o->arr)
             return 0;
         t = lanes_max(it->A, o->A);
         S = &t;
+        break;
+    }
+    default: /* waits for nothing */
+        break;
     }
     double x = forced ? it->e - it->a : it->x;
     /* full overlap: no time after the dependencies for communication calls; best bandwidth:

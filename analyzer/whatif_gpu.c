@@ -47,6 +47,7 @@ struct gr {
     int *last;
     size_t nl, capl;
     const struct cs_event *peek;
+    const struct cs_event *bp, *be; /* cs_reader_next_batch()'s events not read yet */
     int done_reading;
     uint64_t occ;
     int step;           /* the window being read: step index, -1 before the first */
@@ -315,7 +316,12 @@ static int read_window(struct gp *P, int r)
         return 0;
     }
     for (;;) {
-        const struct cs_event *ev = cs_reader_next(rk->rd);
+        const struct cs_event *ev = w->bp;
+        if (ev == w->be) {
+            size_t nb = cs_reader_next_batch(rk->rd, &ev);
+            w->be = nb ? ev + nb : NULL;
+        }
+        w->bp = ev ? ev + 1 : NULL;
         if (!ev) {
             w->done_reading = 1;
             if (w->step >= 0 && !w->closed) {

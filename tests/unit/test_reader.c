@@ -96,6 +96,73 @@ static long small_file(const char *p)
     return size;
 }
 
+/* All events of the file at p by cs_reader_next_batch(), alternating with cs_reader_next() when
+ * mix is set, must be those of cs_reader_next() in the same order; returns the largest batch. */
+static size_t batch_same(const char *p, int mix)
+{
+    struct cs_reader *r, *q;
+    char err[512] = "";
+    if (cs_reader_open(p, &r, err, sizeof err) || cs_reader_open(p, &q, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        CHECK(0);
+        return 0;
+    }
+    size_t most = 0, total = 0;
+    int same = 1;
+    for (int call = 0;; call++) {
+        const struct cs_event *b;
+        size_t n;
+        if (mix && call % 2) {
+            b = cs_reader_next(r);
+            n = b != NULL;
+        } else {
+            n = cs_reader_next_batch(r, &b);
+            CHECK((n == 0) == (b == NULL));
+        }
+        if (!n)
+            break;
+        unsigned th = cs_reader_thread(r);
+        for (size_t i = 0; i < n; i++) {
+            const struct cs_event *e = cs_reader_next(q);
+            if (!e || memcmp(e, &b[i], sizeof *e) != 0 || cs_reader_thread(q) != th)
+                same = 0;
+        }
+        total += n;
+        if (n > most)
+            most = n;
+    }
+    CHECK(same);
+    CHECK(cs_reader_next(q) == NULL);
+    CHECK_INT(total, ==, cs_reader_stats(r)->events);
+    const struct cs_event *b;
+    CHECK_INT(cs_reader_next_batch(r, &b), ==, 0);
+    CHECK(b == NULL);
+    cs_reader_close(r);
+    cs_reader_close(q);
+    return most;
+}
+
+/* Batches: a one-thread file gives whole blocks, a two-thread file one event at a time, both in
+ * cs_reader_next()'s order. */
+static void test_batch(void)
+{
+    char p[512];
+    path_of(p, sizeof p, "rank-00005.cst");
+    CHECK(small_file(p) > 0);
+    CHECK_INT(batch_same(p, 0), ==, 1);
+    CHECK_INT(batch_same(p, 1), ==, 1);
+    struct tw *w = tw_new(1, 4, 77, 6);
+    for (int i = 0; i < 700; i++) {
+        struct cs_event e = mkev(1000 + 10 * (uint64_t)i, CS_OP_BARRIER, (uint64_t)i);
+        tw_event(w, 0, &e);
+    }
+    path_of(p, sizeof p, "rank-00006.cst");
+    CHECK(tw_write(w, p, NULL) > 0);
+    tw_free(w);
+    CHECK_INT(batch_same(p, 0), >, 1);
+    CHECK_INT(batch_same(p, 1), >, 1);
+}
+
 static void test_truncations(void)
 {
     char p[512];
@@ -339,6 +406,7 @@ int main(void)
     test_semantic_errors();
     test_foreign_empty_missing();
     test_partial();
+    test_batch();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
