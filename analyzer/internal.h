@@ -213,6 +213,7 @@ struct cs__rank {
     struct cs__clock clk;
     struct cs__clock_memo clkm; /* for the merge's cs__clock_map_near */
     const struct cs_event *next;
+    const struct cs_event *bnext, *bend; /* the rest of the merge's last batch from the reader */
     int64_t next_key;        /* aligned t_begin of next */
     /* Communicators this rank used: id -> comm and this rank's comm rank (match.c), a small
      * open-addressing cache (c NULL: free) that keeps the entry last looked up in its home slot. */
