@@ -259,7 +259,6 @@ struct cs__pending {
     int64_t t_begin;       /* aligned */
     uint64_t bytes;
     size_t row;            /* op row index */
-    struct cs__pending *next; /* unused: cs__run_free (rundir.c) still walks run->spare_pending */
 };
 
 struct cs__run {
@@ -277,14 +276,12 @@ struct cs__run {
     /* matching */
     struct cs__map open;         /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
     /* Pending requests by (rank, request): open addressing with linear probing, at most half
-     * full; cap a power of two (0: none yet), freed by cs__match_finish. */
+     * full; cap a power of two (0: none yet), freed by cs__match_finish (or cs__run_free when the
+     * analysis stopped before it). */
     struct cs__pending *preq;
     size_t preq_cap, preq_n;
     int preq_shift;              /* 64 - log2(preq_cap): the hash's top bits index the table */
     int ndead;                   /* ranks marked dead (rundir.c's missing ones, cs__match_rank_done) */
-    /* No longer used (the request table above replaced them); cs__run_free still walks them. */
-    struct cs__map pending;
-    struct cs__pending *spare_pending;
     uint64_t uncertainty_ns;     /* max rtt / 2 over all ranks */
     /* metrics */
     struct cs__map row_by_key;   /* (op, comm) -> row index + 1 */

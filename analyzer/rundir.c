@@ -260,15 +260,7 @@ void cs__run_free(struct cs__run *run)
         if (run->open.slot[i].used)
             free((void *)(uintptr_t)run->open.slot[i].v);
     cs__map_free(&run->open);
-    for (size_t i = 0; i < run->pending.cap; i++)
-        if (run->pending.slot[i].used)
-            free((void *)(uintptr_t)run->pending.slot[i].v);
-    cs__map_free(&run->pending);
-    while (run->spare_pending) {
-        struct cs__pending *p = run->spare_pending;
-        run->spare_pending = p->next;
-        free(p);
-    }
+    free(run->preq);
     cs__map_free(&run->row_by_key);
     free(run->rows);
     for (size_t i = 0; i < run->nproblems; i++)
