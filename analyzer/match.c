@@ -390,6 +390,17 @@ static __attribute__((noinline)) void icoll_request(struct cs__run *run, int ran
                               .t_begin = in->arr[idx], .bytes = ev->bytes, .row = row};
 }
 
+/* Member idx's arrival at tb and its size (of ev); an op other than the instance's makes it
+ * mixed. */
+static inline void record_arrival(struct cs__inst *in, int32_t idx, const struct cs_event *ev,
+                                  int64_t tb)
+{
+    if (ev->op != in->op)
+        in->mixed = 1;
+    in->arr[idx] = tb;
+    in->size[idx] = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+}
+
 /* A member's collective call (blocking, or the start of a non-blocking one): every case. */
 static __attribute__((noinline)) void coll_slow(struct cs__run *run, int rank,
                                                 const struct cs_event *ev, enum cs_op_kind k,
@@ -413,10 +424,7 @@ static __attribute__((noinline)) void coll_slow(struct cs__run *run, int rank,
         if (idx < 0)
             return;
     }
-    if (ev->op != in->op)
-        in->mixed = 1;
-    in->arr[idx] = tb;
-    in->size[idx] = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+    record_arrival(in, idx, ev, tb);
     /* The root by flag, or from a member's peer (instances of other ops are mixed: never read). */
     if (ev->flags & CS_EV_ROOT)
         in->root = idx;
@@ -448,10 +456,7 @@ coll_arrive(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb
     if (!in || in->seq != ev->seq || (in->state[idx] & 1) ||
         (!(ev->flags & CS_EV_ROOT) && in->root < 0 && ev->peer >= 0 && in->pat != CS_PAT_NXN))
         return NULL;
-    if (ev->op != in->op)
-        in->mixed = 1;
-    in->arr[idx] = tb;
-    in->size[idx] = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
+    record_arrival(in, idx, ev, tb);
     if (ev->flags & CS_EV_ROOT)
         in->root = idx;
     *idxo = idx;

@@ -119,6 +119,29 @@ void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, 
         cs__views_transfer(run, r->op, r->comm, b, ns);
 }
 
+/* The arrival order of an instance's members: the first and last arrival, the member li of the
+ * last (the first such), and the second latest (the latest of the others). */
+struct arrivals {
+    int64_t first, last, second;
+    int32_t li;
+};
+
+static inline void arrival_order(const int64_t *a, int32_t n, struct arrivals *o)
+{
+    *o = (struct arrivals){.first = a[0], .last = a[0], .second = INT64_MIN, .li = 0};
+    for (int32_t i = 1; i < n; i++) {
+        if (a[i] > o->last) {
+            o->second = o->last;
+            o->last = a[i];
+            o->li = i;
+        } else if (a[i] > o->second) {
+            o->second = a[i];
+        }
+        if (a[i] < o->first)
+            o->first = a[i];
+    }
+}
+
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete)
 {
     if (!complete || in->mixed) {
@@ -132,22 +155,10 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
     enum cs_op_pattern pat = (enum cs_op_pattern)in->pat;
     int64_t *a = in->arr;
 
-    /* One pass for the arrival order (first, last and its member li, the second latest: the
-     * latest of the others), the last end, the largest size and the earliest end. */
-    int32_t li = 0;
-    int64_t first = a[0], last = a[0], second = INT64_MIN, last_end = in->end[0],
-            min_end = in->end[0];
+    /* The last end, the largest size and the earliest end; then the arrival order. */
+    int64_t last_end = in->end[0], min_end = in->end[0];
     uint64_t S = in->size[0];
     for (int32_t i = 1; i < n; i++) {
-        if (a[i] > last) {
-            second = last;
-            last = a[i];
-            li = i;
-        } else if (a[i] > second) {
-            second = a[i];
-        }
-        if (a[i] < first)
-            first = a[i];
         if (in->end[i] > last_end)
             last_end = in->end[i];
         if (in->end[i] < min_end)
@@ -155,29 +166,20 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         if (in->size[i] > S)
             S = in->size[i];
     }
+    struct arrivals o;
+    arrival_order(a, n, &o);
     /* Causality: in an NxN operation nobody leaves before the last member arrived.  A clock
      * error shows as an end before a later arrival; pull those arrivals back to the earliest
      * end, the smallest change that restores the order (then the arrival order again). */
-    if (pat == CS_PAT_NXN && n > 1 && last > min_end) {
+    if (pat == CS_PAT_NXN && n > 1 && o.last > min_end) {
         run->violations++;
         for (int32_t i = 0; i < n; i++)
             if (a[i] > min_end)
                 a[i] = min_end;
-        li = 0;
-        first = last = a[0];
-        second = INT64_MIN;
-        for (int32_t i = 1; i < n; i++) {
-            if (a[i] > last) {
-                second = last;
-                last = a[i];
-                li = i;
-            } else if (a[i] > second) {
-                second = a[i];
-            }
-            if (a[i] < first)
-                first = a[i];
-        }
+        arrival_order(a, n, &o);
     }
+    int32_t li = o.li;
+    int64_t first = o.first, last = o.last, second = o.second;
     int64_t skew = last - first;
     run->skew_sum_ns += (double)skew;
     if (skew > run->skew_max_ns)

@@ -109,13 +109,7 @@ void cs__views_free(struct cs__run *run)
 /* Merge the heat map's bin pairs (the bins double in width). */
 static void heat_widen(struct cs__views *v)
 {
-    for (int r = 0; r < v->world; r++) {
-        double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
-        for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
-            h[i] = h[2 * i] + h[2 * i + 1];
-        for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
-            h[i] = 0;
-    }
+    cs__heat_merge_pairs(v->heat, v->world);
     v->bin_ns *= 2;
 }
 

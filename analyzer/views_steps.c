@@ -84,15 +84,20 @@ const char *cs__vsteps_role(struct cs__run *run, uint64_t comm)
     return d >= 0 ? cs__dim_names[d] : NULL;
 }
 
-void cs__vsteps_widen(struct cs__vsteps *v)
+void cs__heat_merge_pairs(double *heat, int world)
 {
-    for (int r = 0; r < v->world; r++) {
-        double *h = &v->heat[(size_t)r * CS_VIEW_HEAT_BINS];
+    for (int r = 0; r < world; r++) {
+        double *h = &heat[(size_t)r * CS_VIEW_HEAT_BINS];
         for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
             h[i] = h[2 * i] + h[2 * i + 1];
         for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
             h[i] = 0;
     }
+}
+
+void cs__vsteps_widen(struct cs__vsteps *v)
+{
+    cs__heat_merge_pairs(v->heat, v->world);
     v->spc *= 2;
 }
 
