@@ -259,10 +259,6 @@ struct wrank {
      * be, so this replaces a per-item flag */
     int cur_forced;
     struct cs__clock_memo clkm; /* cs__clock_map_near over the rank's stream */
-    /* the same memo as one offset: local times clo..chi map to t + coq (no overflow there);
-     * cper: the length of the last range cs__clock_memo_fill found (0 none) */
-    uint64_t clo, chi, cper;
-    int64_t coq;
     /* the rank's comm rank in its last communicators (run->my_rank lookups; INT32_MIN none) */
     struct wcc {
         uint64_t id;
@@ -780,70 +776,25 @@ static inline unsigned flags_of(const struct replay *P, unsigned op)
     return op < CS_OP_MAX ? P->fl[op] : op_flags(P->S, op);
 }
 
-/* The local times lo..hi, which all have correction q, as one offset for rank w (w->clo, w->chi,
- * w->coq): t maps to (t + o0) + q, and when neither end overflows, no t between does (within
- * 0..INT64_MAX), so that is t + (o0 + q).  1, or 0 and an empty range (one clock sample, or an
- * overflow: cs__clock_map_near then maps each time). */
-static int clock_fast(struct wrank *w, const struct cs__clock *c, uint64_t lo, uint64_t hi,
-                      int64_t q)
-{
-    int64_t x;
-    w->clo = 1;
-    w->chi = 0;
-    if (c->valid < 2 || lo > hi || hi > INT64_MAX || __builtin_add_overflow(c->o0, q, &w->coq) ||
-        __builtin_add_overflow((int64_t)lo, c->o0, &x) || __builtin_add_overflow(x, q, &x) ||
-        __builtin_add_overflow((int64_t)hi, c->o0, &x) || __builtin_add_overflow(x, q, &x))
-        return 0;
-    w->clo = lo;
-    w->chi = hi;
-    return 1;
-}
-
-/* t is past the memo's range (time moves forward): the next range of corrections is about as
- * long as the last one the memo fill found, so try [t, chi + cper] with t's correction q.  The
- * correction is monotonic in t, so when cs__clock_corr gives q at both ends, every t between has
- * q (and the 64-bit path, whose limits are monotonic in |t - l0| too): exact without a fill.
- * 1 and *r, or 0 (then the memo fill does it). */
-static int clock_next(struct wrank *w, const struct cs__clock *c, uint64_t t, int64_t *r)
-{
-    int64_t q, qh;
-    uint64_t hi = w->chi + w->cper;
-    if (!w->cper || c->valid < 2 || t <= w->chi || hi < t || hi > INT64_MAX ||
-        !cs__clock_corr(c, t, &q) || !cs__clock_corr(c, hi, &qh) || qh != q ||
-        !clock_fast(w, c, t, hi, q))
-        return 0;
-    *r = (int64_t)t + w->coq;
-    return 1;
-}
-
-/* cs__clock_map_near(t) over rank w's stream; same results. */
+/* cs__clock_map_near over rank w's stream. */
 static inline int64_t map_t(struct wrank *w, const struct cs__clock *c, uint64_t t)
 {
-    if (t >= w->clo && t <= w->chi)
-        return (int64_t)t + w->coq;
-    int64_t r;
-    if (clock_next(w, c, t, &r))
-        return r;
-    r = cs__clock_map_near(&w->clkm, c, t);
-    const struct cs__clock_memo *m = &w->clkm;
-    w->cper = 0;
-    if (m->ok && clock_fast(w, c, m->lo, m->hi, m->q) && m->hi < INT64_MAX)
-        w->cper = m->hi - m->lo;
-    return r;
+    return cs__clock_map_near(&w->clkm, c, t);
 }
 
-/* The same for an event's begin and end, which nearly always share the memo. */
+/* The same for an event's begin and end, which nearly always share the memo's range. */
 static inline void map_event(struct wrank *w, const struct cs__clock *c, const struct cs_event *ev,
                              int64_t *a, int64_t *e)
 {
+    const struct cs__clock_memo *m = &w->clkm;
     uint64_t tb = ev->t_begin, te = ev->t_end;
-    if (tb >= w->clo && te <= w->chi && tb <= te) {
-        *a = (int64_t)tb + w->coq;
-        *e = (int64_t)te + w->coq;
+    if (m->fast && tb >= m->lo && te <= m->hi && tb <= te) { /* both in the memo's range */
+        *a = (int64_t)tb + m->off;
+        *e = (int64_t)te + m->off;
         return;
     }
     *a = map_t(w, c, tb);
-    *e = te >= w->clo && te <= w->chi ? (int64_t)te + w->coq : map_t(w, c, te);
+    *e = map_t(w, c, te);
 }
 
 /* A request completed (record ev of rank r): the completion call just before it completed it,
@@ -1452,7 +1403,6 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         struct cs__rank *rk = &run->ranks[r];
         P.w[r].done = !rk->present;
         P.w[r].f_cur = P.w[r].f_prev = 1;
-        P.w[r].clo = 1; /* the clock memo is empty */
         for (int sc = 0; sc < SC_N; sc++)
             P.w[r].open_step[sc] = -1;
         if (!rk->present)
