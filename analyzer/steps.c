@@ -248,13 +248,6 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
     return 0;
 }
 
-/* Whether op can start or end a step in S's mode: the ops boundary() looks at further. */
-static int boundary_op(const struct cs__steps *S, uint16_t op)
-{
-    return (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
-           (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
-}
-
 /* boundary() in the pattern mode, inline: the anchor starts a step once per step on every rank
  * (and every m-th occurrence is the common m == 1 without a division). */
 static inline int anchor_boundary(struct cs__run *run, struct cs__steps *S,
@@ -271,7 +264,7 @@ int cs__steps_boundary_slow(struct cs__run *run, struct cs__steps *S, const stru
 {
     if (S->mode == 2)
         return anchor_boundary(run, S, ev, k, occ);
-    return boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
+    return cs__steps_boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
 }
 
 /* One pre-pass over rank r: class traffic (classes first seen in this pass, id `pass`), markers,
@@ -446,7 +439,7 @@ int cs__steps_begin(struct cs__run *run)
     }
     free(d);
     for (unsigned op = 0; op < CS_OP_MAX; op++)
-        if (boundary_op(S, (uint16_t)op))
+        if (cs__steps_boundary_op(S, op))
             S->opf[op] |= CS__OPF_BOUND;
     S->ref_steps = (int)steps;
     for (size_t c = 0; c < S->nclasses; c++)

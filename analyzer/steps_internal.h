@@ -165,8 +165,7 @@ static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *
 }
 
 /* Whether op can start or end a step in S's mode: the only ops cs__steps_boundary_of() looks at
- * further (0 for all others; the same test as steps.c's boundary_op(), for callers that ask per
- * op instead of per event). */
+ * further (0 for all others). */
 static inline int cs__steps_boundary_op(const struct cs__steps *S, unsigned op)
 {
     return (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
