@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "steps.h"
 #include "views.h"
 
 enum { S_NONE, S_WAIT, S_TIMED, S_UNTIMED };
@@ -215,6 +216,16 @@ void cs__np2p_gpu(struct cs__run *run, int rank, uint64_t launch, int64_t tb, in
         sd->a = tb;
         sd->e = te > tb ? te : tb;
         sd->st = S_TIMED;
+        /* Both sides timed: the side that arrived first waited for the other, until the
+         * other's arrival or its own kernel's end (step budget, ranks with a GPU timeline). */
+        const struct pr *p = &h->q[k - h->base];
+        if (p->s.st == S_TIMED && p->r.st == S_TIMED && p->s.a != p->r.a) {
+            int send_first = p->s.a < p->r.a;
+            const struct side *w = send_first ? &p->s : &p->r, *o = send_first ? &p->r : &p->s;
+            int wr = send_first ? h->wfrom : h->wto;
+            if (wr >= 0)
+                cs__steps_p2p_wait(run, wr, h->comm, w->a, o->a < w->e ? o->a : w->e);
+        }
         drain(h);
     }
     free(L->v);

@@ -936,6 +936,17 @@ event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
     }
 }
 
+/* Placed like an NCCL instance member's waiting interval: only on a GPU timeline (steps_gpu.c),
+ * where the exposed kernel time of the communicator inside [b, e) becomes waiting.  A rank
+ * without one books no point-to-point wait (its host calls only enqueue the kernels). */
+void cs__steps_p2p_wait(struct cs__run *run, int rank, uint64_t comm, int64_t b, int64_t e)
+{
+    struct cs__steps *S = run->steps;
+    if (!S || rank < 0 || rank >= run->world || !S->r[rank].gpu || e <= b)
+        return;
+    cs__sgpu_wait(run, S, rank, cs__groups_comm_cached(run, S, comm), b, e, 0);
+}
+
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
 {
     struct cs__steps *S = run->steps;

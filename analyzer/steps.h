@@ -157,6 +157,9 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
                      int64_t tb, int64_t te);
 /* A complete instance, its members' waits in in->wait (cs__metrics_instance calls it). */
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in);
+/* A matched NCCL point-to-point pair (nccl_p2p.c) in which world rank `rank` arrived first on its
+ * GPU: it waited [b, e) on communicator comm. */
+void cs__steps_p2p_wait(struct cs__run *run, int rank, uint64_t comm, int64_t b, int64_t e);
 void cs__steps_finish(struct cs__run *run);
 /* Whether ev starts (1) or ends (-1) a step of its rank, 0 neither, exactly as the main pass
  * decides; *occ counts the rank's anchor occurrences (start at 0 for a rank's first event). */

@@ -8,7 +8,9 @@ Checks: every channel (sender, receiver) of the report's `nccl_p2p` with exactly
 bytes the program issued, every pair matched and timed on the GPU, no unmatched call; the late
 sender / late receiver counts and waits equal to those computed here independently from the
 aligned events (--events): pairs formed per (communicator, sender, receiver) in issue order, each
-side's arrival the start of the first NCCL kernel of its launch.  With ncclGroupEnd as the step
+side's arrival the start of the first NCCL kernel of its launch; each rank's waiting on its GPU
+timeline (the report's segments) equal to the exposed NCCL kernel time inside its point-to-point
+waiting intervals, recomputed from the events.  With ncclGroupEnd as the step
 marker (COMMSCOPE_STEP_MARKER), the GPU what-if replays the steps on the GPU timelines with the
 send/recv kernels linked: within 5 % of the measured step, no dependency cycle cut.
 
@@ -61,6 +63,75 @@ def expected_waits(rows, np_):
                 lr, lrw = lr + 1, lrw + a_r - a_s
         out[ch] = (ls, lsw, lr, lrw)
     return out
+
+
+def union(iv):
+    """Sorted disjoint union of half-open intervals."""
+    out = []
+    for b, e in sorted(x for x in iv if x[1] > x[0]):
+        if out and b <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([b, e])
+    return out
+
+
+def minus(a, b):
+    """a - b for sorted disjoint interval lists."""
+    out = []
+    for x, y in a:
+        cur = x
+        for p, q in b:
+            if q <= cur or p >= y:
+                continue
+            if p > cur:
+                out.append([cur, p])
+            cur = max(cur, q)
+        if cur < y:
+            out.append([cur, y])
+    return out
+
+
+def inter_len(a, b):
+    return sum(max(0, min(y, q) - max(x, p)) for x, y in a for p, q in b)
+
+
+def expected_gpu_waiting(rows, np_):
+    """Per rank, the NCCL waiting on its GPU timeline over the run (docs/metrics.md, "Waiting
+    on a GPU timeline"): the exposed part (no compute kernel running) of its NCCL kernels inside
+    its point-to-point waiting intervals.  Each pair's side that arrived first waits from its
+    arrival to the other's, at most to the end of its launch's first kernel.  The program uses
+    one communicator, so no exposed instant is shared."""
+    first = {}
+    comp, nccl = collections.defaultdict(list), collections.defaultdict(list)
+    for row in rows:
+        r, b, e = int(row["rank"]), int(row["t_begin_ns"]), int(row["t_end_ns"])
+        if row["op"] == "gpu_kernel":
+            comp[r].append((b, e))
+        elif row["op"] == "gpu_nccl":
+            nccl[r].append((b, e))
+            key = (r, int(row["request"]))
+            if int(row["request"]) and (key not in first or b < first[key][0]):
+                first[key] = (b, e)
+    sides = collections.defaultdict(lambda: ([], []))
+    for row in rows:
+        if row["op"] not in ("ncclSend", "ncclRecv"):
+            continue
+        r, peer = int(row["rank"]), int(row["seq"])
+        k = first.get((r, int(row["request"])))
+        if row["op"] == "ncclSend":
+            sides[(r, peer)][0].append((r, k))
+        else:
+            sides[(peer, r)][1].append((r, k))
+    waits = collections.defaultdict(list)
+    for s, rv in sides.values():
+        for (rs, ks), (rr, kr) in zip(s, rv):
+            if ks is None or kr is None or ks[0] == kr[0]:
+                continue
+            (w, kw), ko = ((rs, ks), kr) if ks[0] < kr[0] else ((rr, kr), ks)
+            waits[w].append((kw[0], min(ko[0], kw[1])))
+    return {r: inter_len(union(waits[r]), minus(union(nccl[r]), union(comp[r])))
+            for r in range(np_)}
 
 
 def analyze(rundir):
@@ -146,7 +217,18 @@ def main():
     p = subprocess.run([os.path.join(T.BIN, "commscope"), "analyze", rundir, "--json", js],
                        capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, COMMSCOPE_STEP_MARKER="ncclGroupEnd"))
-    w = json.load(open(js)).get("whatif", {}) if os.path.exists(js) else {}
+    rep2 = json.load(open(js)) if os.path.exists(js) else {}
+    w = rep2.get("whatif", {})
+    # Point-to-point waits on the GPU timelines: the exposed kernel time inside them is waiting,
+    # in the rank's segments (over the run) as in the step budget.
+    g = expected_gpu_waiting(rows, np_)
+    seg = {b["rank"]: b for b in rep2.get("breakdown", [])}
+    for r in range(np_):
+        got = seg.get(r, {}).get("waiting_s")
+        T.check(got is not None and abs(got - g[r] / 1e9) < 1e-9,
+                "rank %d: waiting %s s on its GPU timeline (from the events: %.9f)"
+                % (r, got, g[r] / 1e9))
+    T.check(sum(g.values()) > 0, "some exposed NCCL time was waiting")
     note = w.get("note") or ""
     T.check(note.startswith("replayed on the GPU timelines"),
             "GPU what-if ran on the GPU timelines: %r" % note)
