@@ -32,31 +32,38 @@ import test_nccl as T  # noqa: E402
 ITERS = 4
 
 
-def expected_waits(rows, np_):
-    """(late_sender, late_sender_wait_ns, late_receiver, late_receiver_wait_ns) per channel."""
-    first_kernel = {}
+def pairs(rows):
+    """(from, to) -> the channel's pairs in issue order, each (send side, receive side), a side
+    (rank, (start, end) of the first NCCL kernel of its launch, or None)."""
+    first = {}
     for row in rows:
         if row["op"] == "gpu_nccl" and int(row["request"]):
             key = (int(row["rank"]), int(row["request"]))
-            t = int(row["t_begin_ns"])
-            if key not in first_kernel or t < first_kernel[key]:
-                first_kernel[key] = t
-    sides = collections.defaultdict(lambda: ([], []))  # (from, to) -> (send arrivals, recv ...)
+            b, e = int(row["t_begin_ns"]), int(row["t_end_ns"])
+            if key not in first or b < first[key][0]:
+                first[key] = (b, e)
+    sides = collections.defaultdict(lambda: ([], []))  # (from, to) -> (sends, receives)
     for row in rows:
         if row["op"] not in ("ncclSend", "ncclRecv"):
             continue
         r, peer = int(row["rank"]), int(row["seq"])
-        a = first_kernel.get((r, int(row["request"])))
+        k = first.get((r, int(row["request"])))
         if row["op"] == "ncclSend":
-            sides[(r, peer)][0].append(a)
+            sides[(r, peer)][0].append((r, k))
         else:
-            sides[(peer, r)][1].append(a)
+            sides[(peer, r)][1].append((r, k))
+    return {ch: list(zip(s, rv)) for ch, (s, rv) in sides.items()}
+
+
+def expected_waits(rows, np_):
+    """(late_sender, late_sender_wait_ns, late_receiver, late_receiver_wait_ns) per channel."""
     out = {}
-    for ch, (s, rv) in sides.items():
+    for ch, prs in pairs(rows).items():
         ls = lsw = lr = lrw = 0
-        for a_s, a_r in zip(s, rv):
-            if a_s is None or a_r is None:
+        for (_, ks), (_, kr) in prs:
+            if ks is None or kr is None:
                 continue
+            a_s, a_r = ks[0], kr[0]
             if a_s > a_r:
                 ls, lsw = ls + 1, lsw + a_s - a_r
             elif a_r > a_s:
@@ -102,7 +109,6 @@ def expected_gpu_waiting(rows, np_):
     its point-to-point waiting intervals.  Each pair's side that arrived first waits from its
     arrival to the other's, at most to the end of its launch's first kernel.  The program uses
     one communicator, so no exposed instant is shared."""
-    first = {}
     comp, nccl = collections.defaultdict(list), collections.defaultdict(list)
     for row in rows:
         r, b, e = int(row["rank"]), int(row["t_begin_ns"]), int(row["t_end_ns"])
@@ -110,22 +116,9 @@ def expected_gpu_waiting(rows, np_):
             comp[r].append((b, e))
         elif row["op"] == "gpu_nccl":
             nccl[r].append((b, e))
-            key = (r, int(row["request"]))
-            if int(row["request"]) and (key not in first or b < first[key][0]):
-                first[key] = (b, e)
-    sides = collections.defaultdict(lambda: ([], []))
-    for row in rows:
-        if row["op"] not in ("ncclSend", "ncclRecv"):
-            continue
-        r, peer = int(row["rank"]), int(row["seq"])
-        k = first.get((r, int(row["request"])))
-        if row["op"] == "ncclSend":
-            sides[(r, peer)][0].append((r, k))
-        else:
-            sides[(peer, r)][1].append((r, k))
     waits = collections.defaultdict(list)
-    for s, rv in sides.values():
-        for (rs, ks), (rr, kr) in zip(s, rv):
+    for prs in pairs(rows).values():
+        for (rs, ks), (rr, kr) in prs:
             if ks is None or kr is None or ks[0] == kr[0]:
                 continue
             (w, kw), ko = ((rs, ks), kr) if ks[0] < kr[0] else ((rr, kr), ks)
