@@ -4,26 +4,13 @@
  * step time, and with communication costing nothing the early rank must still wait for the late
  * one's send.  Also an MPI_Irecv from MPI_ANY_SOURCE, paired at its complete record.
  */
-#include <math.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "cs_test.h"
-#include "internal.h"
-#include "steps.h"
-#include "tw.h"
-
-#define US 1000ull
-#define T0 (1000000ull * US)
-#define STEPS 4
-
-/* An MPI event at [b, e) us after T0 (tw_mpi_event). */
-#define put(w, ...) tw_mpi_event((w), T0, __VA_ARGS__)
+#include "whatif_run.h"
 
 /*
- * A halo exchange by MPI_Sendrecv on a scripted trace (every time known): steps of 1000 us
- * marked by MPI_Pcontrol(1) at 1000 k (closed by MPI_Pcontrol(0) at 4000).
+ * A halo exchange by MPI_Sendrecv on a scripted trace (steps of 1000 us, whatif_run.h).
  * Rank 0: computes [0,200), MPI_Sendrecv with rank 1 (send tag 5, receives tag 6) [200,800).
  * Rank 1: computes [0,780), MPI_Sendrecv_replace with rank 0 (send tag 6, receives tag 5)
  *         [780,800).
@@ -49,27 +36,12 @@ static void sendrecv(struct tw *w, uint16_t op, uint64_t b, uint64_t e, int32_t 
     tw_event(w, 0, &ev);
 }
 
-static void write_run(const char *dir)
+static void step_sendrecv(struct tw *w, int r, uint64_t o)
 {
-    for (int r = 0; r < 2; r++) {
-        struct tw *w = tw_new(r, 2, 0x5352, 80 + (uint64_t)r);
-        struct cs_file_header *h = tw_header(w);
-        h->t_init = T0;
-        h->t_finalize = T0 + 4100 * US;
-        put(w, CS_OP_INIT, 0, 0, -1, 0, 0);
-        for (uint64_t k = 0; k <= STEPS; k++) {
-            uint64_t o = 1000 * k;
-            put(w, CS_OP_PCONTROL, o, o, -1, 0, k < STEPS ? 1 : 0);
-            if (k == STEPS)
-                break;
-            if (r == 0)
-                sendrecv(w, CS_OP_SENDRECV, o + 200, o + 800, 1, 5, 1, 6);
-            else
-                sendrecv(w, CS_OP_SENDRECV_REPLACE, o + 780, o + 800, 0, 6, 0, 5);
-        }
-        put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
-        CHECK(tw_write_rank(w, dir, r) > 0);
-    }
+    if (r == 0)
+        sendrecv(w, CS_OP_SENDRECV, o + 200, o + 800, 1, 5, 1, 6);
+    else
+        sendrecv(w, CS_OP_SENDRECV_REPLACE, o + 780, o + 800, 0, 6, 0, 5);
 }
 
 /*
@@ -78,60 +50,26 @@ static void write_run(const char *dir)
  * complete record names source 1, tag 5).  Full overlap 980 per step (the Wait still ends at the
  * Isend's arrival); had the receive stayed unlinked, 660.
  */
-static void write_anysrc(const char *dir)
+static void step_anysrc(struct tw *w, int r, uint64_t o)
 {
-    for (int r = 0; r < 2; r++) {
-        struct tw *w = tw_new(r, 2, 0x4153, 60 + (uint64_t)r);
-        struct cs_file_header *h = tw_header(w);
-        h->t_init = T0;
-        h->t_finalize = T0 + 4100 * US;
-        put(w, CS_OP_INIT, 0, 0, -1, 0, 0);
-        for (uint64_t k = 0; k <= STEPS; k++) {
-            uint64_t o = 1000 * k;
-            put(w, CS_OP_PCONTROL, o, o, -1, 0, k < STEPS ? 1 : 0);
-            if (k == STEPS)
-                break;
-            uint64_t req = k + 1;
-            if (r == 0) {
-                struct cs_event ev = {.t_begin = T0 + o * US,
-                                      .t_end = T0 + (o + 10) * US,
-                                      .comm = CS_COMM_WORLD_ID,
-                                      .peer = -1,
-                                      .request = req,
-                                      .op = CS_OP_IRECV,
-                                      .flags = CS_EV_NONBLOCKING | CS_EV_ANY_SOURCE,
-                                      .aux = 5};
-                tw_event(w, 0, &ev);
-                put(w, CS_OP_WAIT, o + 200, o + 850, -1, req, 1);
-                put(w, CS_OP_COMPLETE, o + 850, o + 850, 1, req, 5);
-            } else {
-                put(w, CS_OP_ISEND, o + 800, o + 810, 0, req, 5);
-                put(w, CS_OP_WAIT, o + 810, o + 820, -1, req, 1);
-                put(w, CS_OP_COMPLETE, o + 820, o + 820, 0, req, 5);
-            }
-        }
-        put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
-        CHECK(tw_write_rank(w, dir, r) > 0);
+    uint64_t req = o / 1000 + 1;
+    if (r == 0) {
+        struct cs_event ev = {.t_begin = T0 + o * US,
+                              .t_end = T0 + (o + 10) * US,
+                              .comm = CS_COMM_WORLD_ID,
+                              .peer = -1,
+                              .request = req,
+                              .op = CS_OP_IRECV,
+                              .flags = CS_EV_NONBLOCKING | CS_EV_ANY_SOURCE,
+                              .aux = 5};
+        tw_event(w, 0, &ev);
+        put(w, CS_OP_WAIT, o + 200, o + 850, -1, req, 1);
+        put(w, CS_OP_COMPLETE, o + 850, o + 850, 1, req, 5);
+    } else {
+        put(w, CS_OP_ISEND, o + 800, o + 810, 0, req, 5);
+        put(w, CS_OP_WAIT, o + 810, o + 820, -1, req, 1);
+        put(w, CS_OP_COMPLETE, o + 820, o + 820, 0, req, 5);
     }
-}
-
-static void test_anysrc(const char *root)
-{
-    char dir[256], err[512];
-    snprintf(dir, sizeof dir, "%.200s/anysrc", root);
-    mkdir(dir, 0700);
-    write_anysrc(dir);
-    struct cs__run run;
-    struct cs_report rep;
-    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
-    CHECK(rep.steps != NULL);
-    if (rep.steps) {
-        const struct cs_report_whatif *wi = &rep.steps->whatif;
-        CHECK_NEAR(wi->replayed_step_s, 1000e-6, 1e-12);
-        CHECK_NEAR(wi->full_overlap_step_s, 980e-6, 1e-12);
-    }
-    cs__report_free(&rep);
-    cs__run_free(&run);
 }
 
 int main(void)
@@ -139,27 +77,13 @@ int main(void)
     char root[] = "/tmp/cs-test-whatifsr-XXXXXX";
     if (tw_tmpdir(root) != 0)
         return 1;
-    write_run(root);
-    struct cs__run run;
-    struct cs_report rep;
-    char err[512];
-    CHECK_INT(cs__analyze_dir(root, &run, &rep, err, sizeof err, NULL), ==, 0);
-    const double u = 1e-6;
-    CHECK(rep.steps != NULL);
-    if (rep.steps) {
-        const struct cs_report_steps *s = rep.steps;
-        const struct cs_report_whatif *wi = &s->whatif;
-        CHECK_INT(s->count, ==, STEPS);
-        CHECK_INT(s->timed, ==, STEPS - 1);
-        CHECK_NEAR(s->mean_s, 1000 * u, 1e-12);
-        CHECK_NEAR(wi->replayed_step_s, 1000 * u, 1e-12);
-        CHECK_NEAR(wi->full_overlap_step_s, 980 * u, 1e-12);
-        CHECK_NEAR(wi->replay_error, 0, 1e-9);
-        CHECK_STR(wi->note, "");
-    }
-    cs__report_free(&rep);
-    cs__run_free(&run);
-    test_anysrc(root);
+    whatif_write(root, 0x5352, 80, step_sendrecv);
+    whatif_check(root, 980);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%.200s/anysrc", root);
+    mkdir(dir, 0700);
+    whatif_write(dir, 0x4153, 60, step_anysrc);
+    whatif_check(dir, 980);
     tw_rmtree(root);
     return cs_test_result();
 }

@@ -1,0 +1,72 @@
+/*
+ * The scaffolding of the scripted two-rank what-if tests of MPI point-to-point
+ * (test_whatif_nb.c, test_whatif_sendrecv.c): every time known, steps of 1000 us marked by
+ * MPI_Pcontrol(1) at 1000 k us (closed by MPI_Pcontrol(0) at 1000 STEPS), each test writing the
+ * calls of a step, and the checks every such run must pass.  Static functions: the checks count
+ * in the including test (cs_test.h).
+ */
+#ifndef COMMSCOPE_WHATIF_RUN_H
+#define COMMSCOPE_WHATIF_RUN_H
+
+#include <stdint.h>
+
+#include "cs_test.h"
+#include "internal.h"
+#include "steps.h"
+#include "tw.h"
+
+#define US 1000ull
+#define T0 (1000000ull * US)
+#define STEPS 4
+
+/* An MPI event at [b, e) us after T0 (tw_mpi_event). */
+#define put(w, ...) tw_mpi_event((w), T0, __VA_ARGS__)
+
+/* Writes the two ranks' traces into dir; step(w, r, o) writes rank r's calls of the step that
+ * begins at o us. */
+static void whatif_write(const char *dir, uint64_t run_id, uint64_t nonce,
+                         void (*step)(struct tw *w, int r, uint64_t o))
+{
+    for (int r = 0; r < 2; r++) {
+        struct tw *w = tw_new(r, 2, run_id, nonce + (uint64_t)r);
+        struct cs_file_header *h = tw_header(w);
+        h->t_init = T0;
+        h->t_finalize = T0 + 4100 * US;
+        put(w, CS_OP_INIT, 0, 0, -1, 0, 0);
+        for (uint64_t k = 0; k <= STEPS; k++) {
+            uint64_t o = 1000 * k;
+            put(w, CS_OP_PCONTROL, o, o, -1, 0, k < STEPS ? 1 : 0);
+            if (k < STEPS)
+                step(w, r, o);
+        }
+        put(w, CS_OP_FINALIZE, 4100, 4100, -1, 0, 0);
+        CHECK(tw_write_rank(w, dir, r) > 0);
+    }
+}
+
+/* Analyses dir: STEPS steps (the first excluded as warm-up) of 1000 us each, which the replay
+ * reproduces without a note, and full_overlap_us per step with communication costing nothing. */
+static void whatif_check(const char *dir, double full_overlap_us)
+{
+    struct cs__run run;
+    struct cs_report rep;
+    char err[512];
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    const double u = 1e-6;
+    CHECK(rep.steps != NULL);
+    if (rep.steps) {
+        const struct cs_report_steps *s = rep.steps;
+        const struct cs_report_whatif *wi = &s->whatif;
+        CHECK_INT(s->count, ==, STEPS);
+        CHECK_INT(s->timed, ==, STEPS - 1);
+        CHECK_NEAR(s->mean_s, 1000 * u, 1e-12);
+        CHECK_NEAR(wi->replayed_step_s, 1000 * u, 1e-12);
+        CHECK_NEAR(wi->replay_error, 0, 1e-9);
+        CHECK_NEAR(wi->full_overlap_step_s, full_overlap_us * u, 1e-12);
+        CHECK_STR(wi->note, "");
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+#endif
