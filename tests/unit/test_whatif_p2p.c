@@ -66,6 +66,7 @@ static void gpu(struct tw *w, uint16_t op, uint64_t b, uint64_t e, uint64_t laun
  * send: the receive ends 300 after rank 0's step begin, i.e. every rank's step is 900 (the timed
  * steps 1 and 2).  Without the link (kernels keeping their measured x after their own start)
  * rank 1's steps would be 600 and rank 2's 650: mean 716.7.
+ * In the step budget the receivers' waits for the late sends are waiting: rank 1 200, rank 2 250.
  */
 static void write_run(const char *dir)
 {
@@ -122,6 +123,21 @@ int main(void)
         CHECK_NEAR(wi->no_straggler_step_s, 1000 * u, eps);
         CHECK_NEAR(wi->best_bandwidth_step_s, 1000 * u, eps);
         CHECK_STR(wi->note, "replayed on the GPU timelines");
+        /* The step budget: a late sender's receiver waits from its kernel's start to the send
+         * kernel's, all exposed (nothing computes then): rank 1 [100,300), rank 2 [200,450);
+         * the rest of their NCCL kernels is pipeline communication (world: send/receive). */
+        CHECK_INT(s->nranks, ==, 3);
+        static const double want_wait[3] = {0, 200, 250}, want_nccl[3] = {100, 400, 350};
+        for (size_t i = 0; i < s->nranks && i < 3; i++) {
+            const struct cs_report_budget *b = &s->ranks[i];
+            double comm = 0;
+            for (int d = 0; d < CS_DIM_N; d++)
+                comm += b->comm_s[d];
+            CHECK_INT(b->rank, ==, (int)i);
+            CHECK_NEAR(b->wait_s, want_wait[i] * u, eps);
+            CHECK_NEAR(comm + b->grad_sync_s + b->wait_s, want_nccl[i] * u, eps);
+        }
+        CHECK_NEAR(s->total.wait_s, (200 + 250) / 3.0 * u, eps);
     }
     const struct cs_report_np2p *o = rep.np2p;
     CHECK(o != NULL);
