@@ -92,7 +92,7 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
         [CS_FIND_COMM_SHARE] = "breakdown", [CS_FIND_IMBALANCE] = "ranks",
         [CS_FIND_BALANCED] = "efficiency",  [CS_FIND_INCOMPLETE] = "facts",
         [CS_FIND_NO_COMM] = "ops",          [CS_FIND_GRAD_SYNC] = "steps",
-        [CS_FIND_GPU_COMM] = "overlap",
+        [CS_FIND_GPU_COMM] = "overlap",     [CS_FIND_P2P_WAIT] = "steps",
     };
     fputs("<ul class=\"verdict\">\n", f);
     for (size_t i = 0; i < v->nfindings; i++) {

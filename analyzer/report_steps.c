@@ -23,6 +23,7 @@ static void budget(struct cs__jw *w, const char *k, const struct cs_report_budge
         cs__jw_num(w, cs__dim_names[d], b->comm_s[d]);
     cs__jw_close(w, '}');
     cs__jw_num(w, "wait_s", b->wait_s);
+    cs__jw_num(w, "p2p_wait_s", b->p2p_wait_s);
     cs__jw_num(w, "other_mpi_s", b->other_mpi_s);
     cs__jw_num(w, "idle_s", b->idle_s);
     cs__jw_close(w, '}');

@@ -53,7 +53,7 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
         snprintf(buf, n,
                  "Communication takes %.1f %% of the ranks' wall time (most: rank %d on %s, "
                  "%.1f %%); %.1f %% of the communication time is waiting for other ranks to "
-                 "arrive.",
+                 "arrive at collectives.",
                  f->v[0], f->rank, f->host, f->v[1], f->v[2]);
         break;
     case CS_FIND_IMBALANCE:
@@ -86,6 +86,13 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
                  "NCCL communication takes %.6f s on the GPU, %.1f %% of it hidden behind "
                  "compute kernels; %.6f s of it is exposed.",
                  f->v[0], f->v[1], f->v[2]);
+        break;
+    case CS_FIND_P2P_WAIT:
+        snprintf(buf, n,
+                 "At point-to-point calls the ranks wait for their partners %.1f %% of each step "
+                 "(%.6f s; most: rank %d on %s, %.1f %%): receives posted before their sends, "
+                 "sends held until their receives (in a pipeline, its bubbles).",
+                 f->v[0], f->v[2], f->rank, f->host, f->v[1]);
         break;
     }
     return buf;

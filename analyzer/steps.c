@@ -70,10 +70,6 @@ static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
     return ci < 0 ? -1 : S->comms[ci].cls;
 }
 
-static enum cs__dim dim_of(const struct cs__steps *S, int ci)
-{
-    return ci < 0 ? CS_DIM_OTHER : S->comms[ci].dim;
-}
 
 /* ---- period detection (pre-passes over the reference rank) ---- */
 
@@ -596,7 +592,7 @@ void cs__steps_add(struct cs__steps *S, int rank, int k, size_t off, double v)
 /* The wait call of the rank is booked to communicator ci's dimension (-1: none known). */
 static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int red)
 {
-    enum cs__dim dim = dim_of(S, ci);
+    enum cs__dim dim = cs__steps_dim(S, ci);
     add_late(S, sr, sr->wait_step, offsetof(struct cs__budget, blocked) + dim * sizeof(double),
              sr->wait_dur);
     if (red && dim == CS_DIM_DP)
@@ -759,7 +755,7 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
         struct cs__budget *bu = sr->acc;
         bu->ovl += O;
         bu->span += D;
-        if (q->red && dim_of(S, q->comm) == CS_DIM_DP)
+        if (q->red && cs__steps_dim(S, q->comm) == CS_DIM_DP)
             bu->grad_ovl += O;
         if (q->comm >= 0) {
             struct cs__scomm *sc = &S->comms[q->comm];
@@ -944,7 +940,7 @@ void cs__steps_p2p_wait(struct cs__run *run, int rank, uint64_t comm, int64_t b,
     struct cs__steps *S = run->steps;
     if (!S || rank < 0 || rank >= run->world || !S->r[rank].gpu || e <= b)
         return;
-    cs__sgpu_wait(run, S, rank, cs__groups_comm_cached(run, S, comm), b, e, 0);
+    cs__sgpu_wait(run, S, rank, cs__groups_comm_cached(run, S, comm), b, e, 1);
 }
 
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
@@ -956,7 +952,7 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
     if (!(f & CS__OPF_WAITS) || in->n < 2)
         return;
     int ci = cs__groups_comm_cached(run, S, in->comm);
-    enum cs__dim dim = dim_of(S, ci);
+    enum cs__dim dim = cs__steps_dim(S, ci);
     int grad = (f & CS__OPF_RED) && dim == CS_DIM_DP;
     int ncoll = (f & CS__OPF_NCOLL) != 0;
     size_t off = offsetof(struct cs__budget, wait) + dim * sizeof(double);
@@ -973,7 +969,7 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
         if (sr->gpu && ncoll) {
             /* On a GPU timeline the waiting interval is placed among the kernels: only its part
              * not hidden by compute kernels is waiting (steps_gpu.c). */
-            cs__sgpu_wait(run, S, in->members[i], ci, a[i], a[i] + w, grad);
+            cs__sgpu_wait(run, S, in->members[i], ci, a[i], a[i] + w, 0);
             continue;
         }
         if (sr->in_step && a[i] >= sr->begin) {

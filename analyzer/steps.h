@@ -33,7 +33,9 @@ struct cs__budget {
     double dur;               /* step time */
     double mpi;               /* time inside MPI calls */
     double blocked[CS_DIM_N]; /* time blocked in communication calls, by dimension */
-    double wait[CS_DIM_N];    /* of that, waiting for later members of blocking collectives */
+    double wait[CS_DIM_N];    /* of that, waiting for later members of blocking collectives and
+                               * for point-to-point partners */
+    double p2p_wait;          /* of the waiting, for point-to-point partners */
     double grad_blocked;      /* blocked in gradient-synchronisation calls (included above) */
     double grad_wait;         /* of that, waiting */
     double grad_ovl;          /* gradient-sync requests in flight while the rank computed */
@@ -99,6 +101,7 @@ struct cs_report_budget {
     int rank;     /* -1: all ranks */
     double steps; /* rank-steps summed */
     double step_s, compute_s, grad_sync_s, comm_s[CS_DIM_N], wait_s, other_mpi_s, idle_s;
+    double p2p_wait_s; /* of wait_s, at point-to-point calls and their completions */
 };
 struct cs_report_group {
     char comm[40];

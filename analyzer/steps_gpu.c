@@ -29,7 +29,7 @@ struct item {
     int64_t b, e;
     int32_t what; /* IT_* or slot */
     int32_t step; /* boundaries: the step that begins (-1: a step ends, none begins) */
-    int red;      /* NCCL kernels of a reduction launch */
+    int red;      /* NCCL kernels of a reduction launch; waiting: for a point-to-point partner */
 };
 
 struct slot {
@@ -37,6 +37,7 @@ struct slot {
     int64_t s, e;   /* the union's current piece; e <= s none */
     int grad;       /* a kernel of a reduction launch is in the piece */
     int64_t ws, we; /* the current piece of its members' waiting intervals */
+    int64_t ps, pe; /* the same of those at point-to-point pairs (within ws, we) */
 };
 
 struct grank {
@@ -128,6 +129,8 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
         PT(g->slots[i].e);
         PT(g->slots[i].ws);
         PT(g->slots[i].we);
+        PT(g->slots[i].ps);
+        PT(g->slots[i].pe);
     }
 #undef PT
     /* Few points (two per communicator and two for compute): insertion sort. */
@@ -179,6 +182,7 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
                 double share = L / m;
                 /* Exposed while the member waited for the others: waiting. */
                 int waiting = sl->we > sl->ws && sl->ws <= x && sl->we >= y;
+                int p2p = waiting && sl->pe > sl->ps && sl->ps <= x && sl->pe >= y;
                 if (waiting)
                     g->wait_all += share;
                 if (sc)
@@ -187,6 +191,8 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
                     add(S, rank, k, OFF(blocked) + (size_t)d * sizeof(double), share);
                     if (grad)
                         add(S, rank, k, OFF(grad_blocked), share);
+                    if (p2p)
+                        add(S, rank, k, OFF(p2p_wait), share);
                     if (waiting) {
                         add(S, rank, k, OFF(wait) + (size_t)d * sizeof(double), share);
                         if (grad)
@@ -239,6 +245,8 @@ static void place(struct cs__sgpu *G, struct cs__steps *S, int rank, struct gran
         struct slot *sl = &g->slots[IT_WAIT - it.what];
         int fresh;
         extend(&sl->ws, &sl->we, it.b, it.e, &fresh);
+        if (it.red)
+            extend(&sl->ps, &sl->pe, it.b, it.e, &fresh);
     } else {
         struct slot *sl = &g->slots[it.what];
         int fresh;
@@ -303,7 +311,7 @@ static int slot_of(struct cs__sgpu *G, struct grank *g, int ci)
         void *p = realloc(g->slots, cap * sizeof *g->slots);
         if (p)
             g->slots = p;
-        void *q = p ? realloc(g->pts, (4 * cap + 4) * sizeof *g->pts) : NULL;
+        void *q = p ? realloc(g->pts, (6 * cap + 4) * sizeof *g->pts) : NULL;
         if (!q) {
             G->oom = 1;
             return -1;
@@ -315,11 +323,10 @@ static int slot_of(struct cs__sgpu *G, struct grank *g, int ci)
     return (int)g->nslots++;
 }
 
-void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, int64_t b,
-                   int64_t e, int grad)
+void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, int64_t b, int64_t e,
+                   int p2p)
 {
     (void)run;
-    (void)grad; /* the slot's kernels say whether it is gradient sync */
     struct cs__sgpu *G = S->gpu;
     if (!G || G->oom || e <= b)
         return;
@@ -327,7 +334,7 @@ void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, i
     int i = slot_of(G, g, ci);
     if (i < 0)
         return;
-    push(G, S, rank, g, (struct item){.b = b, .e = e, .what = IT_WAIT - i});
+    push(G, S, rank, g, (struct item){.b = b, .e = e, .what = IT_WAIT - i, .red = p2p});
 }
 
 void cs__sgpu_launch(struct cs__steps *S, int rank, const struct cs_event *ev)

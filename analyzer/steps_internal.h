@@ -164,6 +164,12 @@ static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *
     return cs__groups_comm(run, S, id);
 }
 
+/* The dimension the budget books communicator ci's calls to (CS_DIM_OTHER for -1: unknown). */
+static inline enum cs__dim cs__steps_dim(const struct cs__steps *S, int ci)
+{
+    return ci < 0 ? CS_DIM_OTHER : S->comms[ci].dim;
+}
+
 /* Whether op can start or end a step in S's mode: the only ops cs__steps_boundary_of() looks at
  * further (0 for all others). */
 static inline int cs__steps_boundary_op(const struct cs__steps *S, unsigned op)
@@ -199,10 +205,11 @@ void cs__sgpu_launch(struct cs__steps *S, int rank, const struct cs_event *ev);
 /* A GPU record. */
 void cs__sgpu_record(struct cs__run *run, struct cs__steps *S, int rank, const struct cs_event *ev,
                      int64_t tb, int64_t te);
-/* Member `rank` of an NCCL instance on communicator ci waited [b, e) (grad: a gradient-sync
- * reduction): booked as waiting where its kernel ran exposed. */
-void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, int64_t b,
-                   int64_t e, int grad);
+/* Member `rank` of an NCCL instance on communicator ci waited [b, e) (p2p: the first side of
+ * an ncclSend/ncclRecv pair, cs__steps_p2p_wait): booked as waiting where its kernels ran
+ * exposed. */
+void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, int64_t b, int64_t e,
+                   int p2p);
 /* Step `step` begins at aligned t on the rank (-1: the open step ends there). */
 void cs__sgpu_boundary(struct cs__steps *S, int rank, int64_t t, int step);
 /* The rank's last step ends at `end`: place everything left. */
@@ -236,8 +243,10 @@ int64_t cs__whatif_sync(enum cs_op_pattern pat, int32_t root, int32_t n, const i
 /* A complete blocking collective of class cls (-1 unknown): its transfer time into S->best. */
 void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls);
 /* The replay over the timed steps [first, end) (a second pass over the traces, one step window
- * at a time); fills o.  measured_s: the measured mean step time. */
+ * at a time); fills o.  measured_s: the measured mean step time.  p2p_wait (NULL: not wanted):
+ * [world * CS_DIM_N], zeroed; receives each host rank's waits at point-to-point calls and their
+ * completions in the timed steps, by dimension (ns), for the step budget. */
 void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
-                       double measured_s, struct cs_report_whatif *o);
+                       double measured_s, struct cs_report_whatif *o, double *p2p_wait);
 
 #endif

@@ -136,6 +136,8 @@ enum cs_finding_kind {
                              step s (views_steps.c) */
     CS_FIND_GPU_COMM,     /* v0 GPU communication s (ranks with GPU records), v1 % of it
                              overlapped by compute kernels, v2 exposed s (views_gpu.c) */
+    CS_FIND_P2P_WAIT,     /* v0 % of each step waiting at point-to-point calls, rank with most,
+                             v1 its %, v2 s per rank-step (views_steps.c) */
 };
 
 struct cs_report_finding {

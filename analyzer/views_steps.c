@@ -217,6 +217,26 @@ static void step_findings(struct cs__run *run, struct cs_report *rep)
             .v = {100.0 * st->grad_share, st->grad_exposed_s, st->mean_s}};
         o->nfindings++;
     }
+    /* Waiting at point-to-point calls (the budget's), when it is 1 % of the step or more. */
+    const struct cs_report_budget *tb = &st->total;
+    if (o->nfindings < 8 && tb->step_s > 0 && tb->p2p_wait_s >= 0.01 * tb->step_s) {
+        struct cs_report_finding x = {
+            .kind = CS_FIND_P2P_WAIT,
+            .rank = -1,
+            .v = {100.0 * tb->p2p_wait_s / tb->step_s, 0, tb->p2p_wait_s}};
+        for (size_t i = 0; i < st->nranks; i++) {
+            const struct cs_report_budget *b = &st->ranks[i];
+            double pct = b->step_s > 0 ? 100.0 * b->p2p_wait_s / b->step_s : 0;
+            if (x.rank < 0 || pct > x.v[1]) {
+                x.rank = b->rank;
+                x.v[1] = pct;
+            }
+        }
+        for (size_t i = 0; i < rep->nranks; i++)
+            if (rep->ranks[i].rank == x.rank)
+                snprintf(x.host, sizeof x.host, "%s", rep->ranks[i].host);
+        o->findings[o->nfindings++] = x;
+    }
 }
 
 /* ---- the representative step's timeline ---- */

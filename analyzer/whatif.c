@@ -32,7 +32,10 @@
  *                   any instance of the same op, communicator class and size in the run
  *
  * A dependency whose partner is not in the same window (a receive of the next step's message) is
- * cut: the item keeps its measured time.  Step k's time is the mean over ranks of the replayed
+ * cut: the item keeps its measured time.  The same matching gives the step budget its waits at
+ * point-to-point calls (s_i - a_i of a send or receive, and of a completion call from its
+ * collectives' sync point to its partners' latest arrival), per rank and dimension over the
+ * timed steps of host ranks (steps_model.c).  Step k's time is the mean over ranks of the replayed
  * time from the rank's step-k boundary to its next one, as in the step statistics.
  *
  * Cost (this pass reads every event a second time, so it is kept to a few dozen instructions per
@@ -232,6 +235,7 @@ struct item {
     unsigned char arr;  /* replayed arrival known (the item is at or before its rank's cursor) */
     unsigned char wk;   /* what the replay waits for (enum wait): set with the fields it reads */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
+    unsigned char dim;  /* point-to-point items: the budget's dimension of their communicator */
 };
 
 struct wrank {
@@ -486,6 +490,7 @@ struct replay {
     double *sum[SC_N];
     int *cnt;
     double *med; /* [world + 1]: the ranks' compute, for the median */
+    double *pw;  /* [world * CS_DIM_N] host ranks' point-to-point waits in timed steps, or NULL */
     uint64_t cut, forced;
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
     uint16_t fl[CS_OP_MAX];                        /* op_flags by table */
@@ -601,8 +606,10 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
 
 /* A point-to-point item's x once its partner o is known: the receive waits for the send, the
  * send for the receive only when it ended after the receive began (the dependencies the
- * measured run can have had); an Isend / Irecv (nbp) waits for nothing itself. */
-static void p2p_x(struct item *it, const struct item *o)
+ * measured run can have had); an Isend / Irecv (nbp) waits for nothing itself.  The time from
+ * its arrival to the partner's is the step budget's point-to-point waiting of its rank r (in
+ * P->pw: timed steps of host ranks; completion calls: resolve). */
+static void p2p_x(struct replay *P, struct item *it, const struct item *o, int32_t r)
 {
     if (it->nbp)
         return;
@@ -613,6 +620,14 @@ static void p2p_x(struct item *it, const struct item *o)
     double s = o->a > it->a ? o->a : it->a;
     it->x = it->e - s;
     it->wk = W_PG;
+    if (s > it->a && P->pw && !P->S->r[r].gpu)
+        P->pw[(size_t)r * CS_DIM_N + it->dim] += s - it->a;
+}
+
+/* The step budget's dimension of communicator comm (as steps.c books the calls on it). */
+static unsigned char p2p_dim(struct replay *P, uint64_t comm)
+{
+    return (unsigned char)cs__steps_dim(P->S, cs__groups_comm_cached(P->run, P->S, comm));
 }
 
 /* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
@@ -634,10 +649,10 @@ static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int3
         c->head = P->nd[c->head].next;
         struct item *it = &P->it[g], *o = &P->it[og];
         it->pg = og;
-        p2p_x(it, o);
+        p2p_x(P, it, o, send ? src : dst);
         if (o->pg < 0) {
             o->pg = g;
-            p2p_x(o, it);
+            p2p_x(P, o, it, send ? dst : src);
         }
     } else {
         if (P->nnd == P->capnd &&
@@ -673,6 +688,7 @@ static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_ev
     int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
     int32_t g = (int32_t)(it - P->it);
     it->nbp = 1;
+    it->dim = p2p_dim(P, ev->comm);
     if (pair_p2p(P, g, ev->comm, ev->aux, src, dst, send))
         return -1;
     int fresh;
@@ -703,6 +719,7 @@ static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs
     if (!q)
         return -1;
     it->nbp = 1;
+    it->dim = p2p_dim(P, ev->comm);
     *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(it - P->it)) + 1;
     return 0;
 }
@@ -741,6 +758,7 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
     if (!it)
         return -1;
     it->nbp = 1;
+    it->dim = p2p_dim(P, ev->comm);
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
     int32_t g = (int32_t)(P->nit - 1);
@@ -1003,6 +1021,7 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
             /* The j-th send from s to d with a tag matches the j-th receive at d from s. */
             int send = (f & F_SEND) != 0;
             int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
+            it->dim = p2p_dim(P, ev->comm);
             if (pair_p2p(P, (int32_t)(P->nit - 1), ev->comm, ev->aux, src, dst, send))
                 goto fail;
         } else if ((f & F_IP2P) && nbp_linkable(P, ev)) {
@@ -1085,10 +1104,15 @@ static __attribute__((noinline)) void resolve(struct replay *P)
         double f = t > 0 && best < t ? best / t : 1;
         in->scale = f;
     }
-    /* Completion calls wait for the members their collectives' patterns wait for. */
+    /* Completion calls wait for the members their collectives' patterns wait for, and for
+     * their point-to-point partners.  The time from the collectives' sync point (the call's
+     * arrival without one) to a later partner's arrival is the step budget's point-to-point
+     * waiting of the call's rank (P->cd is in item order, so ranks in order too). */
+    int r = 0;
     for (size_t c = 0; c < P->ncd; c++) {
         struct item *it = &P->it[P->cd[c]];
-        double s = it->a;
+        double s = it->a, sp = it->a;
+        unsigned char dim = CS_DIM_OTHER;
         for (int32_t d = 0; d < it->dn; d++) {
             struct wdep *dp = &P->dep[it->doff + d];
             if (dp->inst == DEP_P2P) {
@@ -1096,10 +1120,12 @@ static __attribute__((noinline)) void resolve(struct replay *P)
                  * eager send completes without its receive; or a clock error). */
                 const struct item *ini = &P->it[dp->idx];
                 const struct item *o = ini->pg >= 0 ? &P->it[ini->pg] : NULL;
-                if (!o || o->a > it->e)
+                if (!o || o->a > it->e) {
                     dp->inst = -1;
-                else if (o->a > s)
-                    s = o->a;
+                } else if (o->a > sp) {
+                    sp = o->a;
+                    dim = ini->dim;
+                }
                 continue;
             }
             struct winst *in = &P->in[dp->inst];
@@ -1110,6 +1136,15 @@ static __attribute__((noinline)) void resolve(struct replay *P)
             int64_t t = measured_sync(P, in, dp->idx);
             if ((double)t > s)
                 s = (double)t;
+        }
+        if (sp > s) {
+            if (P->pw) {
+                while ((size_t)P->cd[c] >= P->w[r].off + P->w[r].n)
+                    r++;
+                if (!P->S->r[r].gpu)
+                    P->pw[(size_t)r * CS_DIM_N + dim] += sp - s;
+            }
+            s = sp;
         }
         it->x = it->e > s ? it->e - s : 0;
     }
@@ -1370,7 +1405,7 @@ static void replay_free(struct replay *P)
 }
 
 void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
-                       double measured_s, struct cs_report_whatif *o)
+                       double measured_s, struct cs_report_whatif *o, double *p2p_wait)
 {
     o->measured_step_s = measured_s;
     if (!S->mode || end <= first || !(measured_s > 0)) {
@@ -1422,6 +1457,8 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
                 P.dir[i].stamp = 0;
             P.stamp = 1;
         }
+        /* Only the timed steps of host ranks count in the budget (GPU ranks': steps_gpu.c). */
+        P.pw = p2p_wait && k >= first && k < end ? p2p_wait : NULL;
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             rc = read_window(&P, r, k < 0);

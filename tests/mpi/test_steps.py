@@ -507,9 +507,111 @@ def case_replay_sendrecv(a, tmp):
         check(not bad, "halo-%s: receive side (source + 1, tag + 1) recorded: %r" % (name, bad[:3]))
 
 
+def expected_waits(rows, rep):
+    """Each rank's budget waiting per timed step (s), all and at point-to-point calls only,
+    recomputed from the aligned events
+    (docs/metrics.md, "Time budget per step"): at a blocking collective, the latest member's
+    arrival minus its own (capped at its call); at a blocking send or receive, its partner's
+    arrival minus its own when the partner arrived later, but before the call ended; at the
+    MPI_Wait completing an MPI_Isend / MPI_Irecv, the partner's arrival minus the Wait's, likewise.
+    Partners: the k-th send from s to d on a communicator with the k-th receive (the program's
+    two directions use different tags, so (communicator, s, d) is the channel).  A wait counts
+    in the step its call arrived in (steps from the MPI_Pcontrol markers)."""
+    s = rep["steps"]
+    first, end = s["warmup_excluded"], s["count"] - s["tail_excluded"]
+    marks, evs = {}, {}
+    for row in rows:
+        r = int(row["rank"])
+        evs.setdefault(r, []).append(row)
+        if row["op"] == "MPI_Pcontrol":
+            marks.setdefault(r, []).append(int(row["t_begin_ns"]))
+    waits = {r: [0, 0] for r in evs}  # [all, point-to-point]
+
+    def book(r, a, w, p2p):
+        k = sum(1 for m in marks.get(r, []) if m <= a) - 1
+        if first <= k < end and w > 0:
+            waits[r][0] += w
+            waits[r][1] += w if p2p else 0
+
+    inst, sends, recvs = {}, {}, {}
+    for r, lst in evs.items():
+        req = {}
+        for row in lst:
+            op, a, e = row["op"], int(row["t_begin_ns"]), int(row["t_end_ns"])
+            peer = int(row["peer"])
+            if op in ("MPI_Allreduce", "MPI_Barrier", "MPI_Bcast", "MPI_Reduce"):
+                inst.setdefault((row["comm"], row["seq"]), []).append((r, a, e))
+            elif op in ("MPI_Send", "MPI_Isend"):
+                side = {"r": r, "a": a, "e": e, "nb": op == "MPI_Isend"}
+                sends.setdefault((row["comm"], r, peer), []).append(side)
+                req[row["request"]] = side
+            elif op in ("MPI_Recv", "MPI_Irecv"):
+                side = {"r": r, "a": a, "e": e, "nb": op == "MPI_Irecv"}
+                recvs.setdefault((row["comm"], peer, r), []).append(side)
+                req[row["request"]] = side
+            elif op == "MPI_Wait" and row["request"] in req:
+                req.pop(row["request"])["wait"] = (a, e)
+    for members in inst.values():
+        last = max(a for _, a, _ in members)
+        for r, a, e in members:
+            book(r, a, min(last - a, e - a), False)
+    for ch, ss in sends.items():
+        for x, y in zip(ss, recvs.get(ch, [])):
+            for me, o in ((x, y), (y, x)):
+                if me["nb"] and "wait" not in me:
+                    continue
+                b, e = me["wait"] if me["nb"] else (me["a"], me["e"])
+                if o["a"] <= e:
+                    book(me["r"], b, o["a"] - b, True)
+    n = end - first
+    return {r: (w / n / 1e9, p / n / 1e9) for r, (w, p) in waits.items()}
+
+
+def case_p2p_wait(a, tmp):
+    """Waiting at point-to-point calls in the step budget (cs_test_pipeline, GPipe over --pp
+    stages: blocking MPI_Send/MPI_Recv forward, MPI_Isend/MPI_Irecv + MPI_Wait backward): each
+    rank's budget `wait_s` equals the waits recomputed from the aligned events, the pipeline's
+    bubbles are most of it, and the budget still adds up."""
+    n = 8
+    rundir = os.path.join(tmp, "run")
+    prog = os.path.join(t.BIN, "cs_test_pipeline")
+    t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--pp", str(a.pp), "--steps", str(n)],
+                    extra=["--no-analyze"])
+    js, evcsv = os.path.join(tmp, "r.json"), os.path.join(tmp, "events.csv")
+    t.run([t.COMMSCOPE, "analyze", rundir, "--json", js, "--events", evcsv, "--quiet"])
+    import csv
+    import json
+    with open(js) as f:
+        rep = json.load(f)
+    with open(evcsv) as f:
+        rows = list(csv.DictReader(f))
+    check_steps(rep, n, "marker")
+    check_budget_sums(rep)
+    want = expected_waits(rows, rep)
+    got = {b["rank"]: b for b in rep["budget"]["ranks"]}
+    check(sorted(got) == sorted(want), "budget ranks %r" % sorted(got))
+    for r in sorted(want):
+        g = got.get(r, {})
+        for i, key in enumerate(("wait_s", "p2p_wait_s")):
+            check(g.get(key) is not None and abs(g[key] - want[r][i]) <= 1e-9 + 1e-6 * want[r][i],
+                  "rank %d: budget %s %r, recomputed from the events %.9f"
+                  % (r, key, g.get(key), want[r][i]))
+    # A GPipe schedule idles a stage while the others work: waiting for a partner is a large
+    # part of the step of some stage (the first stage waits for the backward pass to return),
+    # and the verdict says so with the budget's numbers.
+    tot = rep["budget"]["total"]
+    step, p2p = tot["step_s"], tot["p2p_wait_s"]
+    check(max(w[1] for w in want.values()) > 0.1 * step,
+          "some stage waits over 10 %% of the step: %r of %.6f" % (want, step))
+    share = "%.1f %% of each step (%.6f s;" % (100 * p2p / step, p2p)
+    check(any("wait for their partners " + share in v for v in rep["verdict"]),
+          "the verdict names the point-to-point waiting (%s): %r" % (share, rep["verdict"]))
+
+
 CASES = {"groups_pp": case_groups_pp, "groups_ep": case_groups_ep, "marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
          "groups_2d": case_groups_2d, "no_steps": case_no_steps, "nvtx": case_nvtx,
-         "replay_nb": case_replay_nb, "replay_sendrecv": case_replay_sendrecv}
+         "replay_nb": case_replay_nb, "replay_sendrecv": case_replay_sendrecv,
+         "p2p_wait": case_p2p_wait}
 
 
 def main():

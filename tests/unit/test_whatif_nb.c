@@ -36,7 +36,7 @@ int main(void)
     if (tw_tmpdir(root) != 0)
         return 1;
     whatif_write(root, 0x4e42, 90, step);
-    whatif_check(root, 980);
+    whatif_check(root, 980, 600);
     tw_rmtree(root);
     return cs_test_result();
 }

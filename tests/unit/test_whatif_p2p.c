@@ -135,9 +135,11 @@ int main(void)
                 comm += b->comm_s[d];
             CHECK_INT(b->rank, ==, (int)i);
             CHECK_NEAR(b->wait_s, want_wait[i] * u, eps);
+            CHECK_NEAR(b->p2p_wait_s, want_wait[i] * u, eps);
             CHECK_NEAR(comm + b->grad_sync_s + b->wait_s, want_nccl[i] * u, eps);
         }
         CHECK_NEAR(s->total.wait_s, (200 + 250) / 3.0 * u, eps);
+        CHECK_NEAR(s->total.p2p_wait_s, (200 + 250) / 3.0 * u, eps);
     }
     const struct cs_report_np2p *o = rep.np2p;
     CHECK(o != NULL);

@@ -78,12 +78,12 @@ int main(void)
     if (tw_tmpdir(root) != 0)
         return 1;
     whatif_write(root, 0x5352, 80, step_sendrecv);
-    whatif_check(root, 980);
+    whatif_check(root, 980, 580);
     char dir[256];
     snprintf(dir, sizeof dir, "%.200s/anysrc", root);
     mkdir(dir, 0700);
     whatif_write(dir, 0x4153, 60, step_anysrc);
-    whatif_check(dir, 980);
+    whatif_check(dir, 980, 600);
     tw_rmtree(root);
     return cs_test_result();
 }

@@ -45,8 +45,10 @@ static void whatif_write(const char *dir, uint64_t run_id, uint64_t nonce,
 }
 
 /* Analyses dir: STEPS steps (the first excluded as warm-up) of 1000 us each, which the replay
- * reproduces without a note, and full_overlap_us per step with communication costing nothing. */
-static void whatif_check(const char *dir, double full_overlap_us)
+ * reproduces without a note, and full_overlap_us per step with communication costing nothing.
+ * In the step budget rank 0 waits wait0_us per step for rank 1's sends (the point-to-point waits
+ * the replay matched), and rank 1 nothing. */
+static void whatif_check(const char *dir, double full_overlap_us, double wait0_us)
 {
     struct cs__run run;
     struct cs_report rep;
@@ -64,6 +66,16 @@ static void whatif_check(const char *dir, double full_overlap_us)
         CHECK_NEAR(wi->replay_error, 0, 1e-9);
         CHECK_NEAR(wi->full_overlap_step_s, full_overlap_us * u, 1e-12);
         CHECK_STR(wi->note, "");
+        CHECK_INT(s->nranks, ==, 2);
+        for (size_t i = 0; i < s->nranks && i < 2; i++) {
+            const struct cs_report_budget *b = &s->ranks[i];
+            CHECK_NEAR(b->wait_s, i ? 0 : wait0_us * u, 1e-12);
+            CHECK_NEAR(b->p2p_wait_s, i ? 0 : wait0_us * u, 1e-12);
+            CHECK_NEAR(b->comm_s[CS_DIM_OTHER] + b->comm_s[CS_DIM_PP] + b->wait_s + b->compute_s +
+                           b->other_mpi_s,
+                       1000 * u, 1e-12);
+        }
+        CHECK_NEAR(s->total.wait_s, wait0_us / 2 * u, 1e-12);
     }
     cs__report_free(&rep);
     cs__run_free(&run);
