@@ -187,6 +187,16 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
         snprintf(who, sizeof who, "%d", s->ranks[i].rank);
         budget_line(out, who, &s->ranks[i], idle);
     }
+    /* The part of Wait at point-to-point calls, when the table's precision shows it. */
+    const struct cs_report_budget *top = NULL;
+    for (size_t i = 0; i < s->nranks; i++)
+        if (!top || s->ranks[i].p2p_wait_s > top->p2p_wait_s)
+            top = &s->ranks[i];
+    if (top && top->p2p_wait_s >= 0.5e-6)
+        fprintf(out,
+                "of Wait, for point-to-point partners (late senders, late receivers): all %.6f, "
+                "most rank %d %.6f\n",
+                s->total.p2p_wait_s, top->rank, top->p2p_wait_s);
     if (!idle)
         fprintf(out, "(Grad_sync and the comm columns exclude waiting for other ranks, which is in"
                      " Wait; idle cannot be told from compute without a GPU timeline)\n");
