@@ -1477,7 +1477,11 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
                 step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc],
                           LANE(P.w[r].R, sc));
     if (rc) {
-        snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
+        snprintf(o->note, sizeof o->note,
+                 "out of memory for the what-if replay (the step budget's point-to-point waits"
+                 " are left out)");
+        if (p2p_wait) /* part of the run only: none rather than some */
+            memset(p2p_wait, 0, (size_t)run->world * CS_DIM_N * sizeof *p2p_wait);
     } else {
         cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o);
         if (P.cut || P.forced)
