@@ -18,16 +18,7 @@
  */
 static void step(struct tw *w, int r, uint64_t o)
 {
-    uint64_t req = o / 1000 + 1;
-    if (r == 0) {
-        put(w, CS_OP_IRECV, o, o + 10, 1, req, 5);
-        put(w, CS_OP_WAIT, o + 200, o + 850, -1, req, 1);
-        put(w, CS_OP_COMPLETE, o + 850, o + 850, 1, req, 5);
-    } else {
-        put(w, CS_OP_ISEND, o + 800, o + 810, 0, req, 5);
-        put(w, CS_OP_WAIT, o + 810, o + 820, -1, req, 1);
-        put(w, CS_OP_COMPLETE, o + 820, o + 820, 0, req, 5);
-    }
+    whatif_nb_step(w, r, o, 0);
 }
 
 int main(void)

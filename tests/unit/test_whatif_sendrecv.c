@@ -52,24 +52,7 @@ static void step_sendrecv(struct tw *w, int r, uint64_t o)
  */
 static void step_anysrc(struct tw *w, int r, uint64_t o)
 {
-    uint64_t req = o / 1000 + 1;
-    if (r == 0) {
-        struct cs_event ev = {.t_begin = T0 + o * US,
-                              .t_end = T0 + (o + 10) * US,
-                              .comm = CS_COMM_WORLD_ID,
-                              .peer = -1,
-                              .request = req,
-                              .op = CS_OP_IRECV,
-                              .flags = CS_EV_NONBLOCKING | CS_EV_ANY_SOURCE,
-                              .aux = 5};
-        tw_event(w, 0, &ev);
-        put(w, CS_OP_WAIT, o + 200, o + 850, -1, req, 1);
-        put(w, CS_OP_COMPLETE, o + 850, o + 850, 1, req, 5);
-    } else {
-        put(w, CS_OP_ISEND, o + 800, o + 810, 0, req, 5);
-        put(w, CS_OP_WAIT, o + 810, o + 820, -1, req, 1);
-        put(w, CS_OP_COMPLETE, o + 820, o + 820, 0, req, 5);
-    }
+    whatif_nb_step(w, r, o, 1);
 }
 
 int main(void)

@@ -44,6 +44,35 @@ static void whatif_write(const char *dir, uint64_t run_id, uint64_t nonce,
     }
 }
 
+/*
+ * A step of the non-blocking exchange (test_whatif_nb.c; from MPI_ANY_SOURCE in
+ * test_whatif_sendrecv.c): rank 0's MPI_Irecv [0,10) (posted to rank 1, or to any source),
+ * MPI_Wait [200,850) completed by rank 1's MPI_Isend at 800 (the complete record names source 1,
+ * tag 5); rank 1 computes [0,800), MPI_Isend [800,810), MPI_Wait [810,820).
+ */
+static void whatif_nb_step(struct tw *w, int r, uint64_t o, int any_source)
+{
+    uint64_t req = o / 1000 + 1;
+    if (r == 0) {
+        struct cs_event ev = {.t_begin = T0 + o * US,
+                              .t_end = T0 + (o + 10) * US,
+                              .comm = CS_COMM_WORLD_ID,
+                              .peer = any_source ? -1 : 1,
+                              .request = req,
+                              .bytes_recv = 64,
+                              .op = CS_OP_IRECV,
+                              .flags = CS_EV_NONBLOCKING | (any_source ? CS_EV_ANY_SOURCE : 0),
+                              .aux = 5};
+        tw_event(w, 0, &ev);
+        put(w, CS_OP_WAIT, o + 200, o + 850, -1, req, 1);
+        put(w, CS_OP_COMPLETE, o + 850, o + 850, 1, req, 5);
+    } else {
+        put(w, CS_OP_ISEND, o + 800, o + 810, 0, req, 5);
+        put(w, CS_OP_WAIT, o + 810, o + 820, -1, req, 1);
+        put(w, CS_OP_COMPLETE, o + 820, o + 820, 0, req, 5);
+    }
+}
+
 /* Analyses dir: STEPS steps (the first excluded as warm-up) of 1000 us each, which the replay
  * reproduces without a note, and full_overlap_us per step with communication costing nothing.
  * In the step budget rank 0 waits wait0_us per step for rank 1's sends (the point-to-point waits
