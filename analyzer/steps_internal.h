@@ -245,8 +245,10 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 /* The replay over the timed steps [first, end) (a second pass over the traces, one step window
  * at a time); fills o.  measured_s: the measured mean step time.  p2p_wait (NULL: not wanted):
  * [world * CS_DIM_N], zeroed; receives each host rank's waits at point-to-point calls and their
- * completions in the timed steps, by dimension (ns), for the step budget. */
+ * completions in the timed steps, by dimension (ns), for the step budget.  p2p_run (NULL: not
+ * wanted): [world], zeroed; the same over every step window (the whole run, for the POP split). */
 void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
-                       double measured_s, struct cs_report_whatif *o, double *p2p_wait);
+                       double measured_s, struct cs_report_whatif *o, double *p2p_wait,
+                       double *p2p_run);
 
 #endif

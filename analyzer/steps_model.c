@@ -46,12 +46,18 @@ static void fill_budget(struct cs_report_budget *o, const struct cs__budget *b, 
     o->idle_s = b->n > 0 && b->gn == b->n ? b->gidle / n : NAN;
 }
 
-static void pop_split(const struct cs_report *rep, struct cs_report_steps *o)
+/* p2p (NULL none): [world] each rank's waits at point-to-point calls over the run (ns). */
+static void pop_split(const struct cs_report *rep, struct cs_report_steps *o, int world,
+                      const double *p2p)
 {
     double t = 0, t_ideal = 0, comp = 0;
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
-        double w = r->wait_s < r->comm_s ? r->wait_s : r->comm_s;
+        double w = r->wait_s;
+        if (p2p && r->rank >= 0 && r->rank < world)
+            w += p2p[r->rank] / 1e9;
+        if (w > r->comm_s)
+            w = r->comm_s;
         if (w < 0)
             w = 0;
         if (r->wall_s > t)
@@ -83,7 +89,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     o->overlap_ratio = NAN;
     o->whatif = (struct cs_report_whatif){NAN, NAN, NAN, NAN, NAN, NAN, ""};
     fill_budget(&o->total, &(struct cs__budget){0}, -1);
-    pop_split(rep, o);
+    pop_split(rep, o, 0, NULL);
     snprintf(o->source, sizeof o->source, "none");
     if (!S) {
         snprintf(o->note, sizeof o->note, "the step analysis did not run (out of memory)");
@@ -155,10 +161,14 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
 
     /* The what-if replay's pass over the timed steps also measures the waits at point-to-point
      * calls (matched there); they are waiting in the budget (docs/metrics.md). */
-    double *pw = calloc((size_t)run->world * CS_DIM_N + 1, sizeof *pw);
+    double *pw = calloc((size_t)run->world * (CS_DIM_N + 1) + 1, sizeof *pw);
+    double *prun = pw ? pw + (size_t)run->world * CS_DIM_N : NULL;
     if (!pw)
         cs__problem(run, "out of memory for the point-to-point waits of the step budget");
-    cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif, pw);
+    cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif, pw, prun);
+    /* The POP split again, with the waits at point-to-point calls over the whole run. */
+    if (pw)
+        pop_split(rep, o, run->world, prun);
     cs__whatif_gpu(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
     for (int r = 0; r < run->world && pw; r++)
         for (int d = 0; d < CS_DIM_N; d++) {

@@ -35,7 +35,7 @@
  * cut: the item keeps its measured time.  The same matching gives the step budget its waits at
  * point-to-point calls (s_i - a_i of a send or receive, and of a completion call from its
  * collectives' sync point to its partners' latest arrival), per rank and dimension over the
- * timed steps of host ranks (steps_model.c).  Step k's time is the mean over ranks of the replayed
+ * timed steps of host ranks, and per rank over all windows for the POP split (steps_model.c).  Step k's time is the mean over ranks of the replayed
  * time from the rank's step-k boundary to its next one, as in the step statistics.
  *
  * Cost (this pass reads every event a second time, so it is kept to a few dozen instructions per
@@ -490,7 +490,8 @@ struct replay {
     double *sum[SC_N];
     int *cnt;
     double *med; /* [world + 1]: the ranks' compute, for the median */
-    double *pw;  /* [world * CS_DIM_N] host ranks' point-to-point waits in timed steps, or NULL */
+    double *pw;   /* [world * CS_DIM_N] host ranks' point-to-point waits in timed steps, or NULL */
+    double *prun; /* [world] the same over every window, or NULL */
     uint64_t cut, forced;
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
     uint16_t fl[CS_OP_MAX];                        /* op_flags by table */
@@ -620,8 +621,12 @@ static void p2p_x(struct replay *P, struct item *it, const struct item *o, int32
     double s = o->a > it->a ? o->a : it->a;
     it->x = it->e - s;
     it->wk = W_PG;
-    if (s > it->a && P->pw && !P->S->r[r].gpu)
-        P->pw[(size_t)r * CS_DIM_N + it->dim] += s - it->a;
+    if (s > it->a && (P->prun || P->pw) && !P->S->r[r].gpu) {
+        if (P->prun)
+            P->prun[r] += s - it->a;
+        if (P->pw)
+            P->pw[(size_t)r * CS_DIM_N + it->dim] += s - it->a;
+    }
 }
 
 /* The step budget's dimension of communicator comm (as steps.c books the calls on it). */
@@ -1138,10 +1143,12 @@ static __attribute__((noinline)) void resolve(struct replay *P)
                 s = (double)t;
         }
         if (sp > s) {
-            if (P->pw) {
+            if (P->prun || P->pw) {
                 while ((size_t)P->cd[c] >= P->w[r].off + P->w[r].n)
                     r++;
-                if (!P->S->r[r].gpu)
+                if (!P->S->r[r].gpu && P->prun)
+                    P->prun[r] += sp - s;
+                if (!P->S->r[r].gpu && P->pw)
                     P->pw[(size_t)r * CS_DIM_N + dim] += sp - s;
             }
             s = sp;
@@ -1405,14 +1412,16 @@ static void replay_free(struct replay *P)
 }
 
 void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
-                       double measured_s, struct cs_report_whatif *o, double *p2p_wait)
+                       double measured_s, struct cs_report_whatif *o, double *p2p_wait,
+                       double *p2p_run)
 {
     o->measured_step_s = measured_s;
     if (!S->mode || end <= first || !(measured_s > 0)) {
         snprintf(o->note, sizeof o->note, "no complete steps to replay");
         return;
     }
-    struct replay P = {.run = run, .S = S, .world = run->world, .first = first, .end = end};
+    struct replay P = {
+        .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run};
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
@@ -1480,8 +1489,11 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         snprintf(o->note, sizeof o->note,
                  "out of memory for the what-if replay (the step budget's point-to-point waits"
                  " are left out)");
-        if (p2p_wait) /* part of the run only: none rather than some */
+        /* part of the run only: none rather than some */
+        if (p2p_wait)
             memset(p2p_wait, 0, (size_t)run->world * CS_DIM_N * sizeof *p2p_wait);
+        if (p2p_run)
+            memset(p2p_run, 0, (size_t)run->world * sizeof *p2p_run);
     } else {
         cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o);
         if (P.cut || P.forced)

@@ -525,10 +525,12 @@ def expected_waits(rows, rep):
         evs.setdefault(r, []).append(row)
         if row["op"] == "MPI_Pcontrol":
             marks.setdefault(r, []).append(int(row["t_begin_ns"]))
-    waits = {r: [0, 0] for r in evs}  # [all, point-to-point]
+    waits = {r: [0, 0, 0] for r in evs}  # [all, point-to-point, point-to-point over the run]
 
     def book(r, a, w, p2p):
         k = sum(1 for m in marks.get(r, []) if m <= a) - 1
+        if w > 0 and p2p:
+            waits[r][2] += w
         if first <= k < end and w > 0:
             waits[r][0] += w
             waits[r][1] += w if p2p else 0
@@ -564,7 +566,7 @@ def expected_waits(rows, rep):
                 if o["a"] <= e:
                     book(me["r"], b, o["a"] - b, True)
     n = end - first
-    return {r: (w / n / 1e9, p / n / 1e9) for r, (w, p) in waits.items()}
+    return {r: (w / n / 1e9, p / n / 1e9, run / 1e9) for r, (w, p, run) in waits.items()}
 
 
 def case_p2p_wait(a, tmp):
@@ -603,6 +605,16 @@ def case_p2p_wait(a, tmp):
     step, p2p = tot["step_s"], tot["p2p_wait_s"]
     check(max(w[1] for w in want.values()) > 0.1 * step,
           "some stage waits over 10 %% of the step: %r of %.6f" % (want, step))
+    # POP: a rank's waiting w_r = min(wait_s + its point-to-point waits over the run, comm_s);
+    # T_ideal = min(T, max_r (compute_s + w_r)): the bubbles are serialisation, not transfer.
+    T = max(x["wall_s"] for x in rep["ranks"])
+    ideal = min(T, max(x["compute_s"] + min(x["wait_s"] + want[x["rank"]][2], x["comm_s"])
+                       for x in rep["ranks"]))
+    comp = max(x["compute_s"] for x in rep["ranks"])
+    pop = rep["pop"]
+    for key, v in (("serialization_efficiency", comp / ideal), ("transfer_efficiency", ideal / T)):
+        check(abs(pop[key] - v) <= 1e-6 + 1e-4 * v,
+              "pop.%s %r, recomputed %.6f" % (key, pop[key], v))
     share = "%.1f %% of each step (%.6f s;" % (100 * p2p / step, p2p)
     check(any("wait for their partners " + share in v for v in rep["verdict"]),
           "the verdict names the point-to-point waiting (%s): %r" % (share, rep["verdict"]))
