@@ -133,7 +133,7 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
         PT(g->slots[i].pe);
     }
 #undef PT
-    /* Few points (two per communicator and two for compute): insertion sort. */
+    /* Few points (six per communicator, two for compute, two ends): insertion sort. */
     for (size_t i = 1; i < np; i++) {
         int64_t x = g->pts[i];
         size_t j = i;
