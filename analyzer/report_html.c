@@ -670,6 +670,8 @@ static void budget_row(FILE *f, const char *who, const struct cs_report_budget *
     fputs("</td><td>", f);
     num(f, "%.6f", b->wait_s);
     fputs("</td><td>", f);
+    num(f, "%.6f", b->p2p_wait_s);
+    fputs("</td><td>", f);
     num(f, "%.6f", b->other_mpi_s);
     fputs("</td></tr>\n", f);
 }
@@ -726,7 +728,8 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
     }
     fputs("<h3>Time per step (seconds, mean over timed steps)</h3>\n<table><tr><th>rank</th>"
           "<th>step</th><th>compute</th><th>gradient sync</th><th>TP comm</th>"
-          "<th>other comm</th><th>wait</th><th>other MPI</th></tr>\n",
+          "<th>other comm</th><th>wait</th><th>of it, point-to-point</th><th>other MPI</th>"
+          "</tr>\n",
           f);
     budget_row(f, "all", &s->total);
     int fold = s->nranks > CS_VIEW_RANK_BARS;
@@ -739,8 +742,9 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
     }
     fputs(fold ? "</table></details>\n" : "</table>\n", f);
     fputs("<p class=\"legend\">Gradient sync and the communication columns leave out waiting "
-          "for other ranks, which is in wait; idle time cannot be told from compute without a "
-          "GPU timeline.</p>\n",
+          "for other ranks, which is in wait: at collectives for their last member, at "
+          "point-to-point calls for the partner (late senders and receivers); idle time cannot "
+          "be told from compute without a GPU timeline.</p>\n",
           f);
     fputs("<h3>Steps</h3>\n", f);
     int fold_steps = s->nlist > 64;
