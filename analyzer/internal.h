@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "commscope/ops.h"
 #include "commscope/trace.h"
@@ -71,6 +72,89 @@ void cs__map_del_at(struct cs__map *m, uint64_t *v);
 /* Remove every entry, keeping the slots allocated. */
 void cs__map_clear(struct cs__map *m);
 void cs__map_free(struct cs__map *m);
+
+/* ---- requests in flight by (rank, request): open addressing, linear probing (map.c) ----
+ *
+ * For matching's pending requests and the step budget's: records of esz bytes (the caller's
+ * struct, which begins with a struct cs__rkey) kept in the slots themselves, so a look-up is one
+ * probe run and no second indirection.  cap is a power of two (0: none yet), the table at most
+ * half full; deletion shifts later entries back, so there are no tombstones.  The functions take
+ * esz, a constant at each caller, so that slot addressing is a constant multiply. */
+struct cs__rkey {
+    uint64_t req;
+    int32_t rank1; /* rank + 1; 0: the slot is empty */
+};
+struct cs__rtab {
+    unsigned char *slot;
+    size_t cap, n;
+    int shift; /* 64 - log2(cap): the hash's top bits index the table */
+};
+/* The home slot of (rank, req): the top bits of a multiplicative hash, where every bit of the
+ * key counts (request ids are often small counters, the same on every rank). */
+static inline size_t cs__rtab_home(const struct cs__rtab *t, int rank, uint64_t req)
+{
+    uint64_t h = (req + (uint64_t)(uint32_t)rank * 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> t->shift);
+}
+static inline struct cs__rkey *cs__rtab_at(const struct cs__rtab *t, size_t esz, size_t j)
+{
+    return (struct cs__rkey *)(void *)(t->slot + j * esz);
+}
+/* The record of (rank, req), or NULL. */
+static inline void *cs__rtab_get(const struct cs__rtab *t, size_t esz, int rank, uint64_t req)
+{
+    if (!t->n)
+        return NULL;
+    for (size_t j = cs__rtab_home(t, rank, req);; j = (j + 1) & (t->cap - 1)) {
+        struct cs__rkey *k = cs__rtab_at(t, esz, j);
+        if (!k->rank1)
+            return NULL;
+        if (k->req == req && k->rank1 == rank + 1)
+            return k;
+    }
+}
+/* The table doubled (first: 64 slots).  0, or -1 out of memory (the table is unchanged). */
+int cs__rtab_grow(struct cs__rtab *t, size_t esz);
+/* The record of (rank, req), found or added with its key set (the rest is the caller's to fill;
+ * a found one is overwritten too: a reused request id replaces the forgotten one); NULL out of
+ * memory. */
+static inline void *cs__rtab_put(struct cs__rtab *t, size_t esz, int rank, uint64_t req)
+{
+    if (2 * (t->n + 1) > t->cap && cs__rtab_grow(t, esz))
+        return NULL;
+    for (size_t j = cs__rtab_home(t, rank, req);; j = (j + 1) & (t->cap - 1)) {
+        struct cs__rkey *k = cs__rtab_at(t, esz, j);
+        if (!k->rank1) {
+            t->n++;
+            k->req = req;
+            k->rank1 = rank + 1;
+            return k;
+        }
+        if (k->req == req && k->rank1 == rank + 1)
+            return k;
+    }
+}
+/* Remove the record at k (from cs__rtab_get or cs__rtab_put, no change since): later members
+ * of its probe run move back into the hole.  Inline, so that the moves are of a known size. */
+static inline void cs__rtab_del(struct cs__rtab *t, size_t esz, void *k)
+{
+    size_t mask = t->cap - 1, i = (size_t)((unsigned char *)k - t->slot) / esz, j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        struct cs__rkey *e = cs__rtab_at(t, esz, j);
+        if (!e->rank1)
+            break;
+        size_t h = cs__rtab_home(t, e->rank1 - 1, e->req);
+        /* e may fill hole i when its home is not cyclically within (i, j]. */
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            memcpy(cs__rtab_at(t, esz, i), e, esz);
+            i = j;
+        }
+    }
+    cs__rtab_at(t, esz, i)->rank1 = 0;
+    t->n--;
+}
+void cs__rtab_free(struct cs__rtab *t);
 
 /* ---- clocks (align.c) ---- */
 
@@ -247,9 +331,7 @@ struct cs__oprow {
 /* A pending non-blocking request of one rank: a slot of match.c's request table, keyed by
  * (rank, req). */
 struct cs__pending {
-    uint64_t req;          /* request id */
-    int32_t rank;          /* world rank */
-    unsigned char used;    /* 0: free slot */
+    struct cs__rkey key;   /* (world rank, request id): run->preq */
     unsigned char is_coll; /* a non-blocking collective */
     signed char scope;     /* point-to-point: 0 peer on the same host, 1 another host, -1 unknown */
     uint16_t op;
@@ -275,12 +357,9 @@ struct cs__run {
     size_t ncomms, capcomms;
     /* matching */
     struct cs__map open;         /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
-    /* Pending requests by (rank, request): open addressing with linear probing, at most half
-     * full; cap a power of two (0: none yet), freed by cs__match_finish (or cs__run_free when the
-     * analysis stopped before it). */
-    struct cs__pending *preq;
-    size_t preq_cap, preq_n;
-    int preq_shift;              /* 64 - log2(preq_cap): the hash's top bits index the table */
+    /* Pending requests (struct cs__pending), freed by cs__match_finish (or cs__run_free when
+     * the analysis stopped before it). */
+    struct cs__rtab preq;
     int ndead;                   /* ranks marked dead (rundir.c's missing ones, cs__match_rank_done) */
     uint64_t uncertainty_ns;     /* max rtt / 2 over all ranks */
     /* metrics */

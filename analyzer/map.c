@@ -140,3 +140,31 @@ int cs__grow(void **p, size_t *cap, size_t need, size_t elem)
     *cap = c;
     return 0;
 }
+
+int cs__rtab_grow(struct cs__rtab *t, size_t esz)
+{
+    size_t ocap = t->cap, cap = ocap ? 2 * ocap : 64;
+    unsigned char *old = t->slot, *s = calloc(cap, esz);
+    if (!s)
+        return -1;
+    t->slot = s;
+    t->cap = cap;
+    t->shift = 64 - __builtin_ctzll(cap);
+    for (size_t i = 0; i < ocap; i++) {
+        const struct cs__rkey *k = (const void *)(old + i * esz);
+        if (!k->rank1)
+            continue;
+        size_t j = cs__rtab_home(t, k->rank1 - 1, k->req);
+        while (cs__rtab_at(t, esz, j)->rank1)
+            j = (j + 1) & (cap - 1);
+        memcpy(cs__rtab_at(t, esz, j), k, esz);
+    }
+    free(old);
+    return 0;
+}
+
+void cs__rtab_free(struct cs__rtab *t)
+{
+    free(t->slot);
+    *t = (struct cs__rtab){0};
+}

@@ -280,86 +280,6 @@ static inline void inst_check(struct cs__run *run, struct cs__inst *in)
         inst_close(run, in, in->ended == in->n);
 }
 
-/* ---- pending requests: (rank, request) -> struct cs__pending, open addressing ---- */
-
-/* The home slot of (rank, req): the top bits of a multiplicative hash, where every bit of the
- * key counts (request ids are often small counters, the same on every rank; the rank is added
- * above the bits such counters reach in a table's lifetime). */
-static inline size_t preq_home(const struct cs__run *run, int rank, uint64_t req)
-{
-    uint64_t h = (req + ((uint64_t)(uint32_t)rank << 20)) * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> run->preq_shift);
-}
-
-/* The table doubled (first: 64 slots).  0, or -1 out of memory (the table is unchanged). */
-static __attribute__((noinline)) int preq_grow(struct cs__run *run)
-{
-    size_t ocap = run->preq_cap, cap = ocap ? 2 * ocap : 64;
-    struct cs__pending *old = run->preq, *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    run->preq = t;
-    run->preq_cap = cap;
-    run->preq_shift = 64 - __builtin_ctzll(cap);
-    for (size_t i = 0; i < ocap; i++) {
-        if (!old[i].used)
-            continue;
-        size_t j = preq_home(run, old[i].rank, old[i].req);
-        while (t[j].used)
-            j = (j + 1) & (cap - 1);
-        t[j] = old[i];
-    }
-    free(old);
-    return 0;
-}
-
-/* The slot of (rank, req), found or taken (the caller fills it; a found one is overwritten: a
- * reused request id replaces the forgotten one), in a table with room for one more. */
-static inline struct cs__pending *preq_put(struct cs__run *run, int rank, uint64_t req)
-{
-    size_t mask = run->preq_cap - 1;
-    for (size_t j = preq_home(run, rank, req);; j = (j + 1) & mask) {
-        struct cs__pending *p = &run->preq[j];
-        if (!p->used) {
-            run->preq_n++;
-            return p;
-        }
-        if (p->req == req && p->rank == rank)
-            return p;
-    }
-}
-
-static inline struct cs__pending *preq_get(struct cs__run *run, int rank, uint64_t req)
-{
-    if (!run->preq_n)
-        return NULL;
-    size_t mask = run->preq_cap - 1;
-    for (size_t j = preq_home(run, rank, req);; j = (j + 1) & mask) {
-        struct cs__pending *p = &run->preq[j];
-        if (!p->used)
-            return NULL;
-        if (p->req == req && p->rank == rank)
-            return p;
-    }
-}
-
-/* Free slot p, by backward shift: later members of its probe run move into the hole. */
-static void preq_del(struct cs__run *run, struct cs__pending *p)
-{
-    size_t mask = run->preq_cap - 1, i = (size_t)(p - run->preq);
-    run->preq[i].used = 0;
-    run->preq_n--;
-    for (size_t j = (i + 1) & mask; run->preq[j].used; j = (j + 1) & mask) {
-        size_t home = preq_home(run, run->preq[j].rank, run->preq[j].req);
-        /* Entry j may move to i if i lies cyclically in [home, j). */
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            run->preq[i] = run->preq[j];
-            run->preq[j].used = 0;
-            i = j;
-        }
-    }
-}
-
 /* A member arrives again at an instance it is in: on a communicator of ncclCommInitAll (GPU
  * records) this rank is several members, which take its records of one instance in turn (which
  * device is which member is not kept); else the sequence numbers are broken.  The member's
@@ -382,12 +302,12 @@ static __attribute__((noinline)) void icoll_request(struct cs__run *run, int ran
                                                    const struct cs__inst *in, int32_t idx,
                                                    size_t row)
 {
-    if (2 * (run->preq_n + 1) > run->preq_cap && preq_grow(run))
+    struct cs__pending *p = cs__rtab_put(&run->preq, sizeof *p, rank, ev->request);
+    if (!p)
         return;
-    struct cs__pending *p = preq_put(run, rank, ev->request);
-    *p = (struct cs__pending){.req = ev->request, .rank = rank, .used = 1, .is_coll = 1,
-                              .op = ev->op, .seq = ev->seq, .idx = idx, .c = in->c,
-                              .t_begin = in->arr[idx], .bytes = ev->bytes, .row = row};
+    *p = (struct cs__pending){.key = p->key, .is_coll = 1, .op = ev->op, .seq = ev->seq,
+                              .idx = idx, .c = in->c, .t_begin = in->arr[idx],
+                              .bytes = ev->bytes, .row = row};
 }
 
 /* Member idx's arrival at tb and its size (of ev); an op other than the instance's makes it
@@ -481,41 +401,24 @@ static __attribute__((noinline)) int coll_fast(struct cs__run *run, int rank,
     return 1;
 }
 
-/* A point-to-point request, ended by its CS_KIND_DONE event: the record, in a table with room. */
-static inline void p2p_put(struct cs__run *run, int rank, const struct cs_event *ev, size_t row,
-                           int64_t tb)
-{
-    struct cs__pending *p = preq_put(run, rank, ev->request);
-    uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
-    *p = (struct cs__pending){.req = ev->request, .rank = rank, .used = 1, .op = ev->op,
-                              .t_begin = tb, .bytes = b, .row = row,
-                              .scope = (signed char)cs__peer_scope(run, rank, ev->peer)};
-}
-
-/* p2p_request when the table must grow first. */
-static __attribute__((noinline)) void p2p_request_grow(struct cs__run *run, int rank,
-                                                       const struct cs_event *ev, size_t row,
-                                                       int64_t tb)
-{
-    if (!preq_grow(run))
-        p2p_put(run, rank, ev, row, tb);
-}
-
-/* Growth is a tail call, so that the usual path needs no stack frame. */
+/* A point-to-point request, ended by its CS_KIND_DONE event. */
 static __attribute__((noinline)) void p2p_request(struct cs__run *run, int rank,
                                                   const struct cs_event *ev, size_t row,
                                                   int64_t tb)
 {
-    if (2 * (run->preq_n + 1) > run->preq_cap)
-        return p2p_request_grow(run, rank, ev, row, tb);
-    p2p_put(run, rank, ev, row, tb);
+    struct cs__pending *p = cs__rtab_put(&run->preq, sizeof *p, rank, ev->request);
+    if (!p)
+        return;
+    uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
+    *p = (struct cs__pending){.key = p->key, .op = ev->op, .t_begin = tb, .bytes = b, .row = row,
+                              .scope = (signed char)cs__peer_scope(run, rank, ev->peer)};
 }
 
 /* A request completed. */
 static __attribute__((noinline)) void request_done(struct cs__run *run, int rank,
                                                    const struct cs_event *ev, int64_t te)
 {
-    struct cs__pending *p = preq_get(run, rank, ev->request);
+    struct cs__pending *p = cs__rtab_get(&run->preq, sizeof *p, rank, ev->request);
     if (!p)
         return;
     if (p->is_coll) {
@@ -524,14 +427,14 @@ static __attribute__((noinline)) void request_done(struct cs__run *run, int rank
             in->end[p->idx] = te;
             in->state[p->idx] |= 2;
             in->ended++;
-            preq_del(run, p);
+            cs__rtab_del(&run->preq, sizeof *p, p);
             inst_check(run, in);
             return;
         }
     } else if (!(ev->flags & CS_EV_CANCELLED)) {
         cs__metrics_request_done(run, p, te);
     }
-    preq_del(run, p);
+    cs__rtab_del(&run->preq, sizeof *p, p);
 }
 
 void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
@@ -605,9 +508,7 @@ void cs__match_finish(struct cs__run *run)
         free(left);
     }
     /* Requests never completed are forgotten with the table. */
-    free(run->preq);
-    run->preq = NULL;
-    run->preq_cap = run->preq_n = 0;
+    cs__rtab_free(&run->preq);
     if (run->unmatched_events)
         cs__problem(run,
                     "%" PRIu64 " collective events could not be matched (communicator without a"

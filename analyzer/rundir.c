@@ -260,7 +260,7 @@ void cs__run_free(struct cs__run *run)
         if (run->open.slot[i].used)
             free((void *)(uintptr_t)run->open.slot[i].v);
     cs__map_free(&run->open);
-    free(run->preq);
+    cs__rtab_free(&run->preq);
     cs__map_free(&run->row_by_key);
     free(run->rows);
     for (size_t i = 0; i < run->nproblems; i++)

@@ -602,102 +602,14 @@ static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int re
     sr->wait_open = 0;
 }
 
-/* ---- requests in flight beyond a rank's own list: open addressing on (rank, request), linear
- * probing ---- */
-
-/* Fibonacci hashing: the top bits of the product depend on every bit of the key, so the
- * requests of different ranks with the same handle values spread as well as one rank's. */
-static size_t req_home(const struct cs__sreqs *t, int rank, uint64_t request)
-{
-    uint64_t h =
-        (request + (uint64_t)(uint32_t)rank * 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> t->shift);
-}
-
-/* The slot of (rank, request), or NULL. */
-static struct cs__sreq *req_find(const struct cs__sreqs *t, int rank, uint64_t request)
-{
-    if (!t->n)
-        return NULL;
-    for (size_t j = req_home(t, rank, request);; j = (j + 1) & (t->cap - 1)) {
-        struct cs__sreq *q = &t->slot[j];
-        if (!q->rank1)
-            return NULL;
-        if (q->request == request && q->rank1 == rank + 1)
-            return q;
-    }
-}
-
-__attribute__((noinline)) static int req_grow(struct cs__sreqs *t)
-{
-    size_t cap = t->cap ? 2 * t->cap : 256;
-    struct cs__sreq *s = calloc(cap, sizeof *s), *old = t->slot;
-    if (!s)
-        return -1;
-    size_t ocap = t->cap;
-    t->slot = s;
-    t->cap = cap;
-    t->shift = 64 - __builtin_ctzll(cap);
-    for (size_t i = 0; i < ocap; i++) {
-        if (!old[i].rank1)
-            continue;
-        size_t j = req_home(t, old[i].rank1 - 1, old[i].request);
-        while (s[j].rank1)
-            j = (j + 1) & (cap - 1);
-        s[j] = old[i];
-    }
-    free(old);
-    return 0;
-}
-
-/* The slot for (rank, request), emptied or fresh (a reused request id replaces the forgotten
- * one); NULL out of memory. */
-static inline struct cs__sreq *req_put(struct cs__sreqs *t, int rank, uint64_t request)
-{
-    if (2 * (t->n + 1) > t->cap && req_grow(t))
-        return NULL;
-    size_t j = req_home(t, rank, request);
-    for (;; j = (j + 1) & (t->cap - 1)) {
-        struct cs__sreq *q = &t->slot[j];
-        if (!q->rank1) {
-            t->n++;
-            q->rank1 = rank + 1;
-            q->request = request;
-            return q;
-        }
-        if (q->request == request && q->rank1 == rank + 1)
-            return q;
-    }
-}
-
-/* Empty slot q, moving later entries of its probe run back so that lookups need no tombstones. */
-static void req_del(struct cs__sreqs *t, struct cs__sreq *q)
-{
-    size_t mask = t->cap - 1, i = (size_t)(q - t->slot), j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        struct cs__sreq *e = &t->slot[j];
-        if (!e->rank1)
-            break;
-        size_t h = req_home(t, e->rank1 - 1, e->request);
-        /* e may fill hole i when its home is not cyclically within (i, j]. */
-        if (((j - h) & mask) >= ((j - i) & mask)) {
-            t->slot[i] = *e;
-            i = j;
-        }
-    }
-    t->slot[i].rank1 = 0;
-    t->n--;
-}
-
 /* The rank's request `request` in flight: its own list first, then the table; NULL none. */
 static inline struct cs__sreq *rreq_find(const struct cs__steps *S, struct cs__srank *sr,
                                          uint64_t request)
 {
     for (int i = 0; i < sr->nreq; i++)
-        if (sr->req[i].request == request)
+        if (sr->req[i].key.req == request)
             return &sr->req[i];
-    return req_find(&S->reqs, (int)(sr - S->r), request);
+    return cs__rtab_get(&S->reqs, sizeof(struct cs__sreq), (int)(sr - S->r), request);
 }
 
 /* ---- per event ---- */
@@ -724,10 +636,9 @@ __attribute__((noinline)) static void req_begin(struct cs__steps *S, struct cs__
     if (!q) {
         if (sr->nreq < CS__RREQ) {
             q = &sr->req[sr->nreq++];
-            q->request = ev->request;
-            q->rank1 = (int32_t)(sr - S->r) + 1;
+            q->key = (struct cs__rkey){ev->request, (int32_t)(sr - S->r) + 1};
         } else {
-            q = req_put(&S->reqs, (int)(sr - S->r), ev->request);
+            q = cs__rtab_put(&S->reqs, sizeof *q, (int)(sr - S->r), ev->request);
         }
     }
     if (q) {
@@ -766,7 +677,7 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
     if (q >= sr->req && q < sr->req + CS__RREQ)
         *q = sr->req[--sr->nreq]; /* the last entry fills the hole */
     else
-        req_del(&S->reqs, q);
+        cs__rtab_del(&S->reqs, sizeof *q, q);
 }
 
 /* A call on communicator ci (-1 unknown): its dimension's and the communicator's budget (f: the
@@ -1027,7 +938,7 @@ void cs__steps_free(struct cs__run *run)
     struct cs__steps *S = run->steps;
     if (!S)
         return;
-    free(S->reqs.slot);
+    cs__rtab_free(&S->reqs);
     cs__groups_free(S);
     cs__sgpu_free(S);
     cs__map_free(&S->best);

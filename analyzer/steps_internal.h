@@ -22,12 +22,11 @@ static inline unsigned cs__ccache_slot(uint64_t id)
  * rank's short list (cs__srank.req) or, when that is full, a slot of the open-addressed table
  * S->reqs, keyed by (rank, request). */
 struct cs__sreq {
-    uint64_t request;
-    int32_t rank1; /* rank + 1, 0: the slot is empty */
-    int32_t comm;  /* step-analysis communicator index, -1 unknown */
-    int64_t tb;    /* initiation begin */
-    double busy0;  /* the rank's busy time at tb */
-    int red;       /* a reduction */
+    struct cs__rkey key; /* (rank, request) */
+    int32_t comm;        /* step-analysis communicator index, -1 unknown */
+    int64_t tb;          /* initiation begin */
+    double busy0;        /* the rank's busy time at tb */
+    int red;             /* a reduction */
 };
 /* Requests a rank keeps in its own list: a rank rarely has more in flight at once. */
 #define CS__RREQ 4
@@ -55,12 +54,6 @@ struct cs__srank {
      * in one of the two places only. */
     int nreq;
     struct cs__sreq req[CS__RREQ];
-};
-
-struct cs__sreqs {
-    struct cs__sreq *slot;
-    size_t cap, n; /* cap a power of two (0: none yet), at most half full */
-    int shift;     /* 64 - log2(cap) */
 };
 
 /* Flags of an op in the step analysis (S->opf, set once the step mode is known). */
@@ -92,7 +85,7 @@ struct cs__steps {
     size_t ng, capg;
     int count_min, count_max; /* steps per rank, over the ranks present */
     int tail;                 /* the reference rank's last step was still open at its end */
-    struct cs__sreqs reqs;    /* requests in flight beyond the ranks' own lists */
+    struct cs__rtab reqs;     /* struct cs__sreq: requests in flight beyond the ranks' lists */
     unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */
     struct cs__budget sink;       /* where a rank's adds go outside its steps (never read) */
     /* groups.c */
