@@ -29,7 +29,8 @@ struct item {
     int64_t b, e;
     int32_t what; /* IT_* or slot */
     int32_t step; /* boundaries: the step that begins (-1: a step ends, none begins) */
-    int red;      /* NCCL kernels of a reduction launch; waiting: for a point-to-point partner */
+    int red;      /* NCCL kernels of a reduction launch */
+    int p2p;      /* waiting: for a point-to-point partner */
 };
 
 struct slot {
@@ -245,7 +246,7 @@ static void place(struct cs__sgpu *G, struct cs__steps *S, int rank, struct gran
         struct slot *sl = &g->slots[IT_WAIT - it.what];
         int fresh;
         extend(&sl->ws, &sl->we, it.b, it.e, &fresh);
-        if (it.red)
+        if (it.p2p)
             extend(&sl->ps, &sl->pe, it.b, it.e, &fresh);
     } else {
         struct slot *sl = &g->slots[it.what];
@@ -334,7 +335,7 @@ void cs__sgpu_wait(struct cs__run *run, struct cs__steps *S, int rank, int ci, i
     int i = slot_of(G, g, ci);
     if (i < 0)
         return;
-    push(G, S, rank, g, (struct item){.b = b, .e = e, .what = IT_WAIT - i, .red = p2p});
+    push(G, S, rank, g, (struct item){.b = b, .e = e, .what = IT_WAIT - i, .p2p = p2p});
 }
 
 void cs__sgpu_launch(struct cs__steps *S, int rank, const struct cs_event *ev)
