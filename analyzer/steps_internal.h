@@ -219,7 +219,7 @@ enum { SC_REPLAY, SC_NOSTRAG, SC_OVERLAP, SC_BESTBW, SC_N };
  * of steps counted (0: o is left unchanged). */
 int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end,
                      double measured_s, struct cs_report_whatif *o);
-/* whatif.c: sorts c[0..m-1] in place; their median (0 when m is 0). Used for the no-straggler
+/* whatif.c: the median of c[0..m-1] (0 when m is 0), reordering c. Used for the no-straggler
  * factors of both replays. */
 double cs__whatif_median(double *c, size_t m);
 
