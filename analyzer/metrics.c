@@ -275,6 +275,30 @@ static double ns_s(double ns)
     return ns / 1e9;
 }
 
+/* Distinct hosts of the reported ranks: their host indices (nodes.c) when known, else their
+ * names compared pair by pair. */
+static int count_hosts(const struct cs__run *run, const struct cs_report *rep)
+{
+    int n = 0;
+    unsigned char *seen = run->host_of ? calloc((size_t)run->world, 1) : NULL;
+    for (size_t i = 0; i < rep->nranks; i++) {
+        int r = rep->ranks[i].rank, x = -1;
+        if (seen && r >= 0 && r < run->world)
+            x = run->host_of[r]; /* below world: hosts are numbered over ranks */
+        if (x >= 0) {
+            n += !seen[x];
+            seen[x] = 1;
+            continue;
+        }
+        int dup = 0;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = strcmp(rep->ranks[i].host, rep->ranks[j].host) == 0;
+        n += !dup;
+    }
+    free(seen);
+    return n;
+}
+
 void cs__report_build(struct cs__run *run, struct cs_report *rep)
 {
     *rep = (struct cs_report){0};
@@ -360,12 +384,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     qsort(rep->stragglers, rep->nstragglers, sizeof *rep->stragglers, strag_cmp);
     rep->ranks_expected = run->world;
     rep->ranks_found = (int)rep->nranks;
-    for (size_t i = 0; i < rep->nranks; i++) {
-        int dup = 0;
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = strcmp(rep->ranks[i].host, rep->ranks[j].host) == 0;
-        rep->hosts += !dup;
-    }
+    rep->hosts = count_hosts(run, rep);
 
     /* POP efficiencies (no value when there is no compute or no wall time). */
     double mean_compute = rep->nranks ? sum_compute / (double)rep->nranks : NAN;

@@ -62,6 +62,63 @@ static int found_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+struct vote {
+    uint64_t id;
+    size_t first; /* index of the file in name order */
+};
+
+static int vote_cmp(const void *a, const void *b)
+{
+    const struct vote *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return (x->first > y->first) - (x->first < y->first);
+}
+
+/* The run: the run id most valid files carry, the lowest-numbered file breaking ties (0 when no
+ * file is valid), and in *n_out how many carry it.  Sorted by (id, file), so thousands of ranks cost no quadratic count; without
+ * memory for that, counted pair by pair. */
+static uint64_t run_vote(const struct found *f, size_t nf, size_t *n_out)
+{
+    uint64_t best_id = 0;
+    size_t best_n = 0, best_first = SIZE_MAX;
+    struct vote *v = malloc((nf ? nf : 1) * sizeof *v);
+    if (!v) {
+        for (size_t i = 0; i < nf; i++) {
+            if (!f[i].rd)
+                continue;
+            uint64_t id = cs_reader_header(f[i].rd)->run_id;
+            size_t n = 0;
+            for (size_t j = 0; j < nf; j++)
+                n += f[j].rd && cs_reader_header(f[j].rd)->run_id == id;
+            if (n > best_n) {
+                best_n = n;
+                best_id = id;
+            }
+        }
+        *n_out = best_n;
+        return best_id;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < nf; i++)
+        if (f[i].rd)
+            v[m++] = (struct vote){cs_reader_header(f[i].rd)->run_id, i};
+    qsort(v, m, sizeof *v, vote_cmp);
+    for (size_t i = 0, j; i < m; i = j) {
+        for (j = i; j < m && v[j].id == v[i].id; j++)
+            ;
+        /* v[i].first: the id's lowest-numbered file */
+        if (j - i > best_n || (j - i == best_n && v[i].first < best_first)) {
+            best_n = j - i;
+            best_id = v[i].id;
+            best_first = v[i].first;
+        }
+    }
+    free(v);
+    *n_out = best_n;
+    return best_id;
+}
+
 int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errlen)
 {
     snprintf(run->dir, sizeof run->dir, "%s", dir);
@@ -109,21 +166,8 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
         }
     }
 
-    /* The run is the run id most valid files carry (the lowest-numbered file breaks ties). */
-    uint64_t best_id = 0;
-    size_t best_n = 0;
-    for (size_t i = 0; i < nf; i++) {
-        if (!f[i].rd)
-            continue;
-        uint64_t id = cs_reader_header(f[i].rd)->run_id;
-        size_t n = 0;
-        for (size_t j = 0; j < nf; j++)
-            n += f[j].rd && cs_reader_header(f[j].rd)->run_id == id;
-        if (n > best_n) {
-            best_n = n;
-            best_id = id;
-        }
-    }
+    size_t best_n;
+    uint64_t best_id = run_vote(f, nf, &best_n);
     int world = 0;
     for (size_t i = 0; i < nf && !world; i++)
         if (f[i].rd && cs_reader_header(f[i].rd)->run_id == best_id)

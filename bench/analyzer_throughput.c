@@ -31,7 +31,7 @@
 #include "internal.h"
 #include "tw.h"
 
-#define MAX_RANKS 64
+#define MAX_RANKS 4096
 
 static double now_s(void)
 {

@@ -513,6 +513,23 @@ static void test_rundir(void)
                       " 0000000000abcdef of the other 3 files; file skipped");
     CHECK_CONTAINS(s, "\"ranks_found\": 3");
 
+    /* Two run ids with two files each: the lowest-numbered file's id wins the tie, whichever id
+     * is the smaller number. */
+    snprintf(dir, sizeof dir, "%s/tie", root);
+    write_four(dir, -1);
+    for (int r = 2; r < 4; r++) {
+        x = begin(r, 4, 0x999, 0);
+        snprintf(q, sizeof q, "%s/rank-%05d.cst", dir, r);
+        ev(&x, CS_OP_FINALIZE, 100000, 100500, 0, 0, 0, 0, -1, 0);
+        tw_write(x.w, q, NULL);
+        tw_free(x.w);
+    }
+    CHECK_INT(run_cmd(dir, json, 1), ==, 1);
+    s = slurp(json);
+    CHECK_CONTAINS(s, "rank-00003.cst: run id 0000000000000999 differs from run id"
+                      " 0000000000abcdef of the other 2 files; file skipped");
+    CHECK_CONTAINS(s, "\"ranks_found\": 2");
+
     /* A corrupted file is skipped with its reason. */
     snprintf(dir, sizeof dir, "%s/corrupt", root);
     write_four(dir, -1);
@@ -548,6 +565,54 @@ static void test_rundir(void)
     CHECK_INT(cs_cmd_analyze(3, nojson), ==, 2);
 }
 
+/* Host indices (run->host_of, numbered in order of first rank) and the report's host count on
+ * 64 ranks over 23 hosts in scrambled order, two of them named alike in their first 62 bytes,
+ * against the numbering done by hand. */
+static void test_hosts(void)
+{
+    enum { W = 64 }; /* begin() holds at most 64 ranks */
+    char dir[400], name[W][CS_HOST_MAX];
+    snprintf(dir, sizeof dir, "%s/hosts", root);
+    mkdir(dir, 0755);
+    for (int r = 0; r < W; r++) {
+        int host = (r * 17 + r / 7) % 23;
+        if (host < 2) /* 62 x's then 'a' or 'b': they differ in the last byte before the NUL */
+            snprintf(name[r], sizeof name[r], "%.62s%c",
+                     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                     "ab"[host]);
+        else
+            snprintf(name[r], sizeof name[r], "node%03d", host);
+        struct wr x = begin(r, W, 0x4057, 0);
+        memcpy(tw_header(x.w)->host, name[r], CS_HOST_MAX);
+        ev(&x, CS_OP_FINALIZE, 90000, 90500, 0, 0, 0, 0, -1, 0);
+        char p[500];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        tw_write(x.w, p, NULL);
+        tw_free(x.w);
+    }
+    struct cs__run run;
+    struct cs_report rep;
+    char err[256];
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    int want[W], nh = 0;
+    for (int r = 0; r < W; r++) {
+        want[r] = -1;
+        for (int q = 0; q < r && want[r] < 0; q++)
+            if (!strcmp(name[q], name[r]))
+                want[r] = want[q];
+        if (want[r] < 0)
+            want[r] = nh++;
+    }
+    CHECK_INT(nh, ==, 23);
+    CHECK_INT(rep.hosts, ==, 23);
+    int same = run.host_of != NULL;
+    for (int r = 0; same && r < W; r++)
+        same = run.host_of[r] == want[r];
+    CHECK(same);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/cs-test-analyze-XXXXXX");
@@ -560,6 +625,7 @@ int main(void)
     test_causality();
     test_merge_wide();
     test_rundir();
+    test_hosts();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     /* CS_TEST_KEEP=1 keeps the synthetic run directories for a look with the CLI. */
