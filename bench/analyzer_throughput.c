@@ -10,10 +10,12 @@
  * per-instance costs dominate), arrivals are jittered per rank and every rank has its own clock
  * offset and drift, so the clock mapping takes its two-sample path.
  *
- * usage: cs_bench_analyzer [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k] [-j JSON]
+ * usage: cs_bench_analyzer [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k] [-j JSON] [-p PPM]
  *   -d DIR   write the run there (default: a fresh directory under $TMPDIR or /tmp)
  *   -k       keep the run directory (and reuse DIR if it already holds a run of this shape)
  *   -j FILE  also write the JSON report of the last repetition (to diff optimisations)
+ *   -p PPM   drift at most PPM of the run's span (default: up to 10 us whatever the span, which
+ *            is thousands of ppm in a run of a few steps; real clocks drift tens of ppm)
  * Prints the median, min and max of REPS timed analyses (wall clock, and the process' CPU time,
  * which a shared machine's load moves less); no assertions (timings are noisy).
  */
@@ -95,7 +97,7 @@ static void put(struct rank_gen *g, uint16_t op, uint64_t tb, uint64_t te, uint6
 /* Events one step writes on one rank (see the file comment). */
 #define EVENTS_PER_STEP 16
 
-static int generate(const char *dir, int world, uint64_t per_rank)
+static int generate(const char *dir, int world, uint64_t per_rank, double ppm)
 {
     struct rank_gen g[MAX_RANKS];
     uint64_t steps = per_rank / EVENTS_PER_STEP;
@@ -114,6 +116,9 @@ static int generate(const char *dir, int world, uint64_t per_rank)
                                .off0 = r ? (int64_t)(rnd() % 2000000) - 1000000 : 0,
                                .t_span = t_span, .req = 1};
         x->off1 = r ? x->off0 + (int64_t)(rnd() % 20000) - 10000 : 0; /* drift up to 10 us */
+        if (ppm > 0) /* drift at most ppm: the same draw, scaled from 10 us to ppm of the span */
+            x->off1 = x->off0 + (int64_t)((double)(x->off1 - x->off0) * ppm * 1e-6 *
+                                          (double)t_span / 10000);
         struct cs_file_header *h = tw_header(x->w);
         h->t_init = loc(x, step_ns / 2);
         h->t_finalize = loc(x, t_span - step_ns / 2);
@@ -238,7 +243,8 @@ int main(int argc, char **argv)
     uint64_t per_rank = 500000;
     const char *dir_arg = NULL, *json = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "r:e:n:d:kj:")) != -1) {
+    double ppm = 0;
+    while ((opt = getopt(argc, argv, "r:e:n:d:kj:p:")) != -1) {
         switch (opt) {
         case 'r':
             world = atoi(optarg);
@@ -258,9 +264,12 @@ int main(int argc, char **argv)
         case 'j':
             json = optarg;
             break;
+        case 'p':
+            ppm = atof(optarg);
+            break;
         default:
             fprintf(stderr, "usage: %s [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k]"
-                            " [-j JSON]\n", argv[0]);
+                            " [-j JSON] [-p PPM]\n", argv[0]);
             return 2;
         }
     }
@@ -286,7 +295,7 @@ int main(int argc, char **argv)
     struct stat st;
     int reuse = keep && dir_arg && stat(probe, &st) == 0;
     double t = now_s();
-    if (!reuse && generate(dir, world, per_rank))
+    if (!reuse && generate(dir, world, per_rank, ppm))
         return 1;
     if (!reuse)
         printf("generated %d ranks x ~%" PRIu64 " events in %s (%.2f s)\n", world, per_rank, dir,
