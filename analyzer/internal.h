@@ -264,6 +264,7 @@ struct cs__comm {
      * and close nearly in sequence order, so the slot of a new one is almost always free; when it
      * is still taken (an instance left open long), the newcomer goes to run->open instead. */
     struct cs__inst *ring[CS__RING];
+    int nring; /* ring slots taken */
 };
 
 /* One open collective instance (match.c). */
@@ -289,16 +290,24 @@ struct cs__inst {
 
 #define CS__CC 16 /* entries of a rank's communicator cache (a power of two) */
 struct cs__rank {
+    /* The merge's and the metrics' per-event fields come first, in two cache lines (run->ranks
+     * is 64-byte aligned): with thousands of ranks nothing of a rank is still cached when its
+     * next event comes, so each line an event touches is a miss. */
+    struct cs__clock_memo clkm __attribute__((aligned(64))); /* for the merge's cs__clock_map_near */
+    const struct cs_event *next;
+    int64_t next_key;        /* aligned t_begin of next */
+    const struct cs_event *bnext, *bend; /* the rest of the merge's last batch from the reader */
+    /* metrics */
+    int64_t t_first, t_last_end; /* aligned */
+    uint64_t comm_ns, calls, bytes;
+    int64_t wait_ns;
+    uint64_t late_arrivals;
+    int64_t others_waited_ns;
     int present;             /* a valid file was read for this rank */
     int dead;                /* will produce no more events (missing, bad, or stream done) */
-    char file[256];
     struct cs_reader *rd;    /* owned */
     const struct cs_file_header *h;
     struct cs__clock clk;
-    struct cs__clock_memo clkm; /* for the merge's cs__clock_map_near */
-    const struct cs_event *next;
-    const struct cs_event *bnext, *bend; /* the rest of the merge's last batch from the reader */
-    int64_t next_key;        /* aligned t_begin of next */
     /* Communicators this rank used: id -> comm and this rank's comm rank (match.c), a small
      * open-addressing cache (c NULL: free) that keeps the entry last looked up in its home slot. */
     struct cs__rank_comm {
@@ -306,15 +315,10 @@ struct cs__rank {
         struct cs__comm *c;
         int32_t idx;
     } cc[CS__CC];
-    /* metrics */
-    int64_t t_first, t_last_end; /* aligned */
-    uint64_t comm_ns, calls, bytes;
-    int64_t wait_ns;
-    uint64_t late_arrivals;
-    int64_t others_waited_ns;
     /* GPU timeline (gpu.c), summed over the rank's GPUs; gpu is 0 when it had no GPU records */
     int gpu;
     uint64_t gpu_comm_ns, gpu_ovl_ns, gpu_compute_ns;
+    char file[256];
 };
 
 /* Per (op, communicator) totals (metrics.c). */
@@ -357,6 +361,7 @@ struct cs__run {
     size_t ncomms, capcomms;
     /* matching */
     struct cs__map open;         /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
+    size_t nring;                /* open instances in the communicators' rings (match.c) */
     /* Pending requests (struct cs__pending), freed by cs__match_finish (or cs__run_free when
      * the analysis stopped before it). */
     struct cs__rtab preq;

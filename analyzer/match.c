@@ -221,6 +221,8 @@ static __attribute__((noinline)) struct cs__inst *inst_open(struct cs__run *run,
             if (!*slot) {
                 cs__map_del_at(&run->open, v);
                 *slot = in;
+                c->nring++;
+                run->nring++;
             }
             return in;
         }
@@ -232,6 +234,8 @@ static __attribute__((noinline)) struct cs__inst *inst_open(struct cs__run *run,
     }
     if (!*slot) {
         *slot = in;
+        c->nring++;
+        run->nring++;
         return in;
     }
     uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, NULL);
@@ -262,10 +266,13 @@ static __attribute__((noinline)) int inst_close(struct cs__run *run, struct cs__
                                                 int complete)
 {
     struct cs__inst **slot = &in->c->ring[in->seq & (CS__RING - 1)];
-    if (*slot == in)
+    if (*slot == in) {
         *slot = NULL;
-    else
+        in->c->nring--;
+        run->nring--;
+    } else {
         cs__map_del(&run->open, in->comm, in->seq);
+    }
     cs__metrics_instance(run, in, complete);
     in->next = in->c->spare;
     in->c->spare = in;
@@ -455,19 +462,15 @@ void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, e
 /* How many instances are open (in the communicators' rings and in run->open). */
 static size_t open_count(const struct cs__run *run)
 {
-    size_t n = run->open.n;
-    for (size_t i = 0; i < run->ncomms; i++)
-        for (int s = 0; s < CS__RING; s++)
-            n += run->comms[i]->ring[s] != NULL;
-    return n;
+    return run->open.n + run->nring;
 }
 
 /* Every open instance into out (room for open_count of them); returns how many. */
 static size_t open_list(const struct cs__run *run, struct cs__inst **out)
 {
     size_t n = 0;
-    for (size_t i = 0; i < run->ncomms; i++)
-        for (int s = 0; s < CS__RING; s++)
+    for (size_t i = 0; i < run->ncomms && n < run->nring; i++)
+        for (int s = 0; s < CS__RING && run->comms[i]->nring; s++)
             if (run->comms[i]->ring[s])
                 out[n++] = run->comms[i]->ring[s];
     for (size_t i = 0; i < run->open.cap; i++)
