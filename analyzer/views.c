@@ -460,6 +460,11 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
 static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o)
 {
     const struct cs__views *v = run->views;
+    /* Each curve's communicator label once: every op row is compared with every curve of its op,
+     * which with hundreds of communicators formatted labels tens of thousands of times. */
+    char (*lab)[40] = malloc((v->nbw ? v->nbw : 1) * sizeof *lab);
+    for (size_t j = 0; lab && j < v->nbw; j++)
+        cs__comm_label(v->bw[j].comm, lab[j], sizeof lab[j]);
     /* In the order of the report's op table, so the chart's legend and the table agree. */
     for (size_t i = 0; i < rep->nops && o->nbw < v->nbw; i++) {
         uint16_t op = (uint16_t)cs_op_by_name(rep->ops[i].op);
@@ -467,7 +472,8 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
             const struct bw_acc *a = &v->bw[j];
             char label[40];
             if (a->op != op ||
-                strcmp(cs__comm_label(a->comm, label, sizeof label), rep->ops[i].comm) != 0)
+                strcmp(lab ? lab[j] : cs__comm_label(a->comm, label, sizeof label),
+                       rep->ops[i].comm) != 0)
                 continue;
             struct cs_report_bw_curve *c = &o->bw[o->nbw++];
             snprintf(c->op, sizeof c->op, "%s", rep->ops[i].op);
@@ -496,6 +502,7 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
             break;
         }
     }
+    free(lab);
 }
 
 void cs__views_build(struct cs__run *run, struct cs_report *rep)
