@@ -116,12 +116,11 @@ static int terminated(const char *s, size_t n)
     return memchr(s, '\0', n) != NULL;
 }
 
+/* Every byte zero: the first one, and each equal to the next (memcmp's vector loop instead of a
+ * byte at a time: a file's unused 16 KiB blocks are checked whole). */
 static int all_zero(const unsigned char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (p[i])
-            return 0;
-    return 1;
+    return !n || (!p[0] && !memcmp(p, p + 1, n - 1));
 }
 
 /* ---- header ---- */

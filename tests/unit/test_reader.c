@@ -364,6 +364,40 @@ static void test_partial(void)
     }
 }
 
+/* Bytes that must be zero, with valid CRCs: the header's padding (its last byte), and a block
+ * without a magic whose only other nonzero byte is its last. */
+static void test_zero_areas(void)
+{
+    char p[512], err[512];
+    struct cs_reader *r;
+    path_of(p, sizeof p, "rank-00003.cst");
+    small_file(p);
+    int fd = open(p, O_RDWR);
+    unsigned char h[CS_HEADER_SIZE];
+    CHECK_INT(pread(fd, h, sizeof h, 0), ==, (long)sizeof h);
+    size_t crc_off = offsetof(struct cs_file_header, header_crc);
+    h[CS_HEADER_SIZE - 1] = 1;
+    memset(h + crc_off, 0, 4);
+    uint32_t crc = cs_crc32(0, h, sizeof h);
+    memcpy(h + crc_off, &crc, 4);
+    CHECK_INT(pwrite(fd, h, sizeof h, 0), ==, (long)sizeof h);
+    err[0] = '\0';
+    CHECK_INT(cs_reader_open(p, &r, err, sizeof err), ==, CS_EHEADER);
+    CHECK_CONTAINS(err, "header padding not zero (bytes");
+    close(fd);
+
+    small_file(p);
+    fd = open(p, O_RDWR);
+    static unsigned char blk[CS_BLOCK_SIZE];
+    memset(blk, 0, sizeof blk);
+    blk[CS_BLOCK_SIZE - 1] = 1;
+    CHECK_INT(pwrite(fd, blk, sizeof blk, CS_HEADER_SIZE + CS_BLOCK_SIZE), ==, (long)sizeof blk);
+    close(fd);
+    err[0] = '\0';
+    CHECK_INT(cs_reader_open(p, &r, err, sizeof err), ==, CS_EBLOCK);
+    CHECK_CONTAINS(err, "block 1 has no block magic but is not empty (byte 20480)");
+}
+
 static void test_crc(void)
 {
     unsigned char buf[1000];
@@ -403,6 +437,7 @@ int main(void)
     test_round_trip();
     test_truncations();
     test_corruptions();
+    test_zero_areas();
     test_semantic_errors();
     test_foreign_empty_missing();
     test_partial();
