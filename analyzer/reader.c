@@ -295,26 +295,42 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
                         "comm record %u in block %" PRIu64 ": member %" PRId32 " is world rank %"
                         PRId32 ", not this file's rank %" PRId32 " (byte %" PRIu64 ")",
                         k, bi, c->my_rank, c->members[c->my_rank], r->hdr.rank, at);
-        /* Distinct members in range: a bitmap of the world, allocated only when needed. */
-        unsigned char *seen = calloc((size_t)world / 8 + 1, 1);
-        if (!seen)
-            return fail(r, err, errlen, CS_ENOMEM, "out of memory checking comm record %u", k);
-        for (int32_t i = 0; i < c->size; i++) {
+        /* Distinct members in range.  Most lists increase (the world, splits keyed by rank):
+         * then they are distinct, and in range when the last one is; every file holds the world
+         * list, so thousands of ranks make this loop count. */
+        int32_t last = -1;
+        int rising = 1;
+        for (int32_t i = 0; i < c->size && rising; i++) {
             int32_t m = c->members[i];
             /* NCCL records know only their own member; the others are -1. */
             if (m == -1 && c->kind == CS_COMM_NCCL && i != c->my_rank)
                 continue;
-            if (m < 0 || m >= world || (seen[m / 8] & (1u << (m % 8)))) {
-                free(seen);
-                return fail(r, err, errlen, CS_ECOMM,
-                            "comm record %u in block %" PRIu64 ": member %" PRId32
-                            " is world rank %" PRId32 ", out of range or repeated (byte %" PRIu64
-                            ")",
-                            k, bi, i, m, at);
-            }
-            seen[m / 8] |= (unsigned char)(1u << (m % 8));
+            rising = m > last;
+            last = m;
         }
-        free(seen);
+        /* Otherwise a bitmap of the world, which also finds the first member out of range or
+         * repeated. */
+        if (!rising || last >= world) {
+            unsigned char *seen = calloc((size_t)world / 8 + 1, 1);
+            if (!seen)
+                return fail(r, err, errlen, CS_ENOMEM, "out of memory checking comm record %u",
+                            k);
+            for (int32_t i = 0; i < c->size; i++) {
+                int32_t m = c->members[i];
+                if (m == -1 && c->kind == CS_COMM_NCCL && i != c->my_rank)
+                    continue;
+                if (m < 0 || m >= world || (seen[m / 8] & (1u << (m % 8)))) {
+                    free(seen);
+                    return fail(r, err, errlen, CS_ECOMM,
+                                "comm record %u in block %" PRIu64 ": member %" PRId32
+                                " is world rank %" PRId32 ", out of range or repeated (byte %"
+                                PRIu64 ")",
+                                k, bi, i, m, at);
+                }
+                seen[m / 8] |= (unsigned char)(1u << (m % 8));
+            }
+            free(seen);
+        }
         if (add_comm(r, c))
             return fail(r, err, errlen, CS_ENOMEM, "out of memory reading comm records");
         pos += c->record_bytes;

@@ -271,6 +271,39 @@ static void test_semantic_errors(void)
         CHECK_INT(cs_reader_open(p, &r, err, sizeof err), ==, CS_EEVENT);
         CHECK_CONTAINS(err, cases[k].want);
     }
+    /* Member lists: repeated (apart, and next to each other after rising members), out of range
+     * after rising members, and valid ones that do and do not rise (the file's rank is 2 of a
+     * world of 4). */
+    struct {
+        int32_t m[3];
+        int32_t n, mine;
+        const char *want; /* NULL: accepted */
+    } lists[] = {
+        {{2, 0, 0}, 3, 0, "comm record 0 in block 0: member 2 is world rank 0, out of range or"
+                          " repeated"},
+        {{0, 2, 7}, 3, 1, "comm record 0 in block 0: member 2 is world rank 7, out of range or"
+                          " repeated"},
+        {{0, 2, 2}, 3, 1, "comm record 0 in block 0: member 2 is world rank 2, out of range or"
+                          " repeated"},
+        {{3, 2, 0}, 3, 1, NULL},
+        {{0, 2, 3}, 3, 1, NULL},
+    };
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
+        struct tw *w = tw_new(2, 4, 1, 1);
+        tw_comm(w, 6ull << 32, CS_OP_COMM_SPLIT, lists[k].n, lists[k].mine, lists[k].m);
+        tw_write(w, p, NULL);
+        tw_free(w);
+        err[0] = '\0';
+        int rc = cs_reader_open(p, &r, err, sizeof err);
+        if (!lists[k].want) {
+            CHECK_INT(rc, ==, 0);
+            if (!rc)
+                cs_reader_close(r);
+        } else {
+            CHECK_INT(rc, ==, CS_ECOMM);
+            CHECK_CONTAINS(err, lists[k].want);
+        }
+    }
     /* Rank out of range and a comm record whose length overflows its block. */
     struct tw *w = tw_new(2, 4, 1, 1);
     tw_header(w)->rank = 9;
