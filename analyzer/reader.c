@@ -298,12 +298,19 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
         /* Distinct members in range.  Most lists increase (the world, splits keyed by rank):
          * then they are distinct, and in range when the last one is; every file holds the world
          * list, so thousands of ranks make this loop count. */
-        int32_t last = -1;
-        int rising = 1;
-        for (int32_t i = 0; i < c->size && rising; i++) {
-            int32_t m = c->members[i];
+        int32_t last = -1, n = c->size, mine = c->my_rank;
+        const int32_t *mem = c->members;
+        int rising = 1, nccl = c->kind == CS_COMM_NCCL;
+        if (!nccl) {
+            int32_t i = 0;
+            while (i < n && mem[i] > last)
+                last = mem[i++];
+            rising = i == n;
+        }
+        for (int32_t i = 0; nccl && i < n && rising; i++) {
+            int32_t m = mem[i];
             /* NCCL records know only their own member; the others are -1. */
-            if (m == -1 && c->kind == CS_COMM_NCCL && i != c->my_rank)
+            if (m == -1 && i != mine)
                 continue;
             rising = m > last;
             last = m;
