@@ -54,6 +54,18 @@ static struct wr begin(int rank, int world, uint64_t run_id, int64_t off)
     return x;
 }
 
+/* Replace rank's file in dir (of a world of 4) by one of run run_id that holds only Init and
+ * Finalize. */
+static void rank_of_run(const char *dir, int rank, uint64_t run_id)
+{
+    struct wr x = begin(rank, 4, run_id, 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, rank);
+    ev(&x, CS_OP_FINALIZE, 100000, 100500, 0, 0, 0, 0, -1, 0);
+    tw_write(x.w, p, NULL);
+    tw_free(x.w);
+}
+
 static void finish(struct wr *x, const char *dir, int rank, const struct tw_opts *o)
 {
     if (!o || !o->partial)
@@ -502,11 +514,7 @@ static void test_rundir(void)
     /* Mixed run id. */
     snprintf(dir, sizeof dir, "%s/mixed", root);
     write_four(dir, -1);
-    x = begin(2, 4, 0x999, 0);
-    snprintf(q, sizeof q, "%s/rank-00002.cst", dir);
-    ev(&x, CS_OP_FINALIZE, 100000, 100500, 0, 0, 0, 0, -1, 0);
-    tw_write(x.w, q, NULL);
-    tw_free(x.w);
+    rank_of_run(dir, 2, 0x999);
     CHECK_INT(run_cmd(dir, json, 1), ==, 1);
     s = slurp(json);
     CHECK_CONTAINS(s, "rank-00002.cst: run id 0000000000000999 differs from run id"
@@ -517,13 +525,8 @@ static void test_rundir(void)
      * is the smaller number. */
     snprintf(dir, sizeof dir, "%s/tie", root);
     write_four(dir, -1);
-    for (int r = 2; r < 4; r++) {
-        x = begin(r, 4, 0x999, 0);
-        snprintf(q, sizeof q, "%s/rank-%05d.cst", dir, r);
-        ev(&x, CS_OP_FINALIZE, 100000, 100500, 0, 0, 0, 0, -1, 0);
-        tw_write(x.w, q, NULL);
-        tw_free(x.w);
-    }
+    rank_of_run(dir, 2, 0x999);
+    rank_of_run(dir, 3, 0x999);
     CHECK_INT(run_cmd(dir, json, 1), ==, 1);
     s = slurp(json);
     CHECK_CONTAINS(s, "rank-00003.cst: run id 0000000000000999 differs from run id"
