@@ -476,6 +476,10 @@ struct cs_report_rank {
     /* GPU timeline (NaN on ranks without GPU records): union of communication kernels, the part
      * of it covered by compute kernels, comm - overlapped, and overlapped / comm */
     double gpu_comm_s, gpu_overlapped_s, exposed_comm_s, overlap_ratio;
+    /* Waiting at point-to-point calls for partners over the whole run (late senders and
+     * receivers, from the what-if pass's matching; steps_model.c): NaN when not measured (no
+     * complete steps, or the rank's budget comes from a GPU timeline) */
+    double p2p_wait_s;
 };
 struct cs_report_op {
     char op[40];

@@ -165,10 +165,17 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     double *prun = pw ? pw + (size_t)run->world * CS_DIM_N : NULL;
     if (!pw)
         cs__problem(run, "out of memory for the point-to-point waits of the step budget");
-    cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif, pw, prun);
-    /* The POP split again, with the waits at point-to-point calls over the whole run. */
+    int whole = cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif, pw,
+                                  prun);
+    /* The POP split again, with the waits at point-to-point calls over the whole run; and those
+     * waits per host rank (a GPU rank's are on its GPU timeline, in the budget only). */
     if (pw)
         pop_split(rep, o, run->world, prun);
+    for (size_t i = 0; whole && prun && i < rep->nranks; i++) {
+        int r = rep->ranks[i].rank;
+        if (r >= 0 && r < run->world && !S->r[r].gpu)
+            rep->ranks[i].p2p_wait_s = prun[r] / 1e9;
+    }
     cs__whatif_gpu(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
     for (int r = 0; r < run->world && pw; r++)
         for (int d = 0; d < CS_DIM_N; d++) {

@@ -1475,14 +1475,14 @@ static void replay_free(struct replay *P)
     free(P->med);
 }
 
-void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
-                       double measured_s, struct cs_report_whatif *o, double *p2p_wait,
-                       double *p2p_run)
+int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
+                      double measured_s, struct cs_report_whatif *o, double *p2p_wait,
+                      double *p2p_run)
 {
     o->measured_step_s = measured_s;
     if (!S->mode || end <= first || !(measured_s > 0)) {
         snprintf(o->note, sizeof o->note, "no complete steps to replay");
-        return;
+        return 0;
     }
     struct replay P = {
         .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run};
@@ -1499,7 +1499,7 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
     if (!P.w || !P.cnt || !P.med || rc) {
         replay_free(&P);
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
-        return;
+        return 0;
     }
     for (unsigned op = 0; op < CS_OP_MAX; op++) {
         P.kind[op] = (unsigned char)cs_op_info(op)->kind;
@@ -1570,4 +1570,5 @@ void cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int 
         if (run->ranks[r].present)
             cs_reader_rewind(run->ranks[r].rd);
     replay_free(&P);
+    return rc == 0;
 }

@@ -611,6 +611,12 @@ def case_p2p_wait(a, tmp):
     ideal = min(T, max(x["compute_s"] + min(x["wait_s"] + want[x["rank"]][2], x["comm_s"])
                        for x in rep["ranks"]))
     comp = max(x["compute_s"] for x in rep["ranks"])
+    # Each rank's whole-run point-to-point waits are in the rank table too.
+    for x in rep["ranks"]:
+        check(x.get("p2p_wait_s") is not None
+              and abs(x["p2p_wait_s"] - want[x["rank"]][2]) <= 1e-9 + 1e-6 * want[x["rank"]][2],
+              "rank %d: ranks[].p2p_wait_s %r, recomputed from the events over the run %.9f"
+              % (x["rank"], x.get("p2p_wait_s"), want[x["rank"]][2]))
     pop = rep["pop"]
     for key, v in (("serialization_efficiency", comp / ideal), ("transfer_efficiency", ideal / T)):
         check(abs(pop[key] - v) <= 1e-6 + 1e-4 * v,

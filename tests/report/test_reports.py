@@ -323,7 +323,8 @@ def check_html(exe, path, rep, shot=None):
     # Each rank's row of the per-rank table, and each op's row of the operations table.
     for r in rep["ranks"]:
         m = re.search(r"<tr><td>%d</td><td>%s</td><td>([-\d.]+)</td><td>([-\d.]+)</td>"
-                      r"<td>([-\d.]+)</td><td>([-\d.]+)</td><td>(\d+)</td><td>(\d+)</td>"
+                      r"<td>([-\d.]+)</td><td>([-\d.]+)</td><td>([-\d.]+|&ndash;|\u2013)</td>"
+                      r"<td>(\d+)</td><td>(\d+)</td>"
                       % (r["rank"], re.escape(r["host"])), dom)
         if not check(m, "%s: no table row for rank %d" % (path, r["rank"])):
             continue
@@ -331,8 +332,12 @@ def check_html(exe, path, rep, shot=None):
             check(abs(float(m.group(i + 1)) - r[k]) <= 5e-7 + 1e-12,
                   "%s: rank %d %s shown %s, report.json %r" % (path, r["rank"], k, m.group(i + 1),
                                                                r[k]))
-        check(int(m.group(5)) == r["calls"] and int(m.group(6)) == r["bytes"],
-              "%s: rank %d calls/bytes %s/%s vs %d/%d" % (path, r["rank"], m.group(5), m.group(6),
+        p2p, dash = r.get("p2p_wait_s"), m.group(5) in ("&ndash;", "\u2013")  # not measured
+        check(dash if p2p is None else not dash and abs(float(m.group(5)) - p2p) <= 5e-7 + 1e-12,
+              "%s: rank %d p2p_wait_s shown %s, report.json %r" % (path, r["rank"], m.group(5),
+                                                                  p2p))
+        check(int(m.group(6)) == r["calls"] and int(m.group(7)) == r["bytes"],
+              "%s: rank %d calls/bytes %s/%s vs %d/%d" % (path, r["rank"], m.group(6), m.group(7),
                                                          r["calls"], r["bytes"]))
     for o in rep["ops"]:
         m = re.search(r"<tr><td>%s</td><td>%s</td><td>-?\d+</td><td>(\d+)</td><td>(\d+)</td>"
