@@ -394,6 +394,7 @@ struct cs__run {
     FILE *progress_out;      /* when set, progress lines go here (a terminal) */
     struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
     int32_t *host_of;        /* [world] host index of each rank (nodes.c), -1 unknown; or NULL */
+    int nhosts;              /* hosts numbered in host_of (those of the present ranks) */
     struct cs__wire *wire;   /* wire capture data while analysing (wire.c), NULL none */
     struct cs__vsteps *vsteps; /* the step views' accumulators (views_steps.c), NULL when off */
     int want_timeline;         /* build the representative step's timeline (the HTML report) */

@@ -275,27 +275,19 @@ static double ns_s(double ns)
     return ns / 1e9;
 }
 
-/* Distinct hosts of the reported ranks: their host indices (nodes.c) when known, else their
- * names compared pair by pair. */
+/* Distinct hosts of the reported ranks (the present ones): those nodes.c numbered, else (hosts
+ * not indexed) their names compared pair by pair. */
 static int count_hosts(const struct cs__run *run, const struct cs_report *rep)
 {
+    if (run->host_of)
+        return run->nhosts;
     int n = 0;
-    unsigned char *seen = run->host_of ? calloc((size_t)run->world, 1) : NULL;
     for (size_t i = 0; i < rep->nranks; i++) {
-        int r = rep->ranks[i].rank, x = -1;
-        if (seen && r >= 0 && r < run->world)
-            x = run->host_of[r]; /* below world: hosts are numbered over ranks */
-        if (x >= 0) {
-            n += !seen[x];
-            seen[x] = 1;
-            continue;
-        }
         int dup = 0;
         for (size_t j = 0; j < i && !dup; j++)
             dup = strcmp(rep->ranks[i].host, rep->ranks[j].host) == 0;
         n += !dup;
     }
-    free(seen);
     return n;
 }
 

@@ -36,46 +36,40 @@ static uint64_t host_hash(const char *h)
 
 /* Host index of each present rank: hosts numbered in order of first rank.  The first rank of
  * each host is found through a table by the name's hash (thousands of ranks on hundreds of hosts
- * cost no quadratic scan); without memory for the table, by scanning the ranks before. */
+ * cost no quadratic scan).  Out of memory, host_of stays NULL (hosts unknown). */
 void cs__nodes_index(struct cs__run *run)
 {
     if (run->world <= 0 || run->host_of)
-        return;
-    run->host_of = malloc((size_t)run->world * sizeof *run->host_of);
-    if (!run->host_of)
         return;
     size_t cap = 2;
     while (cap < 2 * (size_t)run->world)
         cap *= 2;
     int32_t *first = malloc(cap * sizeof *first); /* a host's first rank, -1 empty */
-    if (first)
-        for (size_t j = 0; j < cap; j++)
-            first[j] = -1;
+    run->host_of = first ? malloc((size_t)run->world * sizeof *run->host_of) : NULL;
+    if (!run->host_of) {
+        free(first);
+        return;
+    }
+    for (size_t j = 0; j < cap; j++)
+        first[j] = -1;
     int nh = 0;
     for (int r = 0; r < run->world; r++) {
         run->host_of[r] = -1;
         if (!run->ranks[r].present)
             continue;
         const char *h = run->ranks[r].h->host;
-        if (first) {
-            size_t j = (size_t)host_hash(h) & (cap - 1);
-            for (; first[j] >= 0; j = (j + 1) & (cap - 1))
-                if (!strncmp(run->ranks[first[j]].h->host, h, CS_HOST_MAX))
-                    break;
-            if (first[j] >= 0) {
-                run->host_of[r] = run->host_of[first[j]];
-            } else {
-                first[j] = r;
-                run->host_of[r] = nh++;
-            }
-            continue;
-        }
-        for (int q = 0; q < r && run->host_of[r] < 0; q++)
-            if (run->host_of[q] >= 0 && !strncmp(run->ranks[q].h->host, h, CS_HOST_MAX))
-                run->host_of[r] = run->host_of[q];
-        if (run->host_of[r] < 0)
+        size_t j = (size_t)host_hash(h) & (cap - 1);
+        for (; first[j] >= 0; j = (j + 1) & (cap - 1))
+            if (!strncmp(run->ranks[first[j]].h->host, h, CS_HOST_MAX))
+                break;
+        if (first[j] < 0) {
+            first[j] = r;
             run->host_of[r] = nh++;
+        } else {
+            run->host_of[r] = run->host_of[first[j]];
+        }
     }
+    run->nhosts = nh;
     free(first);
 }
 

@@ -322,9 +322,9 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
             if (!seen)
                 return fail(r, err, errlen, CS_ENOMEM, "out of memory checking comm record %u",
                             k);
-            for (int32_t i = 0; i < c->size; i++) {
-                int32_t m = c->members[i];
-                if (m == -1 && c->kind == CS_COMM_NCCL && i != c->my_rank)
+            for (int32_t i = 0; i < n; i++) {
+                int32_t m = mem[i];
+                if (m == -1 && nccl && i != mine)
                     continue;
                 if (m < 0 || m >= world || (seen[m / 8] & (1u << (m % 8)))) {
                     free(seen);

@@ -75,30 +75,16 @@ static int vote_cmp(const void *a, const void *b)
     return (x->first > y->first) - (x->first < y->first);
 }
 
-/* The run: the run id most valid files carry, the lowest-numbered file breaking ties (0 when no
- * file is valid), and in *n_out how many carry it.  Sorted by (id, file), so thousands of ranks cost no quadratic count; without
- * memory for that, counted pair by pair. */
-static uint64_t run_vote(const struct found *f, size_t nf, size_t *n_out)
+/* The run: into *id the run id most valid files carry, the lowest-numbered file breaking ties
+ * (0 when no file is valid), and into *n how many carry it.  Sorted by (id, file), so thousands
+ * of ranks cost no quadratic count.  0, or -1 out of memory. */
+static int run_vote(const struct found *f, size_t nf, uint64_t *id, size_t *n)
 {
     uint64_t best_id = 0;
     size_t best_n = 0, best_first = SIZE_MAX;
     struct vote *v = malloc((nf ? nf : 1) * sizeof *v);
-    if (!v) {
-        for (size_t i = 0; i < nf; i++) {
-            if (!f[i].rd)
-                continue;
-            uint64_t id = cs_reader_header(f[i].rd)->run_id;
-            size_t n = 0;
-            for (size_t j = 0; j < nf; j++)
-                n += f[j].rd && cs_reader_header(f[j].rd)->run_id == id;
-            if (n > best_n) {
-                best_n = n;
-                best_id = id;
-            }
-        }
-        *n_out = best_n;
-        return best_id;
-    }
+    if (!v)
+        return -1;
     size_t m = 0;
     for (size_t i = 0; i < nf; i++)
         if (f[i].rd)
@@ -115,8 +101,9 @@ static uint64_t run_vote(const struct found *f, size_t nf, size_t *n_out)
         }
     }
     free(v);
-    *n_out = best_n;
-    return best_id;
+    *id = best_id;
+    *n = best_n;
+    return 0;
 }
 
 int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errlen)
@@ -167,7 +154,11 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
     }
 
     size_t best_n;
-    uint64_t best_id = run_vote(f, nf, &best_n);
+    uint64_t best_id;
+    if (run_vote(f, nf, &best_id, &best_n)) {
+        snprintf(err, errlen, "run directory %s: out of memory for %zu files", dir, nf);
+        goto oom;
+    }
     int world = 0;
     for (size_t i = 0; i < nf && !world; i++)
         if (f[i].rd && cs_reader_header(f[i].rd)->run_id == best_id)
@@ -202,10 +193,7 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
         run->ident = malloc((size_t)world * sizeof *run->ident);
         if (!run->ranks || !run->ident) {
             snprintf(err, errlen, "run directory %s: out of memory for %d ranks", dir, world);
-            for (size_t i = 0; i < nf; i++)
-                cs_reader_close(f[i].rd);
-            free(f);
-            return CS_ENOMEM;
+            goto oom;
         }
         for (int r = 0; r < world; r++)
             run->ident[r] = r;
@@ -277,6 +265,11 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
     if (h0)
         snprintf(run->program, sizeof run->program, "%s", h0->program);
     return 0;
+oom:
+    for (size_t i = 0; i < nf; i++)
+        cs_reader_close(f[i].rd);
+    free(f);
+    return CS_ENOMEM;
 }
 
 void cs__run_free(struct cs__run *run)
