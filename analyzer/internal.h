@@ -401,6 +401,10 @@ struct cs__run {
     struct cs__gpu *gpu;     /* the GPU timeline's state (gpu.c), NULL until a GPU record */
     char source[16];         /* trace.source: "commscope" ("" reads so) or "kineto" */
     struct cs__np2p *np2p;   /* NCCL point-to-point matching (nccl_p2p.c), NULL until a call */
+    /* [2 * world] ns, or NULL when not measured: each host rank's waiting at MPI point-to-point
+     * calls over the whole run (the what-if pass's matching, steps_model.c), then of it the part
+     * inside point-to-point calls (the rest is inside wait/test calls); for the time segments */
+    double *p2p_wait;
 };
 
 /* 0: peer runs on rank's host, 1: on another host, -1: unknown (nodes.c fills host_of). */
@@ -575,6 +579,9 @@ void cs__views_free(struct cs__run *run);
 void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k);
 /* Every member i of complete instance in waited in->wait[i] (called once per instance). */
 void cs__views_waits(struct cs__run *run, const struct cs__inst *in);
+/* A wait of wait_ns by rank at a point-to-point call arriving at t (aligned ns) in step `step`
+ * (-1: in no step), measured after the main pass (whatif.c): into both heat maps. */
+void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, int step, double wait_ns);
 /* One transfer of `bytes` taking `ns` (complete instance or point-to-point call/request). */
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns);
 void cs__views_build(struct cs__run *run, struct cs_report *rep);

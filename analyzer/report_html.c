@@ -253,7 +253,8 @@ static void sec_heat(const struct cs_report *rep, FILE *f)
     if (v->heat_by_step) {
         fprintf(f,
                 "<p>Each cell: seconds a rank spent waiting for later members of the collectives "
-                "it arrived at in that step");
+                "it arrived at%s in that step",
+                v->waits_p2p ? ", and for point-to-point partners," : "");
         if (v->heat_steps_per_col > 1)
             fprintf(f, " (mean per step of the column's %d steps)", v->heat_steps_per_col);
         fprintf(f,
@@ -265,9 +266,9 @@ static void sec_heat(const struct cs_report *rep, FILE *f)
     } else {
         fprintf(f,
                 "<p>Each cell: seconds spent waiting for later members of the collectives "
-                "arrived at in that slice of the run (%.6f s per column); one row per %s%s. "
+                "arrived at%s in that slice of the run (%.6f s per column); one row per %s%s. "
                 "Darkest: %.6f s.</p>\n",
-                v->heat_bin_s, v->heat_by,
+                v->waits_p2p ? ", and for point-to-point partners," : "", v->heat_bin_s, v->heat_by,
                 strcmp(v->heat_by, "rank") == 0 ? "" : " (mean per rank of the row)", max);
     }
     int lw = 230, pw = 600;

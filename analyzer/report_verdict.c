@@ -53,8 +53,9 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
         snprintf(buf, n,
                  "Communication takes %.1f %% of the ranks' wall time (most: rank %d on %s, "
                  "%.1f %%); %.1f %% of the communication time is waiting for other ranks to "
-                 "arrive at collectives.",
-                 f->v[0], f->rank, f->host, f->v[1], f->v[2]);
+                 "arrive at collectives%s.",
+                 f->v[0], f->rank, f->host, f->v[1], f->v[2],
+                 f->count ? " and for point-to-point partners" : "");
         break;
     case CS_FIND_IMBALANCE:
         snprintf(buf, n,

@@ -279,6 +279,8 @@ void cs__run_free(struct cs__run *run)
     cs__vsteps_free(run);
     cs__gpu_free(run);
     cs__np2p_free(run);
+    free(run->p2p_wait);
+    run->p2p_wait = NULL;
     for (int r = 0; r < run->world && run->ranks; r++)
         cs_reader_close(run->ranks[r].rd);
     free(run->ranks);

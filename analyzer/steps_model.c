@@ -161,7 +161,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
 
     /* The what-if replay's pass over the timed steps also measures the waits at point-to-point
      * calls (matched there); they are waiting in the budget (docs/metrics.md). */
-    double *pw = calloc((size_t)run->world * (CS_DIM_N + 1) + 1, sizeof *pw);
+    double *pw = calloc((size_t)run->world * (CS_DIM_N + 2) + 1, sizeof *pw);
     double *prun = pw ? pw + (size_t)run->world * CS_DIM_N : NULL;
     if (!pw)
         cs__problem(run, "out of memory for the point-to-point waits of the step budget");
@@ -175,6 +175,19 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
         int r = rep->ranks[i].rank;
         if (r >= 0 && r < run->world && !S->r[r].gpu)
             rep->ranks[i].p2p_wait_s = prun[r] / 1e9;
+    }
+    /* For the time segments (views.c): where those waits were, per host rank. */
+    if (whole && prun) {
+        free(run->p2p_wait);
+        run->p2p_wait = malloc(2 * (size_t)run->world * sizeof *run->p2p_wait);
+        if (!run->p2p_wait)
+            cs__problem(run, "out of memory: the time segments keep the waits at point-to-point "
+                             "calls in those calls' time");
+        for (int r = 0; run->p2p_wait && r < run->world; r++) {
+            int host = !S->r[r].gpu;
+            run->p2p_wait[r] = host ? prun[r] : 0;
+            run->p2p_wait[run->world + r] = host ? prun[run->world + r] : 0;
+        }
     }
     cs__whatif_gpu(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
     for (int r = 0; r < run->world && pw; r++)

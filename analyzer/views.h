@@ -126,7 +126,8 @@ enum cs_finding_kind {
                              it inside timed steps (NaN without steps; views_steps.c) */
     CS_FIND_NO_STRAGGLER, /* rank (-1 none late at all), count late of total eligible */
     CS_FIND_COMM_SHARE,   /* v0 mean comm % of wall, rank with most, v1 its %, v2 waiting % of
-                             communication time */
+                             communication time; count 1 when that waiting includes waits for
+                             point-to-point partners */
     CS_FIND_IMBALANCE,    /* v0 load balance, v1 mean compute s, rank with max, v2 its compute s */
     CS_FIND_BALANCED,     /* v0 load balance */
     CS_FIND_INCOMPLETE,   /* count missing of total ranks, v0 partial ranks, v1 dropped events,
@@ -188,6 +189,7 @@ struct cs_report_views {
      * cell the mean seconds waited per step; heat_outside_s (mean per rank) fell outside every
      * step and is not drawn. */
     int heat_by_step, heat_steps_per_col, heat_nsteps;
+    int waits_p2p; /* the waiting (segments, heat map) includes waits for point-to-point partners */
     double heat_outside_s;
     /* One representative step (the median timed one); NULL with timeline_note saying why. */
     struct cs_report_timeline *timeline;

@@ -491,11 +491,14 @@ struct replay {
     size_t ndir, capdir;
     uint32_t stamp; /* the window's number, for struct wdir */
     int first, end; /* timed steps [first, end) */
+    int k;          /* the window being read: its step, -1 before the first */
     double *sum[SC_N];
     int *cnt;
     double *med; /* [world + 1]: the ranks' compute, for the median */
     double *pw;   /* [world * CS_DIM_N] host ranks' point-to-point waits in timed steps, or NULL */
     double *prun; /* [world] the same over every window, or NULL */
+    double *pcall; /* [world] of prun, the part inside point-to-point calls (blocking sends and
+                    * receives, MPI_Sendrecv); the rest is inside wait/test calls */
     uint64_t cut, forced;
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
     uint16_t fl[CS_OP_MAX];                        /* op_flags by table */
@@ -609,6 +612,22 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     return it;
 }
 
+/* Rank r (a host rank) waited w from the arrival of item it for point-to-point partners, in
+ * dimension dim: in the step budget (timed steps), over the run (in a point-to-point call, or
+ * not: in a wait/test call), and in the report's heat maps. */
+static void p2p_book(struct replay *P, int32_t r, const struct item *it, unsigned char dim,
+                     double w, int in_call)
+{
+    if (P->prun) {
+        P->prun[r] += w;
+        if (in_call)
+            P->pcall[r] += w;
+        cs__views_wait_at(P->run, r, (int64_t)(it->a + P->origin), P->k, w);
+    }
+    if (P->pw)
+        P->pw[(size_t)r * CS_DIM_N + dim] += w;
+}
+
 /* A point-to-point item's x once its partner o is known: the receive waits for the send, the
  * send for the receive only when it ended after the receive began (the dependencies the
  * measured run can have had); an Isend / Irecv (nbp) waits for nothing itself.  The time from
@@ -625,12 +644,8 @@ static void p2p_x(struct replay *P, struct item *it, const struct item *o, int32
     double s = o->a > it->a ? o->a : it->a;
     it->x = it->e - s;
     it->wk = W_PG;
-    if (s > it->a && (P->prun || P->pw) && !P->S->r[r].gpu) {
-        if (P->prun)
-            P->prun[r] += s - it->a;
-        if (P->pw)
-            P->pw[(size_t)r * CS_DIM_N + it->dim] += s - it->a;
-    }
+    if (s > it->a && (P->prun || P->pw) && !P->S->r[r].gpu)
+        p2p_book(P, r, it, it->dim, s - it->a, 1);
 }
 
 /* The step budget's dimension of communicator comm (as steps.c books the calls on it). */
@@ -1150,10 +1165,10 @@ static __attribute__((noinline)) void resolve(struct replay *P)
             if (P->prun || P->pw) {
                 while ((size_t)P->cd[c] >= P->w[r].off + P->w[r].n)
                     r++;
-                if (!P->S->r[r].gpu && P->prun)
-                    P->prun[r] += sp - s;
-                if (!P->S->r[r].gpu && P->pw)
-                    P->pw[(size_t)r * CS_DIM_N + dim] += sp - s;
+                enum cs_op_kind kd = it->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[it->op]
+                                                        : cs_op_info(it->op)->kind;
+                if (!P->S->r[r].gpu)
+                    p2p_book(P, r, it, dim, sp - s, kd != CS_KIND_WAIT);
             }
             s = sp;
         }
@@ -1485,7 +1500,8 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         return 0;
     }
     struct replay P = {
-        .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run};
+        .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run,
+        .pcall = p2p_run ? p2p_run + run->world : NULL};
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
@@ -1532,6 +1548,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         }
         /* Only the timed steps of host ranks count in the budget (GPU ranks': steps_gpu.c). */
         P.pw = p2p_wait && k >= first && k < end ? p2p_wait : NULL;
+        P.k = k;
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             rc = read_window(&P, r, k < 0);
@@ -1557,7 +1574,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         if (p2p_wait)
             memset(p2p_wait, 0, (size_t)run->world * CS_DIM_N * sizeof *p2p_wait);
         if (p2p_run)
-            memset(p2p_run, 0, (size_t)run->world * sizeof *p2p_run);
+            memset(p2p_run, 0, 2 * (size_t)run->world * sizeof *p2p_run);
     } else {
         cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o);
         if (P.cut || P.forced)

@@ -525,12 +525,14 @@ def expected_waits(rows, rep):
         evs.setdefault(r, []).append(row)
         if row["op"] == "MPI_Pcontrol":
             marks.setdefault(r, []).append(int(row["t_begin_ns"]))
-    waits = {r: [0, 0, 0] for r in evs}  # [all, point-to-point, point-to-point over the run]
+    # [all, point-to-point, point-to-point over the run, of it inside sends and receives]
+    waits = {r: [0, 0, 0, 0] for r in evs}
 
-    def book(r, a, w, p2p):
+    def book(r, a, w, p2p, in_call=False):
         k = sum(1 for m in marks.get(r, []) if m <= a) - 1
         if w > 0 and p2p:
             waits[r][2] += w
+            waits[r][3] += w if in_call else 0
         if first <= k < end and w > 0:
             waits[r][0] += w
             waits[r][1] += w if p2p else 0
@@ -564,9 +566,10 @@ def expected_waits(rows, rep):
                     continue
                 b, e = me["wait"] if me["nb"] else (me["a"], me["e"])
                 if o["a"] <= e:
-                    book(me["r"], b, o["a"] - b, True)
+                    book(me["r"], b, o["a"] - b, True, not me["nb"])
     n = end - first
-    return {r: (w / n / 1e9, p / n / 1e9, run / 1e9) for r, (w, p, run) in waits.items()}
+    return {r: (w / n / 1e9, p / n / 1e9, run / 1e9, call / 1e9)
+            for r, (w, p, run, call) in waits.items()}
 
 
 def case_p2p_wait(a, tmp):
@@ -617,6 +620,34 @@ def case_p2p_wait(a, tmp):
               and abs(x["p2p_wait_s"] - want[x["rank"]][2]) <= 1e-9 + 1e-6 * want[x["rank"]][2],
               "rank %d: ranks[].p2p_wait_s %r, recomputed from the events over the run %.9f"
               % (x["rank"], x.get("p2p_wait_s"), want[x["rank"]][2]))
+    # The time segments book those waits as waiting, out of the sends' and receives' time (P)
+    # and out of the MPI_Wait calls' (D): P and D recomputed from the events.
+    calls = {}
+    for row in rows:
+        kind = ("p2p" if row["op"] in ("MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv") else
+                "done" if row["op"] == "MPI_Wait" else None)
+        if kind:
+            c = calls.setdefault(int(row["rank"]), {"p2p": 0, "done": 0})
+            c[kind] += int(row["t_end_ns"]) - int(row["t_begin_ns"])
+    bd = {b["rank"]: b for b in rep["breakdown"]}
+    for r, (_, _, run, call) in want.items():
+        c, b = calls.get(r, {"p2p": 0, "done": 0}), bd[r]
+        in_call = min(call, c["p2p"] / 1e9)
+        in_done = min(run - call, c["done"] / 1e9)
+        # (the segments take call durations on the rank's own clock, the events' file the
+        # aligned ones: they differ by the drift, some ppm)
+        check(abs(b["p2p_s"] - (c["p2p"] / 1e9 - in_call)) <= 2e-9 + 1e-4 * c["p2p"] / 1e9,
+              "rank %d: breakdown p2p_s %r, point-to-point calls %.9f s less their waits %.9f s"
+              % (r, b["p2p_s"], c["p2p"] / 1e9, in_call))
+        check(b["completion_s"] <= c["done"] / 1e9 - in_done + 2e-9 + 1e-4 * c["done"] / 1e9,
+              "rank %d: breakdown completion_s %r, MPI_Wait calls %.9f s less their waits %.9f s"
+              % (r, b["completion_s"], c["done"] / 1e9, in_done))
+        check(b["waiting_s"] >= in_call + in_done - 2e-9,
+              "rank %d: breakdown waiting_s %r holds the point-to-point waits %.9f s"
+              % (r, b["waiting_s"], in_call + in_done))
+    check(any("waiting for other ranks to arrive at collectives and for point-to-point partners"
+              in v for v in rep["verdict"]),
+          "the communication share counts the point-to-point waits: %r" % rep["verdict"])
     pop = rep["pop"]
     for key, v in (("serialization_efficiency", comp / ideal), ("transfer_efficiency", ideal / T)):
         check(abs(pop[key] - v) <= 1e-6 + 1e-4 * v,

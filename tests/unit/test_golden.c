@@ -190,8 +190,10 @@ static void check_views(void)
     /* Eligible NxN instances: 6 + 1 all-reduces and the barrier; ranks 1 and 3 also the
      * Iallreduce on {1, 3}. */
     static const uint64_t elig[4] = {8, 9, 8, 9};
-    /* Waits (ns): see golden-four.txt; rank 0 = 6 x 4000 + 6000 + 3000. */
-    static const double wait[4] = {33000, 31000, 25000, 0};
+    /* Waits (ns): see golden-four.txt; rank 0 = 6 x 4000 + 6000 + 3000.  Ranks 1 and 3 also wait
+     * in each of their 6 receives, posted at t + 39000, for the send arriving at t + 40000:
+     * 6 x 1000 for the point-to-point partner. */
+    static const double wait[4] = {33000, 31000 + 6000, 25000, 6000};
     for (int r = 0; r < 4; r++) {
         double sum = 0;
         for (int s = 0; s < CS_SEG_N; s++)
@@ -210,6 +212,9 @@ static void check_views(void)
     CHECK_NEAR(v->seg_s[1][CS_SEG_COLL], (121500 - 29000) * 1e-9, 1e-15);
     CHECK_NEAR(v->seg_s[1][CS_SEG_COMPLETION], (10000 - 2000) * 1e-9, 1e-15);
     CHECK_NEAR(v->seg_s[0][CS_SEG_P2P], 6 * 8000e-9, 1e-15);
+    /* The receivers' waits are out of their receives' time: 6 x (9500 - 1000). */
+    CHECK_NEAR(v->seg_s[1][CS_SEG_P2P], 6 * 8500e-9, 1e-15);
+    CHECK_NEAR(v->seg_s[3][CS_SEG_P2P], 6 * 8500e-9, 1e-15);
     CHECK_STR(v->bars_by, "rank");
     CHECK_INT(v->nbars, ==, 4);
     CHECK_INT(v->p2p_n, ==, 4);
