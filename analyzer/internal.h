@@ -485,6 +485,9 @@ struct cs_report_rank {
      * receivers, from the what-if pass's matching; steps_model.c): NaN when not measured (no
      * complete steps, or the rank's budget comes from a GPU timeline) */
     double p2p_wait_s;
+    /* The waits of its partners for it at point-to-point calls over the whole run (each wait
+     * booked to the partner that arrived last), NaN as p2p_wait_s */
+    double p2p_caused_s;
 };
 struct cs_report_op {
     char op[40];

@@ -343,7 +343,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
             o->compute_s = ns_s((double)rk->gpu_compute_ns);
         }
         o->wait_s = ns_s((double)rk->wait_ns);
-        o->p2p_wait_s = NAN; /* steps_model.c, after the what-if pass */
+        o->p2p_wait_s = o->p2p_caused_s = NAN; /* steps_model.c, after the what-if pass */
         o->calls = rk->calls;
         o->bytes = rk->bytes;
         o->partial = st->partial;

@@ -38,6 +38,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         cs__jw_num(&w, "compute_s", r->compute_s);
         cs__jw_num(&w, "wait_s", r->wait_s);
         cs__jw_num(&w, "p2p_wait_s", r->p2p_wait_s);
+        cs__jw_num(&w, "p2p_caused_s", r->p2p_caused_s);
         cs__jw_u64(&w, "calls", r->calls);
         cs__jw_u64(&w, "bytes", r->bytes);
         cs__jw_bool(&w, "partial", r->partial);

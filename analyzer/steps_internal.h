@@ -239,9 +239,10 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
  * at a time); fills o.  measured_s: the measured mean step time.  p2p_wait (NULL: not wanted):
  * [world * CS_DIM_N], zeroed; receives each host rank's waits at point-to-point calls and their
  * completions in the timed steps, by dimension (ns), for the step budget.  p2p_run (NULL: not
- * wanted): [2 * world], zeroed; the same over every step window (the whole run, for the POP split,
+ * wanted): [3 * world], zeroed; the same over every step window (the whole run, for the POP split,
  * the ranks' p2p_wait_s and the report's time segments), then of each rank's the part inside
- * point-to-point calls (the rest is inside wait/test calls).  Returns 1 when the pass went over the whole run (p2p_run holds its
+ * point-to-point calls (the rest is inside wait/test calls), then per rank the waits its partners
+ * had for it (each wait booked to the partner that arrived last).  Returns 1 when the pass went over the whole run (p2p_run holds its
  * waits), 0 when it did not run or ran out of memory (both arrays left zero). */
 int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
                        double measured_s, struct cs_report_whatif *o, double *p2p_wait,

@@ -161,7 +161,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
 
     /* The what-if replay's pass over the timed steps also measures the waits at point-to-point
      * calls (matched there); they are waiting in the budget (docs/metrics.md). */
-    double *pw = calloc((size_t)run->world * (CS_DIM_N + 2) + 1, sizeof *pw);
+    double *pw = calloc((size_t)run->world * (CS_DIM_N + 3) + 1, sizeof *pw);
     double *prun = pw ? pw + (size_t)run->world * CS_DIM_N : NULL;
     if (!pw)
         cs__problem(run, "out of memory for the point-to-point waits of the step budget");
@@ -173,8 +173,10 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
         pop_split(rep, o, run->world, prun);
     for (size_t i = 0; whole && prun && i < rep->nranks; i++) {
         int r = rep->ranks[i].rank;
-        if (r >= 0 && r < run->world && !S->r[r].gpu)
+        if (r >= 0 && r < run->world && !S->r[r].gpu) {
             rep->ranks[i].p2p_wait_s = prun[r] / 1e9;
+            rep->ranks[i].p2p_caused_s = prun[2 * (size_t)run->world + (size_t)r] / 1e9;
+        }
     }
     /* For the time segments (views.c): where those waits were, per host rank. */
     if (whole && prun) {

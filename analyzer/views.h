@@ -138,7 +138,9 @@ enum cs_finding_kind {
     CS_FIND_GPU_COMM,     /* v0 GPU communication s (ranks with GPU records), v1 % of it
                              overlapped by compute kernels, v2 exposed s (views_gpu.c) */
     CS_FIND_P2P_WAIT,     /* v0 % of each step waiting at point-to-point calls, rank with most,
-                             v1 its %, v2 s per rank-step (views_steps.c) */
+                             v1 its %, v2 s per rank-step; count: 1 + the rank its partners
+                             waited for most (0 unknown), v3 that wait over the run, s
+                             (views_steps.c) */
 };
 
 struct cs_report_finding {
@@ -146,7 +148,7 @@ struct cs_report_finding {
     int rank;
     char host[CS_HOST_MAX];
     uint64_t count, total;
-    double v[3];
+    double v[4];
 };
 
 struct cs_report_views {

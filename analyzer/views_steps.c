@@ -232,9 +232,15 @@ static void step_findings(struct cs__run *run, struct cs_report *rep)
                 x.v[1] = pct;
             }
         }
-        for (size_t i = 0; i < rep->nranks; i++)
-            if (rep->ranks[i].rank == x.rank)
-                snprintf(x.host, sizeof x.host, "%s", rep->ranks[i].host);
+        for (size_t i = 0; i < rep->nranks; i++) {
+            const struct cs_report_rank *r = &rep->ranks[i];
+            if (r->rank == x.rank)
+                snprintf(x.host, sizeof x.host, "%s", r->host);
+            if (r->p2p_caused_s > 0 && (!x.count || r->p2p_caused_s > x.v[3])) {
+                x.count = (uint64_t)r->rank + 1;
+                x.v[3] = r->p2p_caused_s;
+            }
+        }
         o->findings[o->nfindings++] = x;
     }
 }

@@ -492,6 +492,8 @@ struct replay {
     uint32_t stamp; /* the window's number, for struct wdir */
     int first, end; /* timed steps [first, end) */
     int k;          /* the window being read: its step, -1 before the first */
+    int nread;      /* ranks whose window is read (ranks 0 .. nread - 1; the others' w.off
+                     * are the last window's) */
     double *sum[SC_N];
     int *cnt;
     double *med; /* [world + 1]: the ranks' compute, for the median */
@@ -499,6 +501,7 @@ struct replay {
     double *prun; /* [world] the same over every window, or NULL */
     double *pcall; /* [world] of prun, the part inside point-to-point calls (blocking sends and
                     * receives, MPI_Sendrecv); the rest is inside wait/test calls */
+    double *pcause; /* [world] the waits of prun by the partner waited for (the latest one) */
     uint64_t cut, forced;
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
     uint16_t fl[CS_OP_MAX];                        /* op_flags by table */
@@ -612,16 +615,37 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     return it;
 }
 
+/* The rank whose window holds item g (the windows are read in rank order: their offsets rise),
+ * or -1. */
+static int32_t item_rank(const struct replay *P, int32_t g)
+{
+    int32_t lo = 0, hi = P->nread; /* the first rank whose window starts after g: in [lo, hi] */
+    while (lo < hi) {
+        int32_t m = lo + (hi - lo) / 2;
+        if (P->w[m].off > (size_t)g)
+            hi = m;
+        else
+            lo = m + 1;
+    }
+    for (int32_t r = lo - 1; r >= 0 && P->w[r].off <= (size_t)g; r--)
+        if ((size_t)g < P->w[r].off + P->w[r].n)
+            return r;
+    return -1;
+}
+
 /* Rank r (a host rank) waited w from the arrival of item it for point-to-point partners, in
  * dimension dim: in the step budget (timed steps), over the run (in a point-to-point call, or
  * not: in a wait/test call), and in the report's heat maps. */
 static void p2p_book(struct replay *P, int32_t r, const struct item *it, unsigned char dim,
-                     double w, int in_call)
+                     double w, int in_call, int32_t partner)
 {
     if (P->prun) {
         P->prun[r] += w;
         if (in_call)
             P->pcall[r] += w;
+        int32_t c = item_rank(P, partner);
+        if (c >= 0)
+            P->pcause[c] += w;
         cs__views_wait_at(P->run, r, (int64_t)(it->a + P->origin), P->k, w);
     }
     if (P->pw)
@@ -645,7 +669,7 @@ static void p2p_x(struct replay *P, struct item *it, const struct item *o, int32
     it->x = it->e - s;
     it->wk = W_PG;
     if (s > it->a && (P->prun || P->pw) && !P->S->r[r].gpu)
-        p2p_book(P, r, it, it->dim, s - it->a, 1);
+        p2p_book(P, r, it, it->dim, s - it->a, 1, (int32_t)(o - P->it));
 }
 
 /* The step budget's dimension of communicator comm (as steps.c books the calls on it). */
@@ -1137,6 +1161,7 @@ static __attribute__((noinline)) void resolve(struct replay *P)
         struct item *it = &P->it[P->cd[c]];
         double s = it->a, sp = it->a;
         unsigned char dim = CS_DIM_OTHER;
+        int32_t late = -1; /* the item of the latest partner */
         for (int32_t d = 0; d < it->dn; d++) {
             struct wdep *dp = &P->dep[it->doff + d];
             if (dp->inst == DEP_P2P) {
@@ -1149,6 +1174,7 @@ static __attribute__((noinline)) void resolve(struct replay *P)
                 } else if (o->a > sp) {
                     sp = o->a;
                     dim = ini->dim;
+                    late = ini->pg;
                 }
                 continue;
             }
@@ -1168,7 +1194,7 @@ static __attribute__((noinline)) void resolve(struct replay *P)
                 enum cs_op_kind kd = it->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[it->op]
                                                         : cs_op_info(it->op)->kind;
                 if (!P->S->r[r].gpu)
-                    p2p_book(P, r, it, dim, sp - s, kd != CS_KIND_WAIT);
+                    p2p_book(P, r, it, dim, sp - s, kd != CS_KIND_WAIT, late);
             }
             s = sp;
         }
@@ -1501,7 +1527,8 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
     }
     struct replay P = {
         .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run,
-        .pcall = p2p_run ? p2p_run + run->world : NULL};
+        .pcall = p2p_run ? p2p_run + run->world : NULL,
+        .pcause = p2p_run ? p2p_run + 2 * (size_t)run->world : NULL};
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
@@ -1551,6 +1578,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         P.k = k;
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
+            P.nread = r + 1;
             rc = read_window(&P, r, k < 0);
             any |= P.w[r].n > 0;
         }
@@ -1574,7 +1602,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         if (p2p_wait)
             memset(p2p_wait, 0, (size_t)run->world * CS_DIM_N * sizeof *p2p_wait);
         if (p2p_run)
-            memset(p2p_run, 0, 2 * (size_t)run->world * sizeof *p2p_run);
+            memset(p2p_run, 0, 3 * (size_t)run->world * sizeof *p2p_run);
     } else {
         cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o);
         if (P.cut || P.forced)

@@ -525,14 +525,16 @@ def expected_waits(rows, rep):
         evs.setdefault(r, []).append(row)
         if row["op"] == "MPI_Pcontrol":
             marks.setdefault(r, []).append(int(row["t_begin_ns"]))
-    # [all, point-to-point, point-to-point over the run, of it inside sends and receives]
-    waits = {r: [0, 0, 0, 0] for r in evs}
+    # [all, point-to-point, point-to-point over the run, of it inside sends and receives,
+    #  the point-to-point waits of the rank's partners for it over the run]
+    waits = {r: [0, 0, 0, 0, 0] for r in evs}
 
-    def book(r, a, w, p2p, in_call=False):
+    def book(r, a, w, p2p, in_call=False, cause=None):
         k = sum(1 for m in marks.get(r, []) if m <= a) - 1
         if w > 0 and p2p:
             waits[r][2] += w
             waits[r][3] += w if in_call else 0
+            waits[cause][4] += w
         if first <= k < end and w > 0:
             waits[r][0] += w
             waits[r][1] += w if p2p else 0
@@ -566,10 +568,10 @@ def expected_waits(rows, rep):
                     continue
                 b, e = me["wait"] if me["nb"] else (me["a"], me["e"])
                 if o["a"] <= e:
-                    book(me["r"], b, o["a"] - b, True, not me["nb"])
+                    book(me["r"], b, o["a"] - b, True, not me["nb"], o["r"])
     n = end - first
-    return {r: (w / n / 1e9, p / n / 1e9, run / 1e9, call / 1e9)
-            for r, (w, p, run, call) in waits.items()}
+    return {r: (w / n / 1e9, p / n / 1e9, run / 1e9, call / 1e9, caused / 1e9)
+            for r, (w, p, run, call, caused) in waits.items()}
 
 
 def case_p2p_wait(a, tmp):
@@ -620,6 +622,15 @@ def case_p2p_wait(a, tmp):
               and abs(x["p2p_wait_s"] - want[x["rank"]][2]) <= 1e-9 + 1e-6 * want[x["rank"]][2],
               "rank %d: ranks[].p2p_wait_s %r, recomputed from the events over the run %.9f"
               % (x["rank"], x.get("p2p_wait_s"), want[x["rank"]][2]))
+        # and the waits of its partners for it, each booked to the partner waited for
+        c = want[x["rank"]][4]
+        check(x.get("p2p_caused_s") is not None and abs(x["p2p_caused_s"] - c) <= 1e-9 + 1e-6 * c,
+              "rank %d: ranks[].p2p_caused_s %r, recomputed from the events %.9f"
+              % (x["rank"], x.get("p2p_caused_s"), c))
+    top = max(want, key=lambda r: want[r][4])
+    check(any("The partners waited longest for rank %d: %.6f s" % (top, want[top][4]) in v
+              for v in rep["verdict"]),
+          "the verdict names rank %d as the one waited for: %r" % (top, rep["verdict"]))
     # The time segments book those waits as waiting, out of the sends' and receives' time (P)
     # and out of the MPI_Wait calls' (D): P and D recomputed from the events.
     calls = {}
@@ -630,7 +641,7 @@ def case_p2p_wait(a, tmp):
             c = calls.setdefault(int(row["rank"]), {"p2p": 0, "done": 0})
             c[kind] += int(row["t_end_ns"]) - int(row["t_begin_ns"])
     bd = {b["rank"]: b for b in rep["breakdown"]}
-    for r, (_, _, run, call) in want.items():
+    for r, (_, _, run, call, _) in want.items():
         c, b = calls.get(r, {"p2p": 0, "done": 0}), bd[r]
         in_call = min(call, c["p2p"] / 1e9)
         in_done = min(run - call, c["done"] / 1e9)

@@ -212,6 +212,11 @@ static void check_views(void)
     CHECK_NEAR(v->seg_s[1][CS_SEG_COLL], (121500 - 29000) * 1e-9, 1e-15);
     CHECK_NEAR(v->seg_s[1][CS_SEG_COMPLETION], (10000 - 2000) * 1e-9, 1e-15);
     CHECK_NEAR(v->seg_s[0][CS_SEG_P2P], 6 * 8000e-9, 1e-15);
+    /* The senders kept them waiting: 6 x 1000 each. */
+    CHECK_NEAR(rep.ranks[0].p2p_caused_s, 6000e-9, 1e-15);
+    CHECK_NEAR(rep.ranks[2].p2p_caused_s, 6000e-9, 1e-15);
+    CHECK_NEAR(rep.ranks[1].p2p_caused_s, 0, 1e-15);
+    CHECK_NEAR(rep.ranks[3].p2p_caused_s, 0, 1e-15);
     /* The receivers' waits are out of their receives' time: 6 x (9500 - 1000). */
     CHECK_NEAR(v->seg_s[1][CS_SEG_P2P], 6 * 8500e-9, 1e-15);
     CHECK_NEAR(v->seg_s[3][CS_SEG_P2P], 6 * 8500e-9, 1e-15);
