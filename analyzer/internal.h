@@ -585,6 +585,8 @@ void cs__views_waits(struct cs__run *run, const struct cs__inst *in);
 /* A wait of wait_ns by rank at a point-to-point call arriving at t (aligned ns) in step `step`
  * (-1: in no step), measured after the main pass (whatif.c): into both heat maps. */
 void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, int step, double wait_ns);
+/* Some rank made point-to-point calls (1 also when the views are off). */
+int cs__views_any_p2p(const struct cs__run *run);
 /* One transfer of `bytes` taking `ns` (complete instance or point-to-point call/request). */
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns);
 void cs__views_build(struct cs__run *run, struct cs_report *rep);

@@ -48,7 +48,7 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
                 r->bytes, r->partial ? "yes" : "no");
     }
     fprintf(out, "(Wait: at collectives; P2P_wait: at point-to-point calls for partners, whole run;"
-                 " '-': not measured, no complete steps or a GPU rank)\n");
+                  " '-': not measured on a GPU rank)\n");
 
     fprintf(out, "\n@--- Per-op totals over ranks %s\n", "-----------------------------------");
     fprintf(out, "%-26s %-21s %5s %10s %14s %12s %10s %10s\n", "Op", "Comm", "Size", "Calls",

@@ -284,6 +284,15 @@ void cs__views_waits(struct cs__run *run, const struct cs__inst *in)
     }
 }
 
+int cs__views_any_p2p(const struct cs__run *run)
+{
+    const struct cs__views *v = run->views;
+    for (int r = 0; v && r < v->world; r++)
+        if (v->kind_ns[r][1])
+            return 1;
+    return !v;
+}
+
 void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, int step, double wait_ns)
 {
     struct cs__views *v = run->views;

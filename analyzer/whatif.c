@@ -459,7 +459,42 @@ static unsigned op_flags(const struct cs__steps *S, unsigned op)
  * (low half) and receives (high half) read so far; the items of the side that is ahead wait in a
  * FIFO (nodes in P->nd, from the slot's head to its tail) for their partners. */
 struct wnode {
-    int32_t item, next;
+    int32_t item, next; /* item -1: no longer waiting (paired) */
+    uint64_t comm, sd;  /* its channel (for carrying it out of the window) */
+    int32_t tag;
+    int send;
+};
+
+/* Waits for point-to-point partners across step windows (docs/metrics.md, "Time budget per
+ * step").  The replay links partners within a window only; the waits are measured over the
+ * whole run: a send or receive still waiting for its partner at the end of a window, and a
+ * non-blocking one whose request is still open, are carried out of it as a `half`; a
+ * completion call with a partner not read yet is a `defer` record, booked once its partners are
+ * known (or at the end).  What is carried is what is in flight: memory stays bounded by the
+ * open communication, not by the run. */
+struct half {
+    double a, e;         /* its arrival and end */
+    double pa;           /* its partner's arrival, once known */
+    int32_t rank, prank; /* its rank, its partner's */
+    int32_t rec;         /* the deferred completion waiting for its partner, -1 none */
+    int32_t k;           /* its window's step (-1 none) */
+    int32_t next;        /* the next of its channel's carried halves, or of the free list */
+    unsigned char dim, blocking, known, queued, in_req;
+};
+struct defer {
+    double a, e, s, sp; /* the call's arrival and end, its sync point, its latest partner */
+    int32_t rank, late, k, pending; /* late: the rank of that partner (-1 none) */
+    int32_t next;                   /* free list */
+    unsigned char dim, in_call;
+};
+/* an Isend / Irecv of the window whose partner was carried: that partner (its pg is -2 - index) */
+struct cpart {
+    double a;
+    int32_t rank;
+};
+/* a deferred completion (rec) waits for the partner of initiation item `item`, still waiting */
+struct lnk {
+    int32_t item, rec;
 };
 
 struct replay {
@@ -497,12 +532,31 @@ struct replay {
     double *sum[SC_N];
     int *cnt;
     double *med; /* [world + 1]: the ranks' compute, for the median */
-    double *pw;   /* [world * CS_DIM_N] host ranks' point-to-point waits in timed steps, or NULL */
     double *prun; /* [world] the same over every window, or NULL */
     double *pcall; /* [world] of prun, the part inside point-to-point calls (blocking sends and
                     * receives, MPI_Sendrecv); the rest is inside wait/test calls */
     double *pcause; /* [world] the waits of prun by the partner waited for (the latest one) */
     uint64_t cut, forced;
+    /* waits across windows (struct half): halves, deferred completions (free lists), the
+     * carried channels (key as chan_t -> FIFO of halves head .. tail, v: 1 sends wait, 0
+     * receives), the carried requests ((rank, request) -> half + 1), and per window the partners
+     * of items paired with carried halves, the deferred completions' links and item -> half + 1 */
+    struct half *hv;
+    size_t nhv, caphv;
+    int32_t hfree;
+    struct defer *dv;
+    size_t ndv, capdv;
+    int32_t dfree;
+    struct wtab cch_t, creq_t, gh_t;
+    size_t ncch, ncreq;
+    struct cpart *cpa;
+    size_t ncpa, capcpa;
+    struct lnk *lk;
+    size_t nlk, caplk;
+    double *pwb;  /* the budget's p2p_wait (timed steps), or NULL */
+    int replay;   /* replaying; else only the waits are measured (no timed steps) */
+    size_t cap_n; /* without steps: a rank's items in one window at most (0: windows are steps) */
+    int oom;      /* out of memory carrying: the waits are incomplete */
     unsigned char kind[CS_OP_MAX], pat[CS_OP_MAX]; /* cs_op_info by table */
     uint16_t fl[CS_OP_MAX];                        /* op_flags by table */
 };
@@ -633,23 +687,25 @@ static int32_t item_rank(const struct replay *P, int32_t g)
     return -1;
 }
 
-/* Rank r (a host rank) waited w from the arrival of item it for point-to-point partners, in
- * dimension dim: in the step budget (timed steps), over the run (in a point-to-point call, or
- * not: in a wait/test call), and in the report's heat maps. */
-static void p2p_book(struct replay *P, int32_t r, const struct item *it, unsigned char dim,
-                     double w, int in_call, int32_t partner)
+/* Rank r waited w (> 0; host ranks only) from its call's arrival a, in window k's step, for the
+ * point-to-point partner on rank `cause` (-1 unknown), in dimension dim: in the step budget
+ * (timed steps), over the run (in a point-to-point call, or not: in a wait/test call), and in
+ * the report's heat maps. */
+static void p2p_book(struct replay *P, int32_t r, int k, double a, unsigned char dim, double w,
+                     int in_call, int32_t cause)
 {
+    if (!(w > 0) || P->S->r[r].gpu)
+        return;
     if (P->prun) {
         P->prun[r] += w;
         if (in_call)
             P->pcall[r] += w;
-        int32_t c = item_rank(P, partner);
-        if (c >= 0)
-            P->pcause[c] += w;
-        cs__views_wait_at(P->run, r, (int64_t)(it->a + P->origin), P->k, w);
+        if (cause >= 0)
+            P->pcause[cause] += w;
+        cs__views_wait_at(P->run, r, (int64_t)(a + P->origin), k, w);
     }
-    if (P->pw)
-        P->pw[(size_t)r * CS_DIM_N + dim] += w;
+    if (P->pwb && k >= P->first && k < P->end)
+        P->pwb[(size_t)r * CS_DIM_N + dim] += w;
 }
 
 /* A point-to-point item's x once its partner o is known: the receive waits for the send, the
@@ -668,9 +724,203 @@ static void p2p_x(struct replay *P, struct item *it, const struct item *o, int32
     double s = o->a > it->a ? o->a : it->a;
     it->x = it->e - s;
     it->wk = W_PG;
-    if (s > it->a && (P->prun || P->pw) && !P->S->r[r].gpu)
-        p2p_book(P, r, it, it->dim, s - it->a, 1, (int32_t)(o - P->it));
+    if (s > it->a)
+        p2p_book(P, r, P->k, it->a, it->dim, s - it->a, 1, item_rank(P, (int32_t)(o - P->it)));
 }
+
+/* ---- waits across windows (struct half) ---- */
+
+/* A new half (uninitialised but for next), or -1 out of memory. */
+static int32_t half_new(struct replay *P)
+{
+    int32_t h = P->hfree;
+    if (h >= 0) {
+        P->hfree = P->hv[h].next;
+    } else {
+        if (P->nhv >= INT32_MAX ||
+            cs__grow((void **)&P->hv, &P->caphv, P->nhv + 1, sizeof *P->hv))
+            return -1;
+        h = (int32_t)P->nhv++;
+    }
+    P->hv[h].next = -1;
+    return h;
+}
+
+/* Half h is done with when nothing refers to it any more: no channel, no request. */
+static void half_release(struct replay *P, int32_t h)
+{
+    struct half *H = &P->hv[h];
+    if (H->queued || H->in_req)
+        return;
+    H->rec = -1;
+    H->next = P->hfree;
+    P->hfree = h;
+}
+
+/* Deferred completion d is complete: its wait, from its sync point to its latest partner. */
+static void defer_done(struct replay *P, int32_t d)
+{
+    struct defer *D = &P->dv[d];
+    D->pending = 0;
+    if (D->sp > D->s)
+        p2p_book(P, D->rank, D->k, D->a, D->dim, D->sp - D->s, D->in_call, D->late);
+    D->next = P->dfree;
+    P->dfree = d;
+}
+
+/* A partner of deferred completion d arrived at pa on rank prank (for a request in dim). */
+static void defer_partner(struct replay *P, int32_t d, double pa, int32_t prank, unsigned char dim)
+{
+    struct defer *D = &P->dv[d];
+    if (D->pending <= 0)
+        return;
+    if (pa <= D->e && pa > D->sp) {
+        D->sp = pa;
+        D->late = prank;
+        D->dim = dim;
+    }
+    if (--D->pending == 0)
+        defer_done(P, d);
+}
+
+/* Item g (of rank rg, read now) is the partner of the carried half at the head of channel cc:
+ * both sides' waits, as within a window (p2p_x, resolve); the replay does not link them.  0, or
+ * -1 out of memory. */
+static int carried_match(struct replay *P, struct wslot *cc, int32_t g, int32_t rg)
+{
+    int32_t h = cc->head;
+    struct half *H = &P->hv[h];
+    cc->head = H->next;
+    if (cc->head < 0) {
+        cc->live = 0;
+        P->ncch--;
+    }
+    H->queued = 0;
+    struct item *it = &P->it[g];
+    double ha = H->a;
+    int32_t hr = H->rank;
+    /* the carried side: a blocking call waited for this arrival; a non-blocking one's
+     * completion does, now (deferred) or when its request completes (carried) */
+    if (H->blocking) {
+        if (it->a > H->a && it->a <= H->e)
+            p2p_book(P, H->rank, H->k, H->a, H->dim, it->a - H->a, 1, rg);
+    } else if (H->rec >= 0) {
+        defer_partner(P, H->rec, it->a, rg, H->dim);
+        H->rec = -1;
+    } else {
+        H->known = 1;
+        H->pa = it->a;
+        H->prank = rg;
+    }
+    half_release(P, h);
+    /* this side */
+    if (!it->nbp) {
+        double s2 = ha > it->a ? ha : it->a;
+        if (ha <= it->e && s2 > it->a)
+            p2p_book(P, rg, P->k, it->a, it->dim, s2 - it->a, 1, hr);
+        return 0;
+    }
+    if (cs__grow((void **)&P->cpa, &P->capcpa, P->ncpa + 1, sizeof *P->cpa))
+        return -1;
+    P->cpa[P->ncpa] = (struct cpart){ha, hr};
+    it->pg = -2 - (int32_t)P->ncpa++;
+    return 0;
+}
+
+/* The half of window item g (made once per window: P->gh_t), or -1 out of memory. */
+static int32_t half_of(struct replay *P, int32_t g)
+{
+    int fresh;
+    uint64_t *v = wt_put(&P->gh_t, (uint64_t)(uint32_t)g, 0, 0, &fresh);
+    if (!v)
+        return -1;
+    if (!fresh)
+        return (int32_t)(*v - 1);
+    int32_t h = half_new(P);
+    if (h < 0)
+        return -1;
+    const struct item *it = &P->it[g];
+    struct half *H = &P->hv[h];
+    *H = (struct half){.a = it->a, .e = it->e, .rank = item_rank(P, g), .prank = -1, .rec = -1,
+                       .k = P->k, .next = -1, .dim = it->dim, .blocking = !it->nbp};
+    if (it->pg >= 0) {
+        H->known = 1;
+        H->pa = P->it[it->pg].a;
+        H->prank = item_rank(P, it->pg);
+    } else if (it->pg <= -2) {
+        H->known = 1;
+        H->pa = P->cpa[-2 - it->pg].a;
+        H->prank = P->cpa[-2 - it->pg].rank;
+    }
+    *v = (uint64_t)h + 1;
+    return h;
+}
+
+/* The end of a window (after resolve): carry the requests still open and the sends and
+ * receives still waiting for partners into the next windows.  0, or -1 out of memory. */
+#define ANYSRC_BIT ((uint64_t)1 << 62)
+static int carry(struct replay *P)
+{
+    wt_clear(&P->gh_t);
+    /* open requests of Isends / Irecvs (an MPI_ANY_SOURCE receive is paired at its complete
+     * record: one completed in a later window is not matched) */
+    for (size_t i = 0; P->req_t.used && i < P->req_t.cap; i++) {
+        const struct wslot *q = &P->req_t.s[i];
+        if (q->stamp != P->req_t.stamp || !q->live)
+            continue;
+        uint64_t v = q->v - 1;
+        if (!(v >> 63) || (v & ANYSRC_BIT))
+            continue;
+        int32_t h = half_of(P, (int32_t)(uint32_t)v);
+        int fresh;
+        uint64_t *c = h < 0 ? NULL : wt_put(&P->creq_t, q->k1, q->k2, 0, &fresh);
+        if (!c)
+            return -1;
+        if (fresh)
+            P->ncreq++;
+        else if (*c) /* a handle reused while its request is open: keep the newer */
+            P->hv[*c - 1].in_req = 0, half_release(P, (int32_t)(*c - 1));
+        P->hv[h].in_req = 1;
+        *c = (uint64_t)h + 1;
+    }
+    /* sends and receives still waiting, in their channels' order, behind the halves carried
+     * before (those wait on the same side: the other side pairs with them first) */
+    for (size_t i = 0; i < P->nnd; i++) {
+        const struct wnode *n = &P->nd[i];
+        if (n->item < 0)
+            continue;
+        int32_t h = half_of(P, n->item);
+        int fresh;
+        struct wslot *cc =
+            h < 0 ? NULL : wt_putslot(&P->cch_t, n->comm, (uint32_t)n->tag, n->sd, &fresh);
+        if (!cc)
+            return -1;
+        if (fresh) {
+            P->ncch++;
+            cc->v = (uint64_t)n->send;
+            cc->head = h;
+        } else {
+            P->hv[cc->tail].next = h;
+        }
+        cc->tail = h;
+        P->hv[h].next = -1;
+        P->hv[h].queued = 1;
+    }
+    /* completions deferred for those */
+    for (size_t i = 0; i < P->nlk; i++) {
+        int fresh;
+        uint64_t *v = wt_put(&P->gh_t, (uint64_t)(uint32_t)P->lk[i].item, 0, 0, &fresh);
+        if (!v)
+            return -1;
+        if (!fresh)
+            P->hv[*v - 1].rec = P->lk[i].rec;
+    }
+    return 0;
+}
+
+/* A completion record (ev, rank r) of a request carried from an earlier window: a dependency
+ * of the completion call before it, as done_record does.  0, or -1 out of memory. */
+static int done_carried(struct replay *P, int r, struct wrank *w, const struct cs_event *ev);
 
 /* The step budget's dimension of communicator comm (as steps.c books the calls on it). */
 static unsigned char p2p_dim(struct replay *P, uint64_t comm)
@@ -685,16 +935,23 @@ static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int3
                                                            uint64_t comm, int32_t tag,
                                                            int32_t src, int32_t dst, int send)
 {
+    uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
+    if (P->ncch) { /* partners carried from earlier windows come first */
+        struct wslot *cc = wt_get(&P->cch_t, comm, (uint32_t)tag, sd);
+        if (cc && (int)cc->v != send)
+            return carried_match(P, cc, g, send ? src : dst);
+    }
     int fresh;
-    struct wslot *c = wt_putslot(&P->chan_t, comm, (uint32_t)tag,
-                                 (uint64_t)(uint32_t)src << 32 | (uint32_t)dst, &fresh);
+    struct wslot *c = wt_putslot(&P->chan_t, comm, (uint32_t)tag, sd, &fresh);
     if (!c)
         return -1;
     uint32_t ns = (uint32_t)c->v, nr = (uint32_t)(c->v >> 32);
     if (send ? ns < nr : nr < ns) {
         /* the partner is the first waiting item of the other side */
-        int32_t og = P->nd[c->head].item;
-        c->head = P->nd[c->head].next;
+        int32_t hn = c->head;
+        int32_t og = P->nd[hn].item;
+        c->head = P->nd[hn].next;
+        P->nd[hn].item = -1;
         struct item *it = &P->it[g], *o = &P->it[og];
         it->pg = og;
         p2p_x(P, it, o, send ? src : dst);
@@ -706,7 +963,7 @@ static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int3
         if (P->nnd == P->capnd &&
             cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
             return -1;
-        P->nd[P->nnd] = (struct wnode){g, -1};
+        P->nd[P->nnd] = (struct wnode){g, -1, comm, sd, tag, send};
         if (c->head < 0)
             c->head = (int32_t)P->nnd;
         else
@@ -722,6 +979,7 @@ static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int3
  * (communicator, tag, source, destination) in order; the completion call of its request then
  * waits for the partner's arrival. */
 #define DEP_P2P (-2) /* struct wdep.inst of such a dependency; idx = the initiation's item */
+#define DEP_CARRY (-3) /* a request carried from an earlier window; idx = its half */
 
 static int nbp_linkable(const struct replay *P, const struct cs_event *ev)
 {
@@ -751,8 +1009,6 @@ static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_ev
  * `complete` record (the status's source in `peer`, its tag in `aux`).  The initiation is
  * remembered with bit 62 set; at the record it is paired like an Irecv posted to that source with
  * that tag (in the order of completion among such receives). */
-#define ANYSRC_BIT ((uint64_t)1 << 62)
-
 static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
 {
     return ev->op == CS_OP_IRECV && ev->request && !(ev->flags & CS_EV_PROC_NULL) &&
@@ -869,7 +1125,7 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
 {
     struct wslot *q = wt_get(&P->req_t, (uint64_t)r, ev->request, 0);
     if (!q)
-        return 0;
+        return P->ncreq ? done_carried(P, r, w, ev) : 0;
     uint64_t v = q->v - 1;
     q->live = 0;
     if (v >> 63 && (v & ANYSRC_BIT)) {
@@ -897,6 +1153,38 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
         P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
     else
         P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
+    return 0;
+}
+
+static int done_carried(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
+{
+    struct wslot *q = wt_get(&P->creq_t, (uint64_t)r, ev->request, 0);
+    if (!q)
+        return 0;
+    int32_t h = (int32_t)(q->v - 1);
+    q->live = 0;
+    P->ncreq--;
+    /* in_req stays set until resolve has read the half (through the dependency) */
+    struct item *last = w->n ? &P->it[P->nit - 1] : NULL;
+    if (!last || !(flags_of(P, last->op) & F_WAIT) ||
+        (double)map_t(w, &P->run->ranks[r].clk, ev->t_end) - P->origin != last->e ||
+        (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
+        cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep)) {
+        P->hv[h].in_req = 0;
+        half_release(P, h);
+        return 0;
+    }
+    if (!last->dn) {
+        if (add_cd(P, P->nit - 1)) {
+            P->hv[h].in_req = 0;
+            half_release(P, h);
+            return -1;
+        }
+        last->doff = (int32_t)P->ndep;
+    }
+    last->dn++;
+    last->wk = W_DEP;
+    P->dep[P->ndep++] = (struct wdep){DEP_CARRY, h};
     return 0;
 }
 
@@ -1022,6 +1310,10 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
             if ((f & F_DONE) && done_record(P, r, w, ev))
                 goto fail;
             continue;
+        }
+        if (__builtin_expect(P->cap_n && !was_peek && w->n >= P->cap_n, 0)) {
+            w->peek = ev; /* no steps: windows of at most cap_n items a rank */
+            break;
         }
         int64_t ta, te;
         map_event(w, &rk->clk, ev, &ta, &te);
@@ -1161,7 +1453,13 @@ static __attribute__((noinline)) void resolve(struct replay *P)
         struct item *it = &P->it[P->cd[c]];
         double s = it->a, sp = it->a;
         unsigned char dim = CS_DIM_OTHER;
-        int32_t late = -1; /* the item of the latest partner */
+        int32_t late = -1; /* the item of the latest partner in the window */
+        /* partners in other windows (struct half): the latest known one (for the waits only:
+         * the replay does not link across windows), and how many are not read yet */
+        double spx = it->a;
+        int32_t latex = -1, pending = 0;
+        unsigned char dimx = CS_DIM_OTHER;
+        size_t lk0 = P->nlk;
         for (int32_t d = 0; d < it->dn; d++) {
             struct wdep *dp = &P->dep[it->doff + d];
             if (dp->inst == DEP_P2P) {
@@ -1171,10 +1469,45 @@ static __attribute__((noinline)) void resolve(struct replay *P)
                 const struct item *o = ini->pg >= 0 ? &P->it[ini->pg] : NULL;
                 if (!o || o->a > it->e) {
                     dp->inst = -1;
+                    if (ini->pg <= -2) { /* paired with a half carried in */
+                        const struct cpart *cp = &P->cpa[-2 - ini->pg];
+                        if (cp->a <= it->e && cp->a > spx) {
+                            spx = cp->a;
+                            latex = cp->rank;
+                            dimx = ini->dim;
+                        }
+                    } else if (ini->pg == -1 && P->prun) { /* its partner is not read yet */
+                        if (!cs__grow((void **)&P->lk, &P->caplk, P->nlk + 1, sizeof *P->lk)) {
+                            P->lk[P->nlk++] = (struct lnk){dp->idx, -1};
+                            pending++;
+                        } else {
+                            P->oom = 1;
+                        }
+                    }
                 } else if (o->a > sp) {
                     sp = o->a;
                     dim = ini->dim;
                     late = ini->pg;
+                }
+                continue;
+            }
+            if (dp->inst == DEP_CARRY) { /* a request carried in */
+                struct half *H = &P->hv[dp->idx];
+                H->in_req = 0; /* read now */
+                dp->inst = -1;
+                if (H->known) {
+                    if (H->pa <= it->e && H->pa > spx) {
+                        spx = H->pa;
+                        latex = H->prank;
+                        dimx = H->dim;
+                    }
+                    half_release(P, dp->idx);
+                } else if (cs__grow((void **)&P->lk, &P->caplk, P->nlk + 1, sizeof *P->lk)) {
+                    P->oom = 1;
+                    half_release(P, dp->idx);
+                } else { /* still waiting in its channel */
+                    P->lk[P->nlk++] = (struct lnk){-2 - dp->idx, -1};
+                    pending++;
                 }
                 continue;
             }
@@ -1187,17 +1520,54 @@ static __attribute__((noinline)) void resolve(struct replay *P)
             if ((double)t > s)
                 s = (double)t;
         }
-        if (sp > s) {
-            if (P->prun || P->pw) {
-                while ((size_t)P->cd[c] >= P->w[r].off + P->w[r].n)
-                    r++;
-                enum cs_op_kind kd = it->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[it->op]
-                                                        : cs_op_info(it->op)->kind;
-                if (!P->S->r[r].gpu)
-                    p2p_book(P, r, it, dim, sp - s, kd != CS_KIND_WAIT, late);
-            }
-            s = sp;
+        /* the wait: from the sync point to the latest partner, wherever it was read */
+        double sw = sp;
+        int32_t lw = late >= 0 ? item_rank(P, late) : -1;
+        unsigned char dw = dim;
+        if (spx > sw) {
+            sw = spx;
+            lw = latex;
+            dw = dimx;
         }
+        if (sw > s || pending) {
+            while ((size_t)P->cd[c] >= P->w[r].off + P->w[r].n)
+                r++;
+            enum cs_op_kind kd = it->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[it->op]
+                                                    : cs_op_info(it->op)->kind;
+            int in_call = kd != CS_KIND_WAIT;
+            if (!pending) {
+                p2p_book(P, r, P->k, it->a, dw, sw - s, in_call, lw);
+            } else if (P->dfree < 0 && (P->ndv >= INT32_MAX ||
+                                         cs__grow((void **)&P->dv, &P->capdv, P->ndv + 1,
+                                                  sizeof *P->dv))) {
+                P->oom = 1;
+                P->nlk = lk0;
+            } else {
+                int32_t d = P->dfree >= 0 ? P->dfree : (int32_t)P->ndv++;
+                if (d == P->dfree)
+                    P->dfree = P->dv[d].next;
+                P->dv[d] = (struct defer){.a = it->a, .e = it->e, .s = s, .sp = sw, .rank = r,
+                                          .late = lw, .k = P->k, .pending = pending, .dim = dw,
+                                          .next = -1, .in_call = (unsigned char)in_call};
+                for (size_t i = lk0; i < P->nlk; i++)
+                    P->lk[i].rec = d;
+                /* requests carried in: their halves wait in channels; link them now */
+                size_t j = lk0;
+                for (size_t i = lk0; i < P->nlk; i++) {
+                    if (P->lk[i].item <= -2) {
+                        int32_t h = -2 - P->lk[i].item;
+                        P->hv[h].rec = d;
+                        half_release(P, h); /* in_req is 0: the channel keeps it */
+                    } else {
+                        P->lk[j++] = P->lk[i];
+                    }
+                }
+                P->nlk = j;
+            }
+        }
+        /* the replay: partners in this window only */
+        if (sp > s)
+            s = sp;
         it->x = it->e > s ? it->e - s : 0;
     }
 }
@@ -1514,6 +1884,13 @@ static void replay_free(struct replay *P)
         free(P->sum[sc]);
     free(P->cnt);
     free(P->med);
+    free(P->hv);
+    free(P->dv);
+    free(P->cch_t.s);
+    free(P->creq_t.s);
+    free(P->gh_t.s);
+    free(P->cpa);
+    free(P->lk);
 }
 
 int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
@@ -1521,14 +1898,27 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
                       double *p2p_run)
 {
     o->measured_step_s = measured_s;
-    if (!S->mode || end <= first || !(measured_s > 0)) {
+    int replay = S->mode && end > first && measured_s > 0;
+    if (!replay) {
         snprintf(o->note, sizeof o->note, "no complete steps to replay");
-        return 0;
+        /* The waits for point-to-point partners are measured all the same, in windows of steps
+         * or, without steps, of at most cap_n items a rank (about 256k items in all). */
+        int host = 0;
+        for (int r = 0; r < run->world && !host; r++)
+            host = run->ranks[r].present && !S->r[r].gpu;
+        if (!p2p_run || !host)
+            return 0;
+        if (!cs__views_any_p2p(run))
+            return 1; /* no point-to-point calls: no waits at them */
     }
+    size_t cap_n = (size_t)1 << 18;
+    cap_n = replay || S->mode ? 0 : cap_n / (size_t)run->world > 16 ? cap_n / (size_t)run->world : 16;
     struct replay P = {
         .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run,
         .pcall = p2p_run ? p2p_run + run->world : NULL,
-        .pcause = p2p_run ? p2p_run + 2 * (size_t)run->world : NULL};
+        .pcause = p2p_run ? p2p_run + 2 * (size_t)run->world : NULL,
+        .pwb = replay ? p2p_wait : NULL, /* only timed steps count in the budget */
+        .replay = replay, .cap_n = cap_n, .hfree = -1, .dfree = -1};
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
@@ -1538,7 +1928,8 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         rc |= !P.sum[sc];
     }
     rc |= wt_init(&P.inst_t) | wt_init(&P.chan_t) | wt_init(&P.req_t) | wt_init(&P.comm_t) |
-          wt_init(&P.best_t) | wt_init(&P.dir_t);
+          wt_init(&P.best_t) | wt_init(&P.dir_t) | wt_init(&P.cch_t) | wt_init(&P.creq_t) |
+          wt_init(&P.gh_t);
     if (!P.w || !P.cnt || !P.med || rc) {
         replay_free(&P);
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
@@ -1573,9 +1964,8 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
                 P.dir[i].stamp = 0;
             P.stamp = 1;
         }
-        /* Only the timed steps of host ranks count in the budget (GPU ranks': steps_gpu.c). */
-        P.pw = p2p_wait && k >= first && k < end ? p2p_wait : NULL;
-        P.k = k;
+        P.ncpa = P.nlk = 0;
+        P.k = S->mode ? k : -1; /* the window's step */
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             P.nread = r + 1;
@@ -1585,25 +1975,38 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         if (rc || (!any && k >= 0))
             break;
         resolve(&P);
-        straggler_factors(&P, k);
-        replay_window(&P, k);
+        if (replay) {
+            straggler_factors(&P, k);
+            replay_window(&P, k);
+        }
+        if (P.prun && !P.oom && carry(&P))
+            P.oom = 1;
     }
+    /* Partners never read (unmatched): the deferred completions wait for those they had. */
+    for (size_t d = 0; rc == 0 && d < P.ndv; d++)
+        if (P.dv[d].pending > 0)
+            defer_done(&P, (int32_t)d);
     /* Steps still open end at the rank's last replayed end (MPI_Finalize closes them above). */
     for (int r = 0; r < run->world; r++)
         for (int sc = 0; sc < SC_N; sc++)
             if (P.w[r].open_step[sc] >= 0)
                 step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc],
                           LANE(P.w[r].R, sc));
-    if (rc) {
-        snprintf(o->note, sizeof o->note,
-                 "out of memory for the what-if replay (the step budget's point-to-point waits"
-                 " are left out)");
+    if (rc || P.oom) {
+        if (rc || replay)
+            snprintf(o->note, sizeof o->note,
+                     "out of memory for the what-if replay (the step budget's point-to-point "
+                     "waits are left out)");
+        else
+            cs__problem(run, "out of memory measuring the waits at point-to-point calls; they "
+                             "are left out");
+        rc = -1;
         /* part of the run only: none rather than some */
         if (p2p_wait)
             memset(p2p_wait, 0, (size_t)run->world * CS_DIM_N * sizeof *p2p_wait);
         if (p2p_run)
             memset(p2p_run, 0, 3 * (size_t)run->world * sizeof *p2p_run);
-    } else {
+    } else if (replay) {
         cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o);
         if (P.cut || P.forced)
             snprintf(o->note, sizeof o->note,
