@@ -549,6 +549,8 @@ struct replay {
     int32_t dfree;
     struct wtab cch_t, creq_t, gh_t;
     size_t ncch, ncreq;
+    size_t nreq_p2p; /* Isend / Irecv requests put into req_t in the window, less those completed
+                      * (at least those still open: carry() looks for them when not 0) */
     struct cpart *cpa;
     size_t ncpa, capcpa;
     struct lnk *lk;
@@ -864,7 +866,7 @@ static int carry(struct replay *P)
     wt_clear(&P->gh_t);
     /* open requests of Isends / Irecvs (an MPI_ANY_SOURCE receive is paired at its complete
      * record: one completed in a later window is not matched) */
-    for (size_t i = 0; P->req_t.used && i < P->req_t.cap; i++) {
+    for (size_t i = 0; P->nreq_p2p && i < P->req_t.cap; i++) {
         const struct wslot *q = &P->req_t.s[i];
         if (q->stamp != P->req_t.stamp || !q->live)
             continue;
@@ -1002,6 +1004,7 @@ static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_ev
     if (!q)
         return -1;
     *q = ((uint64_t)1 << 63 | (uint32_t)g) + 1;
+    P->nreq_p2p++;
     return 0;
 }
 
@@ -1128,6 +1131,8 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
         return P->ncreq ? done_carried(P, r, w, ev) : 0;
     uint64_t v = q->v - 1;
     q->live = 0;
+    if (v >> 63 && !(v & ANYSRC_BIT) && P->nreq_p2p)
+        P->nreq_p2p--;
     if (v >> 63 && (v & ANYSRC_BIT)) {
         v &= ~ANYSRC_BIT;
         if (anysrc_link(P, r, w, (uint32_t)v, ev))
@@ -1290,6 +1295,8 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
     /* The stream is read a batch of contiguous events at a time (a whole block of a one-thread
      * file): a pointer step per event instead of a call. */
     const struct cs_event *bp = w->bp, *be = w->be;
+    const size_t lim = P->cap_n ? P->cap_n : SIZE_MAX; /* (cap_n >= 16: a window's first item
+                                                         * is never cut off) */
     int rc = 0;
     for (;; was_peek = 0) {
         if (!was_peek) {
@@ -1311,7 +1318,7 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
                 goto fail;
             continue;
         }
-        if (__builtin_expect(P->cap_n && !was_peek && w->n >= P->cap_n, 0)) {
+        if (__builtin_expect(w->n >= lim, 0)) {
             w->peek = ev; /* no steps: windows of at most cap_n items a rank */
             break;
         }
@@ -1964,7 +1971,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
                 P.dir[i].stamp = 0;
             P.stamp = 1;
         }
-        P.ncpa = P.nlk = 0;
+        P.ncpa = P.nlk = P.nreq_p2p = 0;
         P.k = S->mode ? k : -1; /* the window's step */
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
