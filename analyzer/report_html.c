@@ -941,7 +941,9 @@ static void sec_ranks(const struct cs_report *rep, FILE *f)
     fputs("<table><tr><th>rank</th><th>host</th><th>wall (s)</th><th>compute (s)</th>"
           "<th>comm (s)</th><th title=\"at collectives, for the last member\">wait (s)</th>"
           "<th title=\"at point-to-point calls, for the partner, over the whole run\">"
-          "point-to-point wait (s)</th><th>calls</th><th>bytes</th><th>partial</th></tr>\n",
+          "point-to-point wait (s)</th>"
+          "<th title=\"its point-to-point partners' waits for it, over the whole run\">"
+          "partners waited for it (s)</th><th>calls</th><th>bytes</th><th>partial</th></tr>\n",
           f);
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
@@ -950,6 +952,8 @@ static void sec_ranks(const struct cs_report *rep, FILE *f)
         fprintf(f, "</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>", r->wall_s,
                 r->compute_s, r->comm_s, r->wait_s);
         num(f, "%.6f", r->p2p_wait_s);
+        fputs("</td><td>", f);
+        num(f, "%.6f", r->p2p_caused_s);
         fprintf(f, "</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%s</td></tr>\n", r->calls,
                 r->bytes, r->partial ? "yes" : "no");
     }

@@ -324,7 +324,7 @@ def check_html(exe, path, rep, shot=None):
     for r in rep["ranks"]:
         m = re.search(r"<tr><td>%d</td><td>%s</td><td>([-\d.]+)</td><td>([-\d.]+)</td>"
                       r"<td>([-\d.]+)</td><td>([-\d.]+)</td><td>([-\d.]+|&ndash;|\u2013)</td>"
-                      r"<td>(\d+)</td><td>(\d+)</td>"
+                      r"<td>([-\d.]+|&ndash;|\u2013)</td><td>(\d+)</td><td>(\d+)</td>"
                       % (r["rank"], re.escape(r["host"])), dom)
         if not check(m, "%s: no table row for rank %d" % (path, r["rank"])):
             continue
@@ -336,8 +336,13 @@ def check_html(exe, path, rep, shot=None):
         check(dash if p2p is None else not dash and abs(float(m.group(5)) - p2p) <= 5e-7 + 1e-12,
               "%s: rank %d p2p_wait_s shown %s, report.json %r" % (path, r["rank"], m.group(5),
                                                                   p2p))
-        check(int(m.group(6)) == r["calls"] and int(m.group(7)) == r["bytes"],
-              "%s: rank %d calls/bytes %s/%s vs %d/%d" % (path, r["rank"], m.group(6), m.group(7),
+        caused, dash = r.get("p2p_caused_s"), m.group(6) in ("&ndash;", "\u2013")
+        check(dash if caused is None else
+              not dash and abs(float(m.group(6)) - caused) <= 5e-7 + 1e-12,
+              "%s: rank %d p2p_caused_s shown %s, report.json %r" % (path, r["rank"], m.group(6),
+                                                                    caused))
+        check(int(m.group(7)) == r["calls"] and int(m.group(8)) == r["bytes"],
+              "%s: rank %d calls/bytes %s/%s vs %d/%d" % (path, r["rank"], m.group(7), m.group(8),
                                                          r["calls"], r["bytes"]))
     for o in rep["ops"]:
         m = re.search(r"<tr><td>%s</td><td>%s</td><td>-?\d+</td><td>(\d+)</td><td>(\d+)</td>"
