@@ -355,9 +355,16 @@ static inline struct wslot *wt_slot(const struct wtab *t, uint64_t k1, uint64_t 
     }
 }
 
+/* Makes room: twice the slots, or (most of them deleted entries, as in the tables kept across
+ * windows) as many, without the deleted entries. */
 static int wt_grow(struct wtab *t)
 {
-    struct wtab g = {.cap = t->cap * 2, .shift = t->shift - 1, .stamp = 1};
+    size_t live = 0;
+    for (size_t i = 0; i < t->cap; i++)
+        live += t->s[i].stamp == t->stamp && t->s[i].live;
+    int same = 4 * (live + 1) <= t->cap;
+    struct wtab g = {.cap = same ? t->cap : t->cap * 2, .shift = same ? t->shift : t->shift - 1,
+                     .stamp = 1};
     g.s = calloc(g.cap, sizeof *g.s);
     if (!g.s)
         return -1;
@@ -492,7 +499,8 @@ struct cpart {
     double a;
     int32_t rank;
 };
-/* a deferred completion (rec) waits for the partner of initiation item `item`, still waiting */
+/* a deferred completion (rec) waits for the partner of initiation item `item`, still waiting
+ * (within resolve, item <= -2 stands for half -2 - item, a request carried in) */
 struct lnk {
     int32_t item, rec;
 };

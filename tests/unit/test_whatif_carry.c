@@ -17,10 +17,11 @@
  * Over the run 4 x 150 + 4 x 30 + 3 x 190 = 1290 us, 600 of them in the Recv; per timed step
  * (1 to 3) 370.  Within windows only, the run would count 180 (step 3's Recv and Wait).
  *
- * No steps (no marker, no collective).  Rank 0: N blocking receives from 1 [t, t+10); rank 1:
- * the N sends at t+4, each followed by an MPI_Test: twice rank 0's items, so with windows of at
- * most 2^18 / 2 items a rank (whatif.c) most sends are read a window after their receives.
- * Each receive waits 4 us: N x 4 us over the run.
+ * No steps (no marker, no collective).  Rank 1: N blocking receives from 0 [t, t+10); rank 0:
+ * the N sends at t+4 (each of another size, 5000 tags in turn), each followed by an MPI_Test:
+ * twice rank 1's items, so with windows of at most 2^18 / 2 items a rank (whatif.c) most
+ * receives are read a window before their sends.  Each receive waits 4 us: N x 4 us over the
+ * run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -81,7 +82,10 @@ static void nosteps_rank(struct tw *w, int r)
 {
     for (uint64_t i = 0; i < N; i++) {
         uint64_t t = 100 + 20 * i;
-        struct cs_event ev = {.comm = CS_COMM_WORLD_ID, .peer = r ? 0 : 1, .aux = 1};
+        /* 5000 tags in turn: channels come and go (the carried ones' table purges its
+         * deleted entries instead of growing) */
+        struct cs_event ev = {
+            .comm = CS_COMM_WORLD_ID, .peer = r ? 0 : 1, .aux = (int32_t)(i % 5000)};
         ev.op = r ? CS_OP_RECV : CS_OP_SEND;
         ev.t_begin = T0 + (t + (r ? 0 : 4)) * US;
         ev.t_end = T0 + (t + (r ? 10 : 6)) * US;
