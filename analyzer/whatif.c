@@ -321,6 +321,7 @@ struct wtab {
     size_t cap, used; /* used: slots of the current stamp, deleted ones too */
     unsigned shift;   /* 64 - log2(cap) */
     uint32_t stamp;
+    int kept;         /* kept across windows (never cleared): deleted entries are purged */
 };
 
 static int wt_init(struct wtab *t)
@@ -355,16 +356,16 @@ static inline struct wslot *wt_slot(const struct wtab *t, uint64_t k1, uint64_t 
     }
 }
 
-/* Makes room: twice the slots, or (most of them deleted entries, as in the tables kept across
- * windows) as many, without the deleted entries. */
+/* Makes room: twice the slots, or, in a table kept across windows with most of its slots
+ * deleted entries, as many without them (a window's table is emptied at the window's end). */
 static int wt_grow(struct wtab *t)
 {
     size_t live = 0;
-    for (size_t i = 0; i < t->cap; i++)
+    for (size_t i = 0; t->kept && i < t->cap; i++)
         live += t->s[i].stamp == t->stamp && t->s[i].live;
-    int same = 4 * (live + 1) <= t->cap;
+    int same = t->kept && 4 * (live + 1) <= t->cap;
     struct wtab g = {.cap = same ? t->cap : t->cap * 2, .shift = same ? t->shift : t->shift - 1,
-                     .stamp = 1};
+                     .stamp = 1, .kept = t->kept};
     g.s = calloc(g.cap, sizeof *g.s);
     if (!g.s)
         return -1;
@@ -1945,6 +1946,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
     rc |= wt_init(&P.inst_t) | wt_init(&P.chan_t) | wt_init(&P.req_t) | wt_init(&P.comm_t) |
           wt_init(&P.best_t) | wt_init(&P.dir_t) | wt_init(&P.cch_t) | wt_init(&P.creq_t) |
           wt_init(&P.gh_t);
+    P.cch_t.kept = P.creq_t.kept = 1;
     if (!P.w || !P.cnt || !P.med || rc) {
         replay_free(&P);
         snprintf(o->note, sizeof o->note, "out of memory for the what-if replay");
