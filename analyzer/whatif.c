@@ -546,6 +546,7 @@ struct replay {
                     * receives, MPI_Sendrecv); the rest is inside wait/test calls */
     double *pcause; /* [world] the waits of prun by the partner waited for (the latest one) */
     uint64_t cut, forced;
+    uint64_t pcut; /* point-to-point pairs (and requests) across windows: not linked */
     /* waits across windows (struct half): halves, deferred completions (free lists), the
      * carried channels (key as chan_t -> FIFO of halves head .. tail, v: 1 sends wait, 0
      * receives), the carried requests ((rank, request) -> half + 1), and per window the partners
@@ -807,6 +808,7 @@ static int carried_match(struct replay *P, struct wslot *cc, int32_t g, int32_t 
         P->ncch--;
     }
     H->queued = 0;
+    P->pcut++;
     struct item *it = &P->it[g];
     double ha = H->a;
     int32_t hr = H->rank;
@@ -1511,6 +1513,7 @@ static __attribute__((noinline)) void resolve(struct replay *P)
                 struct half *H = &P->hv[dp->idx];
                 H->in_req = 0; /* read now */
                 dp->inst = -1;
+                P->pcut++;
                 if (H->known) {
                     if (H->pa <= it->e && H->pa > spx) {
                         spx = H->pa;
@@ -2025,11 +2028,17 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
             memset(p2p_run, 0, 3 * (size_t)run->world * sizeof *p2p_run);
     } else if (replay) {
         cs__whatif_means(P.sum, P.cnt, first, end, measured_s, o);
+        int n = 0;
         if (P.cut || P.forced)
-            snprintf(o->note, sizeof o->note,
-                     "%llu collective calls had members outside their step window and %llu"
-                     " dependency cycles were cut; those calls keep their measured times",
-                     (unsigned long long)P.cut, (unsigned long long)P.forced);
+            n = snprintf(o->note, sizeof o->note,
+                         "%llu collective calls had members outside their step window and %llu"
+                         " dependency cycles were cut; those calls keep their measured times",
+                         (unsigned long long)P.cut, (unsigned long long)P.forced);
+        if (P.pcut && n >= 0 && (size_t)n < sizeof o->note)
+            snprintf(o->note + n, sizeof o->note - (size_t)n,
+                     "%s%llu point-to-point links spanned two step windows: the replay keeps "
+                     "those calls' measured times (their waits are measured all the same)",
+                     n ? "; " : "", (unsigned long long)P.pcut);
     }
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present)

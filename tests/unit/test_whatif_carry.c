@@ -25,6 +25,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "cs_test.h"
@@ -131,6 +132,9 @@ static void check_steps(const char *dir)
         const struct cs_report_steps *s = rep.steps;
         CHECK_INT(s->count, ==, STEPS);
         CHECK_INT(s->timed, ==, STEPS - 1);
+        /* 3 Recvs, 3 tag-3 Waits and 3 tag-5 requests paired across windows, and the 3 tag-5
+         * Waits of requests opened a window before */
+        CHECK(strstr(s->whatif.note, "12 point-to-point links spanned two step windows") != NULL);
         CHECK_NEAR(r0->p2p_wait_s, 1290 * u, 1e-12);
         CHECK_NEAR(r1->p2p_wait_s, 0, 1e-12);
         CHECK_NEAR(r1->p2p_caused_s, 1290 * u, 1e-12);
