@@ -133,19 +133,24 @@ struct cs__vsteps {
 void cs__heat_merge_pairs(double *heat, int world);
 void cs__vsteps_widen(struct cs__vsteps *v);
 
+/* The rank waited wait_ns in step k (-1: in no step): into the heat-map column of the step. */
+static inline void cs__vsteps_wait_step(struct cs__vsteps *v, int rank, int k, double wait_ns)
+{
+    if (k < 0) {
+        v->outside_ns += wait_ns;
+        return;
+    }
+    while (k / v->spc >= CS_VIEW_HEAT_BINS)
+        cs__vsteps_widen(v);
+    v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + (size_t)(k / v->spc)] += wait_ns;
+}
+
 /* The rank (state sr) waited wait_ns at a collective it arrived at at aligned time t: into the
  * heat-map column of its step (cs__vsteps_wait; inline for cs__views_waits). */
 static inline void cs__vsteps_wait_in(struct cs__vsteps *v, const struct cs__srank *sr, int rank,
                                       int64_t t, int64_t wait_ns)
 {
-    int k = cs__step_of(sr, t);
-    if (k < 0) {
-        v->outside_ns += (double)wait_ns;
-        return;
-    }
-    while (k / v->spc >= CS_VIEW_HEAT_BINS)
-        cs__vsteps_widen(v);
-    v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + (size_t)(k / v->spc)] += (double)wait_ns;
+    cs__vsteps_wait_step(v, rank, cs__step_of(sr, t), (double)wait_ns);
 }
 
 /* cs__groups_comm with its cache probe inline: the step budget asks per event. */

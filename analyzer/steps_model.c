@@ -185,11 +185,8 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
         if (!run->p2p_wait)
             cs__problem(run, "out of memory: the time segments keep the waits at point-to-point "
                              "calls in those calls' time");
-        for (int r = 0; run->p2p_wait && r < run->world; r++) {
-            int host = !S->r[r].gpu;
-            run->p2p_wait[r] = host ? prun[r] : 0;
-            run->p2p_wait[run->world + r] = host ? prun[run->world + r] : 0;
-        }
+        else /* (whatif.c books host ranks only: a GPU rank's are 0) */
+            memcpy(run->p2p_wait, prun, 2 * (size_t)run->world * sizeof *prun);
     }
     cs__whatif_gpu(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
     for (int r = 0; r < run->world && pw; r++)

@@ -299,16 +299,8 @@ void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, int step, doubl
     if (!v || !(wait_ns > 0) || rank < 0 || rank >= v->world)
         return;
     v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + heat_bin(v, t)] += wait_ns;
-    struct cs__vsteps *vs = run->vsteps;
-    if (!vs)
-        return;
-    if (step < 0) {
-        vs->outside_ns += wait_ns;
-        return;
-    }
-    while (step / vs->spc >= CS_VIEW_HEAT_BINS)
-        cs__vsteps_widen(vs);
-    vs->heat[(size_t)rank * CS_VIEW_HEAT_BINS + (size_t)(step / vs->spc)] += wait_ns;
+    if (run->vsteps)
+        cs__vsteps_wait_step(run->vsteps, rank, step, wait_ns);
 }
 
 /* ---- the model ---- */
@@ -401,8 +393,7 @@ static void add_finding(struct cs_report_views *o, struct cs_report_finding f)
     o->findings[o->nfindings++] = f;
 }
 
-/* p2p_waits: the waiting segments hold waits for point-to-point partners too. */
-static void build_findings(const struct cs_report *rep, struct cs_report_views *o, int p2p_waits)
+static void build_findings(const struct cs_report *rep, struct cs_report_views *o)
 {
     if (!rep->nranks)
         return;
@@ -455,7 +446,7 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
         struct cs_report_finding f = {
             .kind = CS_FIND_COMM_SHARE,
             .rank = b->rank,
-            .count = (uint64_t)(p2p_waits != 0),
+            .count = (uint64_t)(o->waits_p2p != 0),
             .v = {wall > 0 ? 100.0 * comm / wall : 0, 100.0 * best_share, 100.0 * waiting / comm}};
         /* Waits are measured at complete instances only: with none, the share is unknown. */
         if (!rep->matched && rep->incomplete)
@@ -559,7 +550,6 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
     }
 
     int64_t t_end = v->t0;
-    int p2p_waits = 0;
     for (size_t i = 0; i < n; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
         const struct cs__rank *rk = &run->ranks[r->rank];
@@ -587,7 +577,7 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         o->seg_s[i][CS_SEG_P2P] = p2p - pc;
         o->seg_s[i][CS_SEG_COMPLETION] = done - in_done - pd;
         o->seg_s[i][CS_SEG_WAIT] = in_coll + in_done + pc + pd;
-        p2p_waits |= pc + pd > 0;
+        o->waits_p2p |= pc + pd > 0;
         /* A rank with GPU records: its NCCL collectives are timed on the GPU, its MPI calls
          * (above) on the host (views_gpu.c). */
         if (isfinite(r->gpu_comm_s))
@@ -661,8 +651,7 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         o->p2p_total += v->p2p[i];
     }
     build_bw(run, rep, o);
-    o->waits_p2p = p2p_waits;
-    build_findings(rep, o, p2p_waits);
+    build_findings(rep, o);
     read_command(run->dir, o->command, sizeof o->command);
     rep->views = o;
 }

@@ -921,12 +921,9 @@ static int carry(struct replay *P)
     }
     /* completions deferred for those */
     for (size_t i = 0; i < P->nlk; i++) {
-        int fresh;
-        uint64_t *v = wt_put(&P->gh_t, (uint64_t)(uint32_t)P->lk[i].item, 0, 0, &fresh);
-        if (!v)
-            return -1;
-        if (!fresh)
-            P->hv[*v - 1].rec = P->lk[i].rec;
+        const struct wslot *v = wt_get(&P->gh_t, (uint64_t)(uint32_t)P->lk[i].item, 0, 0);
+        if (v)
+            P->hv[v->v - 1].rec = P->lk[i].rec;
     }
     return 0;
 }
@@ -1135,20 +1132,12 @@ static inline void map_event(struct wrank *w, const struct cs__clock *c, const s
 
 /* A request completed (record ev of rank r): the completion call just before it completed it,
  * a dependency of that call.  0, or -1 out of memory. */
-static int done_record(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
+/* Dependency d of the completion call just before record ev (rank r), when that call is a
+ * wait/test call ending with the record and its dependencies are the last ones: 1 added, 0 not,
+ * -1 out of memory. */
+static inline __attribute__((always_inline)) int
+done_dep(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, struct wdep d)
 {
-    struct wslot *q = wt_get(&P->req_t, (uint64_t)r, ev->request, 0);
-    if (!q)
-        return P->ncreq ? done_carried(P, r, w, ev) : 0;
-    uint64_t v = q->v - 1;
-    q->live = 0;
-    if (v >> 63 && !(v & ANYSRC_BIT) && P->nreq_p2p)
-        P->nreq_p2p--;
-    if (v >> 63 && (v & ANYSRC_BIT)) {
-        v &= ~ANYSRC_BIT;
-        if (anysrc_link(P, r, w, (uint32_t)v, ev))
-            return -1;
-    }
     if (!w->n)
         return 0;
     struct item *last = &P->it[P->nit - 1];
@@ -1165,11 +1154,29 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
     }
     last->dn++;
     last->wk = W_DEP;
-    if (v >> 63) /* a non-blocking send or receive: its initiation item */
-        P->dep[P->ndep++] = (struct wdep){DEP_P2P, (int32_t)(uint32_t)v};
-    else
-        P->dep[P->ndep++] = (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v};
-    return 0;
+    P->dep[P->ndep++] = d;
+    return 1;
+}
+
+static int done_record(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
+{
+    struct wslot *q = wt_get(&P->req_t, (uint64_t)r, ev->request, 0);
+    if (!q)
+        return P->ncreq ? done_carried(P, r, w, ev) : 0;
+    uint64_t v = q->v - 1;
+    q->live = 0;
+    if (v >> 63 && !(v & ANYSRC_BIT) && P->nreq_p2p)
+        P->nreq_p2p--;
+    if (v >> 63 && (v & ANYSRC_BIT)) {
+        v &= ~ANYSRC_BIT;
+        if (anysrc_link(P, r, w, (uint32_t)v, ev))
+            return -1;
+    }
+    int rc = done_dep(P, r, w, ev,
+                      v >> 63 /* a non-blocking send or receive: its initiation item */
+                          ? (struct wdep){DEP_P2P, (int32_t)(uint32_t)v}
+                          : (struct wdep){(int32_t)(v >> 32), (int32_t)(uint32_t)v});
+    return rc < 0 ? -1 : 0;
 }
 
 static int done_carried(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
@@ -1181,27 +1188,12 @@ static int done_carried(struct replay *P, int r, struct wrank *w, const struct c
     q->live = 0;
     P->ncreq--;
     /* in_req stays set until resolve has read the half (through the dependency) */
-    struct item *last = w->n ? &P->it[P->nit - 1] : NULL;
-    if (!last || !(flags_of(P, last->op) & F_WAIT) ||
-        (double)map_t(w, &P->run->ranks[r].clk, ev->t_end) - P->origin != last->e ||
-        (last->dn && (size_t)(last->doff + last->dn) != P->ndep) ||
-        cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep)) {
+    int rc = done_dep(P, r, w, ev, (struct wdep){DEP_CARRY, h});
+    if (rc <= 0) {
         P->hv[h].in_req = 0;
         half_release(P, h);
-        return 0;
     }
-    if (!last->dn) {
-        if (add_cd(P, P->nit - 1)) {
-            P->hv[h].in_req = 0;
-            half_release(P, h);
-            return -1;
-        }
-        last->doff = (int32_t)P->ndep;
-    }
-    last->dn++;
-    last->wk = W_DEP;
-    P->dep[P->ndep++] = (struct wdep){DEP_CARRY, h};
-    return 0;
+    return rc < 0 ? -1 : 0;
 }
 
 /* A collective event ev of rank r (item it): its instance member, and the request of a
@@ -1930,8 +1922,12 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         if (!cs__views_any_p2p(run))
             return 1; /* no point-to-point calls: no waits at them */
     }
-    size_t cap_n = (size_t)1 << 18;
-    cap_n = replay || S->mode ? 0 : cap_n / (size_t)run->world > 16 ? cap_n / (size_t)run->world : 16;
+    size_t cap_n = 0;
+    if (!replay && !S->mode) {
+        cap_n = ((size_t)1 << 18) / (size_t)run->world;
+        if (cap_n < 16)
+            cap_n = 16;
+    }
     struct replay P = {
         .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run,
         .pcall = p2p_run ? p2p_run + run->world : NULL,
