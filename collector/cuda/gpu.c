@@ -20,7 +20,8 @@
  *
  * COMMSCOPE_GPU=off turns all of this off, COMMSCOPE_GPU=events skips CUPTI (the fallback is
  * used); COMMSCOPE_CUPTI_LIB names the library to load (default libcupti.so.13, .12, libcupti.so,
- * then /usr/local/cuda/lib{,64}/libcupti.so).
+ * then /usr/local/cuda/lib{,64}/libcupti.so and /usr/local/cuda/extras/CUPTI/lib64, where CUDA
+ * toolkits install it).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -111,12 +112,14 @@ static void *open_cupti(char *tried, size_t cap)
     const char *env = getenv("COMMSCOPE_CUPTI_LIB");
     static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so",
                                         "/usr/local/cuda/lib64/libcupti.so",
-                                        "/usr/local/cuda/lib/libcupti.so"};
+                                        "/usr/local/cuda/lib/libcupti.so",
+                                        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
     if (env && *env) {
         snprintf(tried, cap, "%s", env);
         return dlopen(env, RTLD_NOW | RTLD_LOCAL);
     }
-    snprintf(tried, cap, "libcupti.so.13/.12/libcupti.so, /usr/local/cuda/lib{64,}");
+    snprintf(tried, cap,
+             "libcupti.so.13/.12/libcupti.so, /usr/local/cuda/lib{64,}, /usr/local/cuda/extras/CUPTI/lib64");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (h)

@@ -8,7 +8,9 @@
 # count, the per-step GPU budget summing to the step time and consistent with the program's clock
 # and CUDA events, the GPU what-if replay within 5 % of the measured step, the NCCL point-to-point
 # pairs matched on GPU time; and `commscope fabric --nccl auto` on one rank (NCCL collectives
-# rows; skipped when cs_fabric was not built for want of MPI).  Everything useful goes to stdout.
+# rows; skipped when cs_fabric was not built for want of MPI); and a real PyTorch DDP training loop
+# on NCCL started by `commscope run -- torchrun` (torch_ddp.py, check_torch.py: result unchanged,
+# NVTX steps from torch.cuda.nvtx, NCCL all-reduces, GPU budget).  Everything useful goes to stdout.
 # Time: the build (a minute or two on 16 cores) dominates; the runs take seconds each (expected
 # total well under 5 minutes; the per-step timeouts only stop a hang).  Elapsed seconds are
 # printed after each part.
@@ -53,12 +55,24 @@ if [ -z "$NCCL_LIB" ]; then
 fi
 if [ -z "$NCCL_LIB" ]; then echo "FAIL: no libnccl.so.2 found"; exit 1; fi
 echo "NCCL: $NCCL_LIB/libnccl.so.2, header $(grep -m1 NCCL_VERSION_CODE "$NCCL_INC/nccl.h")"
+# CUPTI: where the toolkit keeps it (lib64, or extras/CUPTI/lib64); the collector finds both, and
+# this says which one the checks use.
+CUPTI=${COMMSCOPE_CUPTI_LIB:-}
+for c in "$CUDA/lib64/libcupti.so" "$CUDA/extras/CUPTI/lib64/libcupti.so" \
+         "$(find / -name 'libcupti.so*' -not -path '/proc/*' 2>/dev/null | head -1)"; do
+    [ -z "$CUPTI" ] && [ -e "$c" ] && CUPTI=$c
+done
+echo "CUPTI: ${CUPTI:-none found}"
+[ -n "$CUPTI" ] && export COMMSCOPE_CUPTI_LIB="$CUPTI"
 
 echo "== build commscope"
 # CS_CMAKE_ARGS: extra configure options, e.g. where hwloc is on a machine without its package.
+# Only what the checks run (the collector, the launcher/analyzer, the fabric benchmark with MPI).
+targets="commscope commscope_cli"
 # shellcheck disable=SC2086
 if ! (cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CS_CMAKE_ARGS:-} >"$WORK/cmake.log" 2>&1 &&
-      cmake --build "$BUILD" -j"$(nproc)" >"$WORK/build.log" 2>&1); then
+      { grep -q "MPI not found" "$WORK/cmake.log" || targets="$targets cs_fabric"; } &&
+      cmake --build "$BUILD" -j"$(nproc)" --target $targets >"$WORK/build.log" 2>&1); then
     echo "FAIL: build"; tail -n 30 "$WORK/cmake.log" "$WORK/build.log"; exit 1
 fi
 grep -i "mpi" "$WORK/cmake.log" | head -2
@@ -150,6 +164,26 @@ else
          "$WORK/cmake.log)"
 fi
 elapsed
-[ $rc -eq 0 ] && [ $crc -eq 0 ] && [ $src -eq 0 ] && [ $scrc -eq 0 ] && [ $frc -eq 0 ] &&
+echo "== PyTorch DDP (NCCL) under commscope run -- torchrun"
+trc=0
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null &&
+        command -v torchrun >/dev/null 2>&1; then
+    TRUN=$WORK/run-torch; rm -rf "$TRUN"
+    timeout 180 torchrun --standalone --nproc_per_node=1 "$ROOT/tests/gpu/torch_ddp.py" 12 \
+        >"$WORK/torch-plain.txt" 2>&1
+    echo "plain exit $?"; grep "^torch:" "$WORK/torch-plain.txt" || tail -n 20 "$WORK/torch-plain.txt"
+    # The CUPTI that PyTorch loads (its own), not a second copy from the toolkit.
+    env -u COMMSCOPE_CUPTI_LIB timeout 240 "$BUILD/bin/commscope" run -o "$TRUN" -- torchrun --standalone --nproc_per_node=1 \
+        "$ROOT/tests/gpu/torch_ddp.py" 12 >"$WORK/torch.txt" 2>&1
+    echo "commscope run exit $? (1: problems listed)"
+    grep -v "^ " "$WORK/torch.txt" | head -40
+    sed -n '/^@--- Steps/,/^$/p;/^@--- Time per step/,/^$/p' "$WORK/torch.txt" | head -30
+    python3 "$ROOT/tests/gpu/check_torch.py" "$TRUN/report.json" "$WORK/torch-plain.txt" \
+        "$WORK/torch.txt" || trc=1
+else
+    echo "SKIP: no PyTorch with CUDA, or no torchrun"
+fi
+elapsed
+[ $rc -eq 0 ] && [ $crc -eq 0 ] && [ $src -eq 0 ] && [ $scrc -eq 0 ] && [ $frc -eq 0 ] && [ $trc -eq 0 ] &&
     { echo "GPU CHECK: PASS"; exit 0; }
 echo "GPU CHECK: FAIL"; exit 1
