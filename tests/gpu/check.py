@@ -8,14 +8,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nccl"))
 from test_nccl import read_trace  # noqa: E402
+from gpucheck import finish, verdict  # noqa: E402
 
 OP_ALLREDUCE, OP_GPU_KERNEL, OP_GPU_MEMCPY, OP_GPU_MEMSET, OP_GPU_NCCL = 128, 192, 193, 194, 195
-results = []
-
-
-def verdict(ok, what):
-    results.append(ok)
-    print("%s: %s" % ("PASS" if ok else "FAIL", what))
 
 
 def union(iv):
@@ -54,7 +49,8 @@ def main():
     verdict(bool(prog), "program printed its own CUDA-event timings: %s" % prog)
     path = os.path.join(run, "rank-00000.cst")
     if not os.path.exists(path):
-        verdict(False, "trace %s exists (files: %s)" % (path, os.listdir(run)))
+        verdict(False, "trace %s exists (files: %s)" % (
+            path, os.listdir(run) if os.path.isdir(run) else "no run directory"))
         return
     hdr, events, comms = read_trace(path)
     print("trace: nccl_version %d gpu_timing %d gpu_dropped %d note %r" % (
@@ -110,5 +106,4 @@ def main():
 
 if __name__ == "__main__":
     main()
-    print("SUMMARY: %d PASS, %d FAIL" % (sum(results), len(results) - sum(results)))
-    sys.exit(0 if results and all(results) else 1)
+    finish()

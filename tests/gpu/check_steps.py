@@ -11,16 +11,9 @@ Usage: check_steps.py REPORT_JSON PROGRAM_OUTPUT_FILE
 import json
 import sys
 
-results = []
+from gpucheck import budget_parts, finish, num, verdict
 
 
-def verdict(ok, what):
-    results.append(bool(ok))
-    print("%s: %s" % ("PASS" if ok else "FAIL", what))
-
-
-def num(v):
-    return v if isinstance(v, (int, float)) else 0.0
 
 
 def main():
@@ -45,9 +38,7 @@ def main():
             "ranges)" % (s.get("source"), s.get("count"), n))
     # The per-step budget on the GPU timeline: its parts are the step.
     b = (rep.get("budget") or {}).get("total") or {}
-    parts = (num(b.get("compute_s")) + num(b.get("gradient_sync_s")) + num(b.get("wait_s")) +
-             num(b.get("other_mpi_s")) + num(b.get("idle_s")) +
-             sum(num(v) for v in (b.get("comm_s") or {}).values()))
+    parts = budget_parts(b)
     step = num(b.get("step_s"))
     print("budget: %s" % json.dumps(b))
     verdict(step > 0 and abs(parts - step) <= 1e-6 * step + 1e-9,
@@ -86,5 +77,4 @@ def main():
 
 if __name__ == "__main__":
     main()
-    print("SUMMARY: %d PASS, %d FAIL" % (sum(results), len(results) - sum(results)))
-    sys.exit(0 if results and all(results) else 1)
+    finish()

@@ -12,16 +12,9 @@ Usage: check_torch.py REPORT_JSON PLAIN_OUTPUT TRACED_OUTPUT
 import json
 import sys
 
-results = []
+from gpucheck import budget_parts, finish, num, verdict
 
 
-def verdict(ok, what):
-    results.append(bool(ok))
-    print("%s: %s" % ("PASS" if ok else "FAIL", what))
-
-
-def num(v):
-    return v if isinstance(v, (int, float)) else 0.0
 
 
 def prog_line(path):
@@ -68,9 +61,7 @@ def main():
     b = (rep.get("budget") or {}).get("total") or {}
     print("budget: %s" % json.dumps(b))
     step = num(b.get("step_s"))
-    parts = (num(b.get("compute_s")) + num(b.get("gradient_sync_s")) + num(b.get("wait_s")) +
-             num(b.get("other_mpi_s")) + num(b.get("idle_s")) +
-             sum(num(v) for v in (b.get("comm_s") or {}).values()))
+    parts = budget_parts(b)
     verdict(isinstance(b.get("idle_s"), (int, float)) and num(b.get("compute_s")) > 0,
             "GPU timeline from CUPTI kernels: compute %.6f s, idle %r s per step"
             % (num(b.get("compute_s")), b.get("idle_s")))
@@ -87,5 +78,4 @@ def main():
 
 if __name__ == "__main__":
     main()
-    print("SUMMARY: %d PASS, %d FAIL" % (sum(results), len(results) - sum(results)))
-    sys.exit(0 if results and all(results) else 1)
+    finish()
