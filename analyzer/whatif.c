@@ -488,6 +488,7 @@ struct half {
     int32_t k;           /* its window's step (-1 none) */
     int32_t next;        /* the next of its channel's carried halves, or of the free list */
     unsigned char dim, blocking, known, queued, in_req;
+    unsigned char anysrc; /* an MPI_ANY_SOURCE receive: paired at its completion record */
 };
 struct defer {
     double a, e, s, sp; /* the call's arrival and end, its sync point, its latest partner */
@@ -795,10 +796,8 @@ static void defer_partner(struct replay *P, int32_t d, double pa, int32_t prank,
         defer_done(P, d);
 }
 
-/* Item g (of rank rg, read now) is the partner of the carried half at the head of channel cc:
- * both sides' waits, as within a window (p2p_x, resolve); the replay does not link them.  0, or
- * -1 out of memory. */
-static int carried_match(struct replay *P, struct wslot *cc, int32_t g, int32_t rg)
+/* The carried half at the head of channel cc, taken off it (not released). */
+static int32_t carried_pop(struct replay *P, struct wslot *cc)
 {
     int32_t h = cc->head;
     struct half *H = &P->hv[h];
@@ -809,35 +808,57 @@ static int carried_match(struct replay *P, struct wslot *cc, int32_t g, int32_t 
     }
     H->queued = 0;
     P->pcut++;
-    struct item *it = &P->it[g];
-    double ha = H->a;
-    int32_t hr = H->rank;
-    /* the carried side: a blocking call waited for this arrival; a non-blocking one's
-     * completion does, now (deferred) or when its request completes (carried) */
+    return h;
+}
+
+/* Carried half h's partner arrived at pa (rank prank): a blocking call waited for it; a
+ * non-blocking one's completion does, now (deferred) or when its request completes (carried). */
+static void carried_partner(struct replay *P, int32_t h, double pa, int32_t prank)
+{
+    struct half *H = &P->hv[h];
     if (H->blocking) {
-        if (it->a > H->a && it->a <= H->e)
-            p2p_book(P, H->rank, H->k, H->a, H->dim, it->a - H->a, 1, rg);
+        if (pa > H->a && pa <= H->e)
+            p2p_book(P, H->rank, H->k, H->a, H->dim, pa - H->a, 1, prank);
     } else if (H->rec >= 0) {
-        defer_partner(P, H->rec, it->a, rg, H->dim);
+        defer_partner(P, H->rec, pa, prank, H->dim);
         H->rec = -1;
     } else {
         H->known = 1;
-        H->pa = it->a;
-        H->prank = rg;
+        H->pa = pa;
+        H->prank = prank;
     }
-    half_release(P, h);
-    /* this side */
+}
+
+/* Item g (of rank rg, read now)'s partner, carried from an earlier window, arrived at pa (rank
+ * pr): a blocking call's wait, or the partner for its request's completion.  0, or -1 out of
+ * memory. */
+static int item_carried_partner(struct replay *P, int32_t g, int32_t rg, double pa, int32_t pr)
+{
+    struct item *it = &P->it[g];
     if (!it->nbp) {
-        double s2 = ha > it->a ? ha : it->a;
-        if (ha <= it->e && s2 > it->a)
-            p2p_book(P, rg, P->k, it->a, it->dim, s2 - it->a, 1, hr);
+        double s2 = pa > it->a ? pa : it->a;
+        if (pa <= it->e && s2 > it->a)
+            p2p_book(P, rg, P->k, it->a, it->dim, s2 - it->a, 1, pr);
         return 0;
     }
     if (cs__grow((void **)&P->cpa, &P->capcpa, P->ncpa + 1, sizeof *P->cpa))
         return -1;
-    P->cpa[P->ncpa] = (struct cpart){ha, hr};
+    P->cpa[P->ncpa] = (struct cpart){pa, pr};
     it->pg = -2 - (int32_t)P->ncpa++;
     return 0;
+}
+
+/* Item g (of rank rg, read now) is the partner of the carried half at the head of channel cc:
+ * both sides' waits, as within a window (p2p_x, resolve); the replay does not link them.  0, or
+ * -1 out of memory. */
+static int carried_match(struct replay *P, struct wslot *cc, int32_t g, int32_t rg)
+{
+    int32_t h = carried_pop(P, cc);
+    double ha = P->hv[h].a;
+    int32_t hr = P->hv[h].rank;
+    carried_partner(P, h, P->it[g].a, rg);
+    half_release(P, h);
+    return item_carried_partner(P, g, rg, ha, hr);
 }
 
 /* The half of window item g (made once per window: P->gh_t), or -1 out of memory. */
@@ -875,16 +896,18 @@ static int32_t half_of(struct replay *P, int32_t g)
 static int carry(struct replay *P)
 {
     wt_clear(&P->gh_t);
-    /* open requests of Isends / Irecvs (an MPI_ANY_SOURCE receive is paired at its complete
-     * record: one completed in a later window is not matched) */
+    /* open requests of Isends / Irecvs (an MPI_ANY_SOURCE receive, not paired yet, is paired
+     * at its completion record: anysrc_carried) */
     for (size_t i = 0; P->nreq_p2p && i < P->req_t.cap; i++) {
         const struct wslot *q = &P->req_t.s[i];
         if (q->stamp != P->req_t.stamp || !q->live)
             continue;
         uint64_t v = q->v - 1;
-        if (!(v >> 63) || (v & ANYSRC_BIT))
+        if (!(v >> 63))
             continue;
         int32_t h = half_of(P, (int32_t)(uint32_t)v);
+        if (h >= 0 && (v & ANYSRC_BIT))
+            P->hv[h].anysrc = 1;
         int fresh;
         uint64_t *c = h < 0 ? NULL : wt_put(&P->creq_t, q->k1, q->k2, 0, &fresh);
         if (!c)
@@ -931,6 +954,7 @@ static int carry(struct replay *P)
 /* A completion record (ev, rank r) of a request carried from an earlier window: a dependency
  * of the completion call before it, as done_record does.  0, or -1 out of memory. */
 static int done_carried(struct replay *P, int r, struct wrank *w, const struct cs_event *ev);
+static int anysrc_carried(struct replay *P, int r, int32_t h, const struct cs_event *ev);
 
 /* The step budget's dimension of communicator comm (as steps.c books the calls on it). */
 static unsigned char p2p_dim(struct replay *P, uint64_t comm)
@@ -1036,6 +1060,7 @@ static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs
     it->nbp = 1;
     it->dim = p2p_dim(P, ev->comm);
     *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(it - P->it)) + 1;
+    P->nreq_p2p++;
     return 0;
 }
 
@@ -1165,7 +1190,7 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
         return P->ncreq ? done_carried(P, r, w, ev) : 0;
     uint64_t v = q->v - 1;
     q->live = 0;
-    if (v >> 63 && !(v & ANYSRC_BIT) && P->nreq_p2p)
+    if (v >> 63 && P->nreq_p2p)
         P->nreq_p2p--;
     if (v >> 63 && (v & ANYSRC_BIT)) {
         v &= ~ANYSRC_BIT;
@@ -1179,6 +1204,56 @@ static int done_record(struct replay *P, int r, struct wrank *w, const struct cs
     return rc < 0 ? -1 : 0;
 }
 
+/* The completion record ev (rank r) of an MPI_ANY_SOURCE receive carried from an earlier
+ * window (half h): paired now by the status' source and tag, as anysrc_link pairs one within a
+ * window, with the first send waiting on that channel -- carried from an earlier window too, or
+ * read in this one --; with none, the receive waits in the carried channels for its send.
+ * 0, or -1 out of memory. */
+static int anysrc_carried(struct replay *P, int r, int32_t h, const struct cs_event *ev)
+{
+    P->hv[h].anysrc = 0;
+    if (ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
+        (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
+        return 0;
+    uint64_t sd = (uint64_t)(uint32_t)ev->peer << 32 | (uint32_t)r;
+    uint32_t tag = (uint32_t)ev->aux;
+    struct wslot *cc = P->ncch ? wt_get(&P->cch_t, ev->comm, tag, sd) : NULL;
+    if (cc && (int)cc->v == 1) { /* a send carried from an earlier window */
+        int32_t s = carried_pop(P, cc);
+        carried_partner(P, s, P->hv[h].a, r);
+        carried_partner(P, h, P->hv[s].a, P->hv[s].rank);
+        half_release(P, s);
+        return 0;
+    }
+    struct wslot *c = cc ? NULL : wt_get(&P->chan_t, ev->comm, tag, sd);
+    if (c && (uint32_t)c->v > (uint32_t)(c->v >> 32)) { /* a send of this window, waiting */
+        int32_t hn = c->head;
+        int32_t og = P->nd[hn].item;
+        c->head = P->nd[hn].next;
+        P->nd[hn].item = -1;
+        c->v += (uint64_t)1 << 32;
+        P->pcut++;
+        carried_partner(P, h, P->it[og].a, item_rank(P, og));
+        return item_carried_partner(P, og, item_rank(P, og), P->hv[h].a, r);
+    }
+    /* no send yet: wait for it in the carried channels, behind the receives waiting there */
+    int fresh;
+    cc = wt_putslot(&P->cch_t, ev->comm, tag, sd, &fresh);
+    if (!cc)
+        return -1;
+    if (fresh) {
+        P->ncch++;
+        cc->v = 0;
+        cc->head = h;
+    } else {
+        P->hv[cc->tail].next = h;
+    }
+    cc->tail = h;
+    P->hv[h].next = -1;
+    P->hv[h].queued = 1;
+    return 0;
+}
+
 static int done_carried(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
 {
     struct wslot *q = wt_get(&P->creq_t, (uint64_t)r, ev->request, 0);
@@ -1187,6 +1262,8 @@ static int done_carried(struct replay *P, int r, struct wrank *w, const struct c
     int32_t h = (int32_t)(q->v - 1);
     q->live = 0;
     P->ncreq--;
+    if (P->hv[h].anysrc && anysrc_carried(P, r, h, ev))
+        return -1;
     /* in_req stays set until resolve has read the half (through the dependency) */
     int rc = done_dep(P, r, w, ev, (struct wdep){DEP_CARRY, h});
     if (rc <= 0) {

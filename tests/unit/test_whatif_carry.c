@@ -17,6 +17,20 @@
  * Over the run 4 x 150 + 4 x 30 + 3 x 190 = 1290 us, 600 of them in the Recv; per timed step
  * (1 to 3) 370.  Within windows only, the run would count 180 (step 3's Recv and Wait).
  *
+ * MPI_ANY_SOURCE receives completed a step later (both ranks' steps from 0, 1000, 2000, 3000):
+ *   A: rank 0 posts MPI_Irecv(ANY_SOURCE, tag 7) [o+900, o+910) (k < 3) and waits for it in the
+ *      next step, MPI_Wait [o+10, o+300) (k >= 1); rank 1's MPI_Isend tag 7 [o+200, o+210) is in
+ *      that step, read after rank 0's completion: rank 0 waits 200 - 10 = 190, k = 1..3;
+ *   B: rank 0's MPI_Irecv(ANY_SOURCE, tag 8) [o+920, o+925), its MPI_Wait [o+310, o+320) next
+ *      step; rank 1's blocking MPI_Send tag 8 [o+890, o+960) in the Irecv's step waits for the
+ *      post: 920 - 890 = 30, k = 0..2;
+ *   C: rank 1's MPI_Irecv(ANY_SOURCE, tag 6) [o+930, o+935), its MPI_Wait [o+100, o+400) next
+ *      step; rank 0's MPI_Isend tag 6 [o+50, o+55) (and Wait) in that step, read before it: no
+ *      wait on either side (the post came first, the send before the Wait).
+ * Rank 0 waits 3 x 190 = 570 us (caused by rank 1), rank 1 3 x 30 = 90 (caused by rank 0).
+ * Each of the 9 receives is a request carried into the next window and a pair matched across
+ * windows: 18 links.  Without the carrying of MPI_ANY_SOURCE receives: 0 and 0.
+ *
  * No steps (no marker, no collective).  Rank 1: N blocking receives from 0 [t, t+10); rank 0:
  * the N sends at t+4 (each of another size, 5000 tags in turn), each followed by an MPI_Test:
  * twice rank 1's items, so with windows of at most 2^18 / 2 items a rank (whatif.c) most
@@ -70,6 +84,54 @@ static void steps_rank(struct tw *w, int r)
             put(w, CS_OP_ISEND, o + 850, o + 855, 0, 90 + j, 3);
             put(w, CS_OP_WAIT, o + 856, o + 858, -1, 90 + j, 1);
             put(w, CS_OP_COMPLETE, o + 858, o + 858, 0, 90 + j, 3);
+        }
+    }
+    put(w, CS_OP_PCONTROL, 1000 * STEPS, 1000 * STEPS, -1, 0, 0);
+}
+
+/* MPI_Irecv(MPI_ANY_SOURCE, tag) at [b, e) us, request req, as the collector records it. */
+static void irecv_any(struct tw *w, uint64_t b, uint64_t e, uint64_t req, int32_t tag)
+{
+    struct cs_event ev = {.t_begin = T0 + b * US, .t_end = T0 + e * US, .comm = CS_COMM_WORLD_ID,
+                          .peer = -1, .request = req, .op = CS_OP_IRECV, .aux = tag,
+                          .bytes_recv = 64, .flags = CS_EV_NONBLOCKING | CS_EV_ANY_SOURCE};
+    tw_event(w, 0, &ev);
+}
+
+/* The MPI_ANY_SOURCE run, rank r's trace. */
+static void anysrc_rank(struct tw *w, int r)
+{
+    put(w, CS_OP_PCONTROL, 0, 0, -1, 0, 1);
+    for (uint64_t j = 0; j < STEPS; j++) {
+        uint64_t o = 1000 * j;
+        if (j >= 1)
+            put(w, CS_OP_PCONTROL, o, o, -1, 0, 1);
+        if (r == 0) {
+            if (j >= 1) {
+                put(w, CS_OP_WAIT, o + 10, o + 300, -1, 60 + j - 1, 1); /* A */
+                put(w, CS_OP_COMPLETE, o + 300, o + 300, 1, 60 + j - 1, 7);
+                put(w, CS_OP_WAIT, o + 310, o + 320, -1, 80 + j - 1, 1); /* B */
+                put(w, CS_OP_COMPLETE, o + 320, o + 320, 1, 80 + j - 1, 8);
+                put(w, CS_OP_ISEND, o + 50, o + 55, 1, 100 + j, 6); /* C */
+                put(w, CS_OP_WAIT, o + 56, o + 58, -1, 100 + j, 1);
+                put(w, CS_OP_COMPLETE, o + 58, o + 58, 1, 100 + j, 6);
+            }
+            if (j < STEPS - 1) {
+                irecv_any(w, o + 900, o + 910, 60 + j, 7);
+                irecv_any(w, o + 920, o + 925, 80 + j, 8);
+            }
+        } else {
+            if (j >= 1) {
+                put(w, CS_OP_WAIT, o + 100, o + 400, -1, 110 + j - 1, 1); /* C */
+                put(w, CS_OP_COMPLETE, o + 400, o + 400, 0, 110 + j - 1, 6);
+                put(w, CS_OP_ISEND, o + 200, o + 210, 0, 70 + j, 7); /* A */
+                put(w, CS_OP_WAIT, o + 210, o + 220, -1, 70 + j, 1);
+                put(w, CS_OP_COMPLETE, o + 220, o + 220, 0, 70 + j, 7);
+            }
+            if (j < STEPS - 1) {
+                put(w, CS_OP_SEND, o + 890, o + 960, 0, 0, 8); /* B */
+                irecv_any(w, o + 930, o + 935, 110 + j, 6);
+            }
         }
     }
     put(w, CS_OP_PCONTROL, 1000 * STEPS, 1000 * STEPS, -1, 0, 0);
@@ -156,6 +218,30 @@ static void check_steps(const char *dir)
     cs__run_free(&run);
 }
 
+static void check_anysrc(const char *dir)
+{
+    struct cs__run run;
+    struct cs_report rep;
+    char err[512];
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    const double u = 1e-6;
+    const struct cs_report_rank *r0 = rank_of(&rep, 0), *r1 = rank_of(&rep, 1);
+    CHECK(r0 && r1 && rep.steps);
+    if (r0 && r1 && rep.steps) {
+        CHECK_INT(rep.steps->count, ==, STEPS);
+        CHECK_NEAR(r0->p2p_wait_s, 570 * u, 1e-12);
+        CHECK_NEAR(r1->p2p_wait_s, 90 * u, 1e-12);
+        CHECK_NEAR(r1->p2p_caused_s, 570 * u, 1e-12);
+        CHECK_NEAR(r0->p2p_caused_s, 90 * u, 1e-12);
+        if (!strstr(rep.steps->whatif.note, "18 point-to-point links spanned two step windows")) {
+            CHECK(0);
+            fprintf(stderr, "what-if note: %s\n", rep.steps->whatif.note);
+        }
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 static void check_nosteps(const char *dir)
 {
     struct cs__run run;
@@ -181,13 +267,17 @@ int main(void)
     char root[] = "/tmp/cs-test-whatifcarry-XXXXXX";
     if (tw_tmpdir(root) != 0)
         return 1;
-    char a[512], b[512];
+    char a[512], b[512], c[512];
     snprintf(a, sizeof a, "%s/steps", root);
     snprintf(b, sizeof b, "%s/nosteps", root);
+    snprintf(c, sizeof c, "%s/anysrc", root);
     CHECK_INT(mkdir(a, 0755), ==, 0);
     CHECK_INT(mkdir(b, 0755), ==, 0);
+    CHECK_INT(mkdir(c, 0755), ==, 0);
     write_run(a, 1000 * STEPS + 100, steps_rank);
     check_steps(a);
+    write_run(c, 1000 * STEPS + 100, anysrc_rank);
+    check_anysrc(c);
     write_run(b, 100 + 20 * N + 100, nosteps_rank);
     check_nosteps(b);
     tw_rmtree(root);
