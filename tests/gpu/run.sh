@@ -16,11 +16,14 @@
 # printed after each part.
 # Exit 0 all pass, 1 a check failed, 77 no GPU / no CUDA here (skip).
 #
-# The lent H200 image has CUDA, NCCL (a system package) and CMake but not the -dev packages of
-# hwloc, libpcap and yajl.  What worked (2026-11-29): `apt-get download libhwloc-dev libhwloc15
-# libpcap-dev libpcap0.8-dev libpcap0.8 libyajl-dev libyajl2 libdbus-1-3` here into a folder
-# excluded in .git/info/exclude and carried, then on the device: `dpkg -x` each into /tmp/hw,
-# LD_LIBRARY_PATH=/tmp/hw/usr/lib/x86_64-linux-gnu:/tmp/hw/lib/x86_64-linux-gnu and
+# The lent H200 image has CUDA, NCCL, PyTorch and CMake but not the -dev packages of hwloc,
+# libpcap and yajl, nor Open MPI (the build then leaves MPI out: CMakeLists.txt).  Prepared
+# (not yet run there: the loan was withdrawn each time): `apt-get download libhwloc-dev
+# libhwloc15 libpcap-dev libpcap0.8-dev libpcap0.8 libyajl-dev libyajl2 libdbus-1-3` into
+# .gpu-deps/ (excluded in .git/info/exclude, carried), zlib1g and zlib1g-dev into
+# .gpu-deps/opt/; on the device `dpkg -x` each into /tmp/hw (opt/ only without
+# /usr/include/zlib.h), re-point the absolute symlinks there into /tmp/hw, then
+# LD_LIBRARY_PATH=/tmp/hw/usr/lib/x86_64-linux-gnu:/tmp/hw/lib/x86_64-linux-gnu
 # CS_CMAKE_ARGS=-DCMAKE_PREFIX_PATH=/tmp/hw/usr sh tests/gpu/run.sh
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
