@@ -890,6 +890,28 @@ static int32_t half_of(struct replay *P, int32_t g)
     return h;
 }
 
+/* Half h (a send if send) waits at the tail of the carried channel (comm, tag, sd).  0, or -1
+ * out of memory. */
+static int carried_queue(struct replay *P, uint64_t comm, uint32_t tag, uint64_t sd, int send,
+                         int32_t h)
+{
+    int fresh;
+    struct wslot *cc = wt_putslot(&P->cch_t, comm, tag, sd, &fresh);
+    if (!cc)
+        return -1;
+    if (fresh) {
+        P->ncch++;
+        cc->v = (uint64_t)send;
+        cc->head = h;
+    } else {
+        P->hv[cc->tail].next = h;
+    }
+    cc->tail = h;
+    P->hv[h].next = -1;
+    P->hv[h].queued = 1;
+    return 0;
+}
+
 /* The end of a window (after resolve): carry the requests still open and the sends and
  * receives still waiting for partners into the next windows.  0, or -1 out of memory. */
 #define ANYSRC_BIT ((uint64_t)1 << 62)
@@ -926,21 +948,8 @@ static int carry(struct replay *P)
         if (n->item < 0)
             continue;
         int32_t h = half_of(P, n->item);
-        int fresh;
-        struct wslot *cc =
-            h < 0 ? NULL : wt_putslot(&P->cch_t, n->comm, (uint32_t)n->tag, n->sd, &fresh);
-        if (!cc)
+        if (h < 0 || carried_queue(P, n->comm, (uint32_t)n->tag, n->sd, n->send, h))
             return -1;
-        if (fresh) {
-            P->ncch++;
-            cc->v = (uint64_t)n->send;
-            cc->head = h;
-        } else {
-            P->hv[cc->tail].next = h;
-        }
-        cc->tail = h;
-        P->hv[h].next = -1;
-        P->hv[h].queued = 1;
     }
     /* completions deferred for those */
     for (size_t i = 0; i < P->nlk; i++) {
@@ -1237,21 +1246,7 @@ static int anysrc_carried(struct replay *P, int r, int32_t h, const struct cs_ev
         return item_carried_partner(P, og, item_rank(P, og), P->hv[h].a, r);
     }
     /* no send yet: wait for it in the carried channels, behind the receives waiting there */
-    int fresh;
-    cc = wt_putslot(&P->cch_t, ev->comm, tag, sd, &fresh);
-    if (!cc)
-        return -1;
-    if (fresh) {
-        P->ncch++;
-        cc->v = 0;
-        cc->head = h;
-    } else {
-        P->hv[cc->tail].next = h;
-    }
-    cc->tail = h;
-    P->hv[h].next = -1;
-    P->hv[h].queued = 1;
-    return 0;
+    return carried_queue(P, ev->comm, tag, sd, 0, h);
 }
 
 static int done_carried(struct replay *P, int r, struct wrank *w, const struct cs_event *ev)
