@@ -811,14 +811,22 @@ static int32_t carried_pop(struct replay *P, struct wslot *cc)
     return h;
 }
 
+/* A blocking call of rank r over [a, e) in step k waited for its partner's arrival pa (rank
+ * prank), unless the partner came before it or after it ended. */
+static void blocking_wait(struct replay *P, int32_t r, int k, double a, double e,
+                          unsigned char dim, double pa, int32_t prank)
+{
+    if (pa > a && pa <= e)
+        p2p_book(P, r, k, a, dim, pa - a, 1, prank);
+}
+
 /* Carried half h's partner arrived at pa (rank prank): a blocking call waited for it; a
  * non-blocking one's completion does, now (deferred) or when its request completes (carried). */
 static void carried_partner(struct replay *P, int32_t h, double pa, int32_t prank)
 {
     struct half *H = &P->hv[h];
     if (H->blocking) {
-        if (pa > H->a && pa <= H->e)
-            p2p_book(P, H->rank, H->k, H->a, H->dim, pa - H->a, 1, prank);
+        blocking_wait(P, H->rank, H->k, H->a, H->e, H->dim, pa, prank);
     } else if (H->rec >= 0) {
         defer_partner(P, H->rec, pa, prank, H->dim);
         H->rec = -1;
@@ -836,9 +844,7 @@ static int item_carried_partner(struct replay *P, int32_t g, int32_t rg, double 
 {
     struct item *it = &P->it[g];
     if (!it->nbp) {
-        double s2 = pa > it->a ? pa : it->a;
-        if (pa <= it->e && s2 > it->a)
-            p2p_book(P, rg, P->k, it->a, it->dim, s2 - it->a, 1, pr);
+        blocking_wait(P, rg, P->k, it->a, it->e, it->dim, pa, pr);
         return 0;
     }
     if (cs__grow((void **)&P->cpa, &P->capcpa, P->ncpa + 1, sizeof *P->cpa))
@@ -928,10 +934,11 @@ static int carry(struct replay *P)
         if (!(v >> 63))
             continue;
         int32_t h = half_of(P, (int32_t)(uint32_t)v);
-        if (h >= 0 && (v & ANYSRC_BIT))
-            P->hv[h].anysrc = 1;
+        if (h < 0)
+            return -1;
+        P->hv[h].anysrc = (v & ANYSRC_BIT) != 0;
         int fresh;
-        uint64_t *c = h < 0 ? NULL : wt_put(&P->creq_t, q->k1, q->k2, 0, &fresh);
+        uint64_t *c = wt_put(&P->creq_t, q->k1, q->k2, 0, &fresh);
         if (!c)
             return -1;
         if (fresh)
@@ -971,6 +978,16 @@ static unsigned char p2p_dim(struct replay *P, uint64_t comm)
     return (unsigned char)cs__steps_dim(P->S, cs__groups_comm_cached(P->run, P->S, comm));
 }
 
+/* The first item waiting on window channel c (its side is ahead), taken off it. */
+static inline int32_t chan_pop(struct replay *P, struct wslot *c)
+{
+    int32_t hn = c->head;
+    int32_t og = P->nd[hn].item;
+    c->head = P->nd[hn].next;
+    P->nd[hn].item = -1;
+    return og;
+}
+
 /* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
  * dst); linked both ways with its partner when that was read before it.  0, or -1 out of
  * memory.  Inline: the window reader calls it for every point-to-point event. */
@@ -991,10 +1008,7 @@ static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int3
     uint32_t ns = (uint32_t)c->v, nr = (uint32_t)(c->v >> 32);
     if (send ? ns < nr : nr < ns) {
         /* the partner is the first waiting item of the other side */
-        int32_t hn = c->head;
-        int32_t og = P->nd[hn].item;
-        c->head = P->nd[hn].next;
-        P->nd[hn].item = -1;
+        int32_t og = chan_pop(P, c);
         struct item *it = &P->it[g], *o = &P->it[og];
         it->pg = og;
         p2p_x(P, it, o, send ? src : dst);
@@ -1236,14 +1250,11 @@ static int anysrc_carried(struct replay *P, int r, int32_t h, const struct cs_ev
     }
     struct wslot *c = cc ? NULL : wt_get(&P->chan_t, ev->comm, tag, sd);
     if (c && (uint32_t)c->v > (uint32_t)(c->v >> 32)) { /* a send of this window, waiting */
-        int32_t hn = c->head;
-        int32_t og = P->nd[hn].item;
-        c->head = P->nd[hn].next;
-        P->nd[hn].item = -1;
-        c->v += (uint64_t)1 << 32;
+        int32_t og = chan_pop(P, c), orank = item_rank(P, og);
+        c->v += (uint64_t)1 << 32; /* one more receive on the channel */
         P->pcut++;
-        carried_partner(P, h, P->it[og].a, item_rank(P, og));
-        return item_carried_partner(P, og, item_rank(P, og), P->hv[h].a, r);
+        carried_partner(P, h, P->it[og].a, orank);
+        return item_carried_partner(P, og, orank, P->hv[h].a, r);
     }
     /* no send yet: wait for it in the carried channels, behind the receives waiting there */
     return carried_queue(P, ev->comm, tag, sd, 0, h);

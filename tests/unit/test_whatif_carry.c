@@ -181,16 +181,26 @@ static const struct cs_report_rank *rank_of(const struct cs_report *rep, int r)
     return NULL;
 }
 
+/* Analyse the run in dir into run and rep (free both after); its ranks 0 and 1.  Whether both
+ * and the step report are there (checked). */
+static int analyse(const char *dir, struct cs__run *run, struct cs_report *rep,
+                   const struct cs_report_rank **r0, const struct cs_report_rank **r1)
+{
+    char err[512];
+    CHECK_INT(cs__analyze_dir(dir, run, rep, err, sizeof err, NULL), ==, 0);
+    *r0 = rank_of(rep, 0);
+    *r1 = rank_of(rep, 1);
+    CHECK(*r0 && *r1 && rep->steps);
+    return *r0 && *r1 && rep->steps;
+}
+
 static void check_steps(const char *dir)
 {
     struct cs__run run;
     struct cs_report rep;
-    char err[512];
-    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
     const double u = 1e-6;
-    const struct cs_report_rank *r0 = rank_of(&rep, 0), *r1 = rank_of(&rep, 1);
-    CHECK(r0 && r1 && rep.steps);
-    if (r0 && r1 && rep.steps) {
+    const struct cs_report_rank *r0, *r1;
+    if (analyse(dir, &run, &rep, &r0, &r1)) {
         const struct cs_report_steps *s = rep.steps;
         CHECK_INT(s->count, ==, STEPS);
         CHECK_INT(s->timed, ==, STEPS - 1);
@@ -222,12 +232,9 @@ static void check_anysrc(const char *dir)
 {
     struct cs__run run;
     struct cs_report rep;
-    char err[512];
-    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
     const double u = 1e-6;
-    const struct cs_report_rank *r0 = rank_of(&rep, 0), *r1 = rank_of(&rep, 1);
-    CHECK(r0 && r1 && rep.steps);
-    if (r0 && r1 && rep.steps) {
+    const struct cs_report_rank *r0, *r1;
+    if (analyse(dir, &run, &rep, &r0, &r1)) {
         CHECK_INT(rep.steps->count, ==, STEPS);
         CHECK_NEAR(r0->p2p_wait_s, 570 * u, 1e-12);
         CHECK_NEAR(r1->p2p_wait_s, 90 * u, 1e-12);
@@ -246,11 +253,8 @@ static void check_nosteps(const char *dir)
 {
     struct cs__run run;
     struct cs_report rep;
-    char err[512];
-    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
-    const struct cs_report_rank *r0 = rank_of(&rep, 0), *r1 = rank_of(&rep, 1);
-    CHECK(r0 && r1);
-    if (r0 && r1) {
+    const struct cs_report_rank *r0, *r1;
+    if (analyse(dir, &run, &rep, &r0, &r1)) {
         CHECK(rep.steps && rep.steps->count == 0);
         CHECK_STR(rep.steps->source, "none");
         CHECK_NEAR(r1->p2p_wait_s, N * 4e-6, 1e-9);
