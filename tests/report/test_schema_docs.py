@@ -121,7 +121,7 @@ def report_schema(src):
     row = re.search(r"^\| `topology` \|(.*)$", head, re.M)
     topo_names = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)(?:\[\])?`", row.group(1))) if row \
         else set()
-    return paths, maps, topo_names, head
+    return paths, maps, topo_names
 
 
 def section_names(path, start, end=None):
@@ -143,7 +143,7 @@ def key_paths(v, p=""):
     if isinstance(v, dict):
         for k, x in v.items():
             q = (p + "." + k).lstrip(".")
-            out.append((q, x))
+            out.append(q)
             out += key_paths(x, q)
     elif isinstance(v, list):
         for x in v:
@@ -154,10 +154,9 @@ def key_paths(v, p=""):
 CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology")
 
 
-def check_report(what, rep, schema, seen):
-    paths, maps, topo_names, _ = schema
-    for p, _ in key_paths(rep):
-        seen.add(p)
+def check_report(what, rep, schema):
+    paths, maps, topo_names = schema
+    for p in key_paths(rep):
         if p == "topology" or p.startswith("topology."):
             leaf = p.rsplit(".", 1)[-1]
             check(leaf in topo_names or p == "topology",
@@ -172,7 +171,7 @@ def check_always_present(reps, schema):
     """Keys documented as always present, missing from a complete report."""
     paths = schema[0]
     for what, rep in reps:
-        got = {p for p, _ in key_paths(rep)}
+        got = set(key_paths(rep))
         for p in sorted(paths):
             if p.split(".")[0].split("[")[0] in CONDITIONAL:
                 continue
@@ -199,7 +198,7 @@ def parent_present(rep, path):
 
 
 def check_names(what, doc, names):
-    for p, _ in key_paths(doc):
+    for p in key_paths(doc):
         leaf = p.rsplit(".", 1)[-1]
         check(leaf in names, "%s: key %s is not described in its documentation" % (what, p))
 
@@ -232,9 +231,8 @@ def case_unit(src, data, tmp, schema):
         reps.append(("Kineto import", rep))
     else:
         print("note: %s absent, Kineto import not checked" % kin)
-    seen = set()
     for what, rep in reps:
-        check_report(what, rep, schema, seen)
+        check_report(what, rep, schema)
     check_always_present([(w, r) for w, r in reps if w != "synthetic broken"], schema)
     # commscope topo --json
     topo_doc = os.path.join(src, "docs", "report-schema.md")
@@ -269,9 +267,8 @@ def case_mpi(src, tmp, schema):
              ["-np", str(n), os.path.join(BIN, prog[0])] + prog[1:], ok=(0, 1), env=env)
         reps.append((name, json.load(open(os.path.join(d, "report.json")))))
         runs.append(d)
-    seen = set()
     for what, rep in reps:
-        check_report(what, rep, schema, seen)
+        check_report(what, rep, schema)
     check_always_present(reps, schema)
     check(any(g for _, r in reps for g in r.get("groups", [])), "a run with groups was checked")
     check(any((r.get("whatif") or {}).get("replayed_step_s") for _, r in reps),
