@@ -65,9 +65,9 @@ static int same_host(const struct cs__run *run, const int32_t *members, int32_t 
 {
     const char *h0 = NULL;
     for (int32_t i = 0; i < n; i++) {
-        const struct cs__rank *rk = &run->ranks[members[i]];
-        if (!rk->present)
+        if (!cs__member_present(run, members[i]))
             continue;
+        const struct cs__rank *rk = &run->ranks[members[i]];
         if (!h0)
             h0 = rk->h->host;
         else if (strcmp(h0, rk->h->host) != 0)
@@ -166,9 +166,9 @@ int cs__groups_build(struct cs__run *run, struct cs__steps *S)
         const struct cs_comm_record *rec = NULL;
         uint32_t nth = 0;
         for (int32_t m = 0; m < c->size && !rec; m++) {
-            const struct cs__rank *rk = &run->ranks[c->members[m]];
-            if (!rk->present)
+            if (!cs__member_present(run, c->members[m]))
                 continue;
+            const struct cs__rank *rk = &run->ranks[c->members[m]];
             size_t n = cs_reader_stats(rk->rd)->comms;
             for (size_t j = 0; j < n && !rec; j++)
                 if (cs_reader_comm(rk->rd, j)->id == c->id)

@@ -407,6 +407,13 @@ struct cs__run {
     double *p2p_wait;
 };
 
+/* Whether world rank r, a communicator's member, has a trace in the run.  An NCCL communicator
+ * some of whose members left no record (incomplete) has -1 for those: never a rank. */
+static inline int cs__member_present(const struct cs__run *run, int32_t r)
+{
+    return r >= 0 && r < run->world && run->ranks[r].present;
+}
+
 /* 0: peer runs on rank's host, 1: on another host, -1: unknown (nodes.c fills host_of). */
 static inline int cs__peer_scope(const struct cs__run *run, int rank, int32_t peer)
 {

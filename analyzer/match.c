@@ -202,8 +202,10 @@ static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64
     in->root = -1;
     in->ended = 0;
     in->dead_unended = 0;
-    for (size_t i = 0; run->ndead && i < n; i++)
-        in->dead_unended += run->ranks[c->members[i]].dead;
+    /* A member without a trace, or not known at all (an incomplete NCCL communicator), will
+     * never arrive. */
+    for (size_t i = 0; (run->ndead || c->incomplete) && i < n; i++)
+        in->dead_unended += c->members[i] < 0 || run->ranks[c->members[i]].dead;
     return in;
 }
 

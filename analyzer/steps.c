@@ -452,7 +452,7 @@ int cs__steps_begin(struct cs__run *run)
             if (sc->cls != (int)c)
                 continue;
             for (int32_t m = 0; m < sc->size && who < 0; m++)
-                if (run->ranks[sc->members[m]].present)
+                if (cs__member_present(run, sc->members[m]))
                     who = sc->members[m];
         }
         if (who < 0)

@@ -258,6 +258,45 @@ static void test_two_comms(const char *root)
     cs__run_free(&run);
 }
 
+/*
+ * An NCCL job of three ranks whose rank 2 left no trace: its communicator's records name only
+ * ranks 0 and 1 (member 2 unknown, -1).  The collectives on it can never complete: they are
+ * counted incomplete, the report says which communicator lacks a member, and nothing indexes the
+ * ranks by the unknown member (the groups' same-host test, the instances' dead members, the
+ * steps' class probe did before).
+ */
+static void test_missing_member(const char *root)
+{
+    char dir[512], err[512];
+    snprintf(dir, sizeof dir, "%s/missing", root);
+    mkdir(dir, 0700);
+    const uint64_t X = (1ull << 63) | 0x1234;
+    for (int r = 0; r < 2; r++) {
+        struct tw *w = tw_new_gpu_rank(r, 3, 0x6b76, 70 + (uint64_t)r, T0, T0 + 1000 * US);
+        tw_comm_nccl(w, X, 3, r, r, r, "");
+        for (uint32_t k = 0; k < 3; k++) {
+            tw_host_allreduce(w, 0, X, T0 + (10 + 300 * k) * US, T0 + (12 + 300 * k) * US, k,
+                              k + 1);
+            struct cs_event g = gpu(CS_OP_GPU_NCCL, 50 + 300 * k + 10 * (uint64_t)r,
+                                    200 + 300 * k, r, k, k + 1);
+            g.comm = X;
+            tw_event(w, 1, &g);
+        }
+        CHECK(tw_write_rank(w, dir, r) > 0);
+    }
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    CHECK_INT(rep.matched, ==, 0);
+    CHECK_INT(rep.incomplete, ==, 3);
+    int said = 0;
+    for (size_t i = 0; i < rep.nproblems; i++)
+        said |= strstr(rep.problems[i], "1 of its 3 members left no record") != NULL;
+    CHECK(said);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 int main(void)
 {
     char root[] = "/tmp/cs-test-gpu-XXXXXX";
@@ -265,6 +304,7 @@ int main(void)
         return 1;
     test_overlap(root);
     test_two_comms(root);
+    test_missing_member(root);
     tw_rmtree(root);
     return cs_test_result();
 }
