@@ -440,7 +440,9 @@ const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id);
 static inline int32_t cs__comm_rank(const struct cs__run *run, const struct cs__comm *c, int r)
 {
     uint64_t *v = cs__map_get(&run->my_rank, c->id, (uint64_t)r);
-    if (v)
+    /* The rank's own record says; unless it disagrees with the record the communicator was
+     * built from (reported in cs__comms_build), then the members do. */
+    if (v && *v - 1 < (uint64_t)c->size && c->members[*v - 1] == r)
         return (int32_t)(*v - 1);
     if (c->members == run->ident)
         return r;

@@ -202,7 +202,8 @@ int cs__vsteps_gpu_row(struct cs__run *run, int r, int64_t begin, int64_t end, d
             goto out;
     }
     cs_reader_rewind(rd);
-    qsort(all.v, all.n, sizeof *all.v, iv_cmp);
+    if (all.n)
+        qsort(all.v, all.n, sizeof *all.v, iv_cmp);
     if (union_of(&all, 0, &cu) || union_of(&all, -1, &nu))
         goto out;
     struct emit_ctx x = {.row = row, .begin = begin, .merge_s = merge_s};

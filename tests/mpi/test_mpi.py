@@ -426,6 +426,31 @@ def case_node_snapshot_failures(a, tmp):
               "%s helper: host without snapshot: %r" % (name, h))
 
 
+def case_fuzz(a, tmp):
+    """Real collector traces as the seeds of the structure-aware fuzzer (tests/unit/test_fuzz.c):
+    every MPI call kind (cs_test_allops), TP x DP with non-blocking gradient buckets (cs_train2d
+    --overlap), a pipeline with split communicators (cs_test_pipeline) and all-to-all experts
+    (cs_test_moe), each damaged in many ways with its CRCs made right again; the analysis must
+    never crash, hang, print a non-finite number or write invalid JSON."""
+    runs = []
+    for name, np_, argv in (("allops", 3, [os.path.join(BIN, "cs_test_allops"),
+                                           os.path.join(tmp, "expect")]),
+                            ("train2d", 4, [os.path.join(BIN, "cs_train2d"), "--steps", "4",
+                                            "--overlap"]),
+                            ("pipeline", 4, [os.path.join(BIN, "cs_test_pipeline"), "--pp", "2",
+                                             "--steps", "4"]),
+                            ("moe", 4, [os.path.join(BIN, "cs_test_moe"), "--ep", "2", "--steps",
+                                        "4"])):
+        rundir = os.path.join(tmp, name)
+        commscope_run(rundir, MPIRUN + ["-np", str(np_)] + argv, extra=["--no-analyze"])
+        runs.append(rundir)
+    n = os.environ.get("CS_FUZZ_ITERATIONS", "300")
+    p = run([os.path.join(BIN, "test_fuzz"), "-n", n] + runs, timeout=1500)
+    print(p.stdout[-3000:])
+    check(p.returncode == 0, "fuzzing real runs: exit %d\n%s\n%s"
+          % (p.returncode, p.stdout[-6000:], p.stderr[-2000:]))
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 
 

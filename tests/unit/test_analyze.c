@@ -440,6 +440,39 @@ static void test_causality(void)
     cs__run_free(&run);
 }
 
+/*
+ * Ranks that disagree on a communicator: rank 0's record of X says it is {0} alone, rank 1's says
+ * {0, 1} with itself as member 1.  X is built from rank 0's record, so rank 1 is not a member of
+ * it: its all-reduce on X is unmatched, the disagreement is reported, and rank 1's own member
+ * index (1, past X's one member) is never used (it overflowed the instance's arrays before).
+ */
+static void test_comm_disagreement(void)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/disagree", root);
+    mkdir(dir, 0755);
+    const uint64_t X = (1ull << 32) | 7;
+    struct wr a = begin(0, 2, 6, 0), b = begin(1, 2, 6, 0);
+    int32_t m[2] = {0, 1};
+    tw_comm(a.w, X, CS_OP_COMM_SPLIT, 1, 0, m);
+    tw_comm(b.w, X, CS_OP_COMM_SPLIT, 2, 1, m);
+    ev(&a, CS_OP_ALLREDUCE, 2000, 3000, X, 0, 8, 0, -1, 0);
+    ev(&b, CS_OP_ALLREDUCE, 2500, 3000, X, 0, 8, 0, -1, 0);
+    finish(&a, dir, 0, NULL);
+    finish(&b, dir, 1, NULL);
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    CHECK_INT(rep.matched, ==, 1); /* rank 0's, alone in X as it sees it */
+    CHECK_INT(run.unmatched_events, ==, 1);
+    int said = 0;
+    for (size_t i = 0; i < rep.nproblems; i++)
+        said |= strstr(rep.problems[i], "rank 1 disagrees on the members of communicator") != NULL;
+    CHECK(said);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 static int run_cmd(const char *dir, const char *json, int quiet)
 {
     char *argv[6];
@@ -626,6 +659,7 @@ int main(void)
     test_clock_map_near();
     test_four_ranks();
     test_causality();
+    test_comm_disagreement();
     test_merge_wide();
     test_rundir();
     test_hosts();
