@@ -191,10 +191,23 @@ static int check_header(struct cs_reader *r, char *err, size_t errlen)
                     "gpu_timing %" PRIu32 " or rank_source %" PRIu32 " unknown (bytes %zu..%zu)",
                     h->gpu_timing, h->rank_source, offsetof(struct cs_file_header, gpu_timing),
                     offsetof(struct cs_file_header, rank_source) + 3);
-    for (int i = 0; i < 2; i++)
-        if (h->clock[i].valid > 1)
+    for (int i = 0; i < 2; i++) {
+        const struct cs_clock_sample *c = &h->clock[i];
+        if (c->valid > 1)
             return fail(r, err, errlen, CS_EHEADER, "clock sample %d: valid flag %" PRIu32
-                        " is neither 0 nor 1", i, h->clock[i].valid);
+                        " is neither 0 nor 1", i, c->valid);
+        if (c->valid && (c->local_ns >= CS_TIME_LIMIT || c->rtt_ns >= CS_TIME_LIMIT ||
+                         c->offset_ns >= (int64_t)CS_TIME_LIMIT ||
+                         c->offset_ns <= -(int64_t)CS_TIME_LIMIT))
+            return fail(r, err, errlen, CS_EHEADER,
+                        "clock sample %d: local_ns %" PRIu64 ", offset_ns %" PRId64
+                        " or rtt_ns %" PRIu64 " beyond 2^62 ns (146 years)",
+                        i, c->local_ns, c->offset_ns, c->rtt_ns);
+    }
+    if (h->t_init >= CS_TIME_LIMIT || h->t_finalize >= CS_TIME_LIMIT)
+        return fail(r, err, errlen, CS_EHEADER,
+                    "t_init %" PRIu64 " or t_finalize %" PRIu64 " beyond 2^62 ns (146 years)",
+                    h->t_init, h->t_finalize);
     if (!partial && h->t_finalize != 0 && h->t_finalize < h->t_init)
         return fail(r, err, errlen, CS_EHEADER,
                     "t_finalize %" PRIu64 " before t_init %" PRIu64, h->t_finalize, h->t_init);
@@ -375,6 +388,11 @@ static int event_error(struct cs_reader *r, const struct cs_event *e, uint32_t k
                     "event %" PRIu32 " in block %" PRIu64 ": t_end before t_begin (%" PRIu64
                     " < %" PRIu64 ", byte %" PRIu64 ")",
                     k, bi, e->t_end, e->t_begin, at);
+    if (e->t_end >= CS_TIME_LIMIT)
+        return fail(r, err, errlen, CS_EEVENT,
+                    "event %" PRIu32 " in block %" PRIu64 ": t_end %" PRIu64
+                    " beyond 2^62 ns (146 years; byte %" PRIu64 ")",
+                    k, bi, e->t_end, at);
     if (e->flags & ~KNOWN_EVENT_FLAGS)
         return fail(r, err, errlen, CS_EEVENT,
                     "event %" PRIu32 " in block %" PRIu64 ": unknown flags 0x%x (byte %" PRIu64
@@ -409,7 +427,8 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
     for (uint32_t k = 0; k < used; k++) {
         const struct cs_event *e = &ev[k];
         unsigned m = e->op < CS_OP_MAX ? opc[e->op] : OPC_BAD;
-        int bad = (m & OPC_BAD) | (e->t_end < e->t_begin) | ((e->flags & ~KNOWN_EVENT_FLAGS) != 0) |
+        int bad = (m & OPC_BAD) | (e->t_end < e->t_begin) | (e->t_end >= CS_TIME_LIMIT) |
+                  ((e->flags & ~KNOWN_EVENT_FLAGS) != 0) |
                   (e->peer < -1) | (e->peer >= world) | (((m & OPC_COMM) != 0) & (e->comm == 0)) |
                   (((m & OPC_REQUEST) != 0) & (e->request == 0));
         if (bad) {

@@ -29,6 +29,9 @@
 #define CS_HEADER_SIZE 4096u
 #define CS_BLOCK_SIZE 16384u
 #define CS_EVENT_SIZE 64u
+/* Times (ns) and clock offsets must be below this (146 years): sums and differences of two never
+ * overflow 64-bit signed arithmetic.  A clock that reads more is an error in the trace. */
+#define CS_TIME_LIMIT (1ull << 62)
 #define CS_BLOCK_MAGIC 0x4b4c4243u /* "CBLK" */
 #define CS_HOST_MAX 64
 #define CS_PROGRAM_MAX 256

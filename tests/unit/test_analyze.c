@@ -342,17 +342,18 @@ static void test_clock_map_near(void)
 
 /* The merge packs (time, rank) into 64 bits while the times fit in 2^(64 - rank bits) ns after
  * the earliest first event, and rebuilds with 128-bit packs when one does not (analyze.c): here
- * 2^62 ns later (world 4 or 3: 2 rank bits).  `late_first`: rank 1 starts that late (128 bits from
- * the start); else ranks 0 and 2 jump there mid-run (the switch mid-merge).  Every event must come
- * out once, in (time, rank) order; equal times on several ranks test the rank order. */
+ * 2^61 ns later (world 8 or 5: 3 rank bits; times must stay below 2^62).  `late_first`: rank 1
+ * starts that late (128 bits from the start); else ranks 0 and 2 jump there mid-run (the switch
+ * mid-merge).  Every event must come out once, in (time, rank) order; equal times on several
+ * ranks test the rank order. */
 static void merge_run(const char *name, int world, int late_first)
 {
     char dir[300], err[512];
     snprintf(dir, sizeof dir, "%s/%s", root, name);
     CHECK_INT(mkdir(dir, 0700), ==, 0);
-    /* 2^62 ns after the first event (1 s) and 1500 ns: a pack that wrapped would sort it among
+    /* 2^61 ns after the first event (1 s) and 1500 ns: a pack that wrapped would sort it among
      * the first events */
-    const uint64_t far = (1ull << 62) + 1000001500ull;
+    const uint64_t far = (1ull << 61) + 1000001500ull;
     int written = 0;
     for (int r = 0; r < world; r++) {
         struct tw *w = tw_new(r, world, 0x3e63e, 500 + (uint64_t)r);
@@ -411,8 +412,8 @@ static void merge_run(const char *name, int world, int late_first)
 
 static void test_merge_wide(void)
 {
-    merge_run("merge-switch", 4, 0);
-    merge_run("merge-wide", 3, 1);
+    merge_run("merge-switch", 8, 0);
+    merge_run("merge-wide", 5, 1);
 }
 
 /* Rank 1's clock is off so its allreduce arrival falls after rank 0 already left. */

@@ -253,6 +253,9 @@ static void test_semantic_errors(void)
     } cases[] = {
         {250, 10, 20, "rank-00002.cst: event 17 in block 0: unknown op 250 (byte 5248)"},
         {CS_OP_BARRIER, 30, 20, "event 17 in block 0: t_end before t_begin (20 < 30"},
+        {CS_OP_BARRIER, 30, 1ull << 62,
+         "event 17 in block 0: t_end 4611686018427387904 beyond 2^62 ns (146 years; byte 5248)"},
+        {CS_OP_BARRIER, UINT64_MAX, UINT64_MAX, "beyond 2^62 ns"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         struct tw *w = tw_new(2, 4, 1, 1);
@@ -311,6 +314,29 @@ static void test_semantic_errors(void)
     tw_free(w);
     CHECK_INT(cs_reader_open(p, &r, err, sizeof err), ==, CS_EHEADER);
     CHECK_CONTAINS(err, "rank 9 out of range 0..3");
+    /* Times past 2^62 ns in the header: t_init, and a valid clock sample's offset (an invalid
+     * sample is not read). */
+    w = tw_new(2, 4, 1, 1);
+    tw_header(w)->t_init = 1ull << 62;
+    tw_write(w, p, NULL);
+    tw_free(w);
+    CHECK_INT(cs_reader_open(p, &r, err, sizeof err), ==, CS_EHEADER);
+    CHECK_CONTAINS(err, "t_init 4611686018427387904 or t_finalize 0 beyond 2^62 ns");
+    for (int valid = 0; valid < 2; valid++) {
+        w = tw_new(2, 4, 1, 1);
+        tw_header(w)->clock[1].valid = (uint32_t)valid;
+        tw_header(w)->clock[1].offset_ns = -(int64_t)(1ull << 62);
+        tw_write(w, p, NULL);
+        tw_free(w);
+        err[0] = '\0';
+        int rc = cs_reader_open(p, &r, err, sizeof err);
+        CHECK_INT(rc, ==, valid ? CS_EHEADER : 0);
+        if (valid)
+            CHECK_CONTAINS(err, "clock sample 1: local_ns 0, offset_ns -4611686018427387904 or "
+                                "rtt_ns 0 beyond 2^62 ns (146 years)");
+        else if (!rc)
+            cs_reader_close(r);
+    }
 
     w = tw_new(2, 4, 1, 1);
     int32_t m[2] = {0, 2};
