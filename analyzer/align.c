@@ -142,6 +142,21 @@ int64_t cs__clock_map_near_slow(struct cs__clock_memo *m, const struct cs__clock
     return cs__clock_map_wide(c, t);
 }
 
+int cs__clock_corr_within(const struct cs__clock *c, uint64_t t, int64_t limit)
+{
+    i128 corr = c->o0;
+    if (c->valid == 2) {
+        i128 num = (i128)(c->o1 - c->o0) * ((i128)t - (i128)c->l0);
+        i128 den = (i128)c->l1 - (i128)c->l0;
+        if (den < 0) {
+            num = -num;
+            den = -den;
+        }
+        corr += num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
+    }
+    return corr > -(i128)limit && corr < (i128)limit;
+}
+
 double cs__clock_drift_ppm(const struct cs__clock *c)
 {
     if (c->valid < 2)

@@ -3,6 +3,7 @@
  * (a k-way merge over ranks, so open collective instances stay few and memory stays bounded by
  * the events in flight), match and measure, then build the report model.
  */
+#include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,30 @@ static inline const struct cs_event *rank_next(struct cs__rank *rk)
     return rk->bnext++;
 }
 
+/*
+ * Clock samples that would move a rank's times by 2^58 ns (9 years) or more anywhere in its trace
+ * are not a clock offset but a broken trace (and would overflow the sums of times): they are not
+ * used, and the problem is said.
+ */
+static void clock_sane(struct cs__run *run, int r)
+{
+    struct cs__rank *rk = &run->ranks[r];
+    const struct cs_reader_stats *st = cs_reader_stats(rk->rd);
+    const int64_t limit = (int64_t)1 << 58;
+    uint64_t t[4] = {rk->h->t_init, rk->h->t_finalize, st->t_min, st->t_max};
+    int n = st->events ? 4 : 2;
+    for (int i = 0; rk->clk.valid && i < n; i++) {
+        if (cs__clock_corr_within(&rk->clk, t[i], limit))
+            continue;
+        cs__problem(run,
+                    "rank %d: its clock samples (offset %" PRId64 " ns to rank 0, drift %.6g ppm)"
+                    " would move its time %" PRIu64 " ns by 2^58 ns (9 years) or more; they are"
+                    " not used: its times stay as recorded",
+                    r, rk->clk.o0, cs__clock_drift_ppm(&rk->clk), t[i]);
+        rk->clk = (struct cs__clock){0};
+    }
+}
+
 int cs__analyze(struct cs__run *run, struct cs_report *rep)
 {
     int rc = cs__comms_build(run);
@@ -143,6 +168,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
             continue;
         cs__clock_init(&rk->clk, rk->h);
         cs__nccl_clock(run, r);
+        clock_sane(run, r);
         if (rk->clk.rtt_max / 2 > run->uncertainty_ns)
             run->uncertainty_ns = rk->clk.rtt_max / 2;
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);

@@ -248,6 +248,9 @@ cs__clock_map_near(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t
 }
 /* Drift in ppm ((o1 - o0) / (l1 - l0) * 1e6), 0 unless both samples are valid. */
 double cs__clock_drift_ppm(const struct cs__clock *c);
+/* Whether the correction c makes at local time t is less than limit ns either way (computed
+ * without overflow for any t). */
+int cs__clock_corr_within(const struct cs__clock *c, uint64_t t, int64_t limit);
 
 /* ---- the run ---- */
 
@@ -444,8 +447,8 @@ static inline int32_t cs__comm_rank(const struct cs__run *run, const struct cs__
      * built from (reported in cs__comms_build), then the members do. */
     if (v && *v - 1 < (uint64_t)c->size && c->members[*v - 1] == r)
         return (int32_t)(*v - 1);
-    if (c->members == run->ident)
-        return r;
+    if (c->members == run->ident) /* world (self of rank 0 starts there too: size 1) */
+        return r < c->size ? r : -1;
     for (int32_t i = 0; i < c->size; i++)
         if (c->members[i] == r)
             return i;

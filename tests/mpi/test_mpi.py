@@ -430,7 +430,7 @@ def case_fuzz(a, tmp):
     """Real collector traces as the seeds of the structure-aware fuzzer (tests/unit/test_fuzz.c):
     every MPI call kind (cs_test_allops), TP x DP with non-blocking gradient buckets (cs_train2d
     --overlap), a pipeline with split communicators (cs_test_pipeline) and all-to-all experts
-    (cs_test_moe), each damaged in many ways with its CRCs made right again; the analysis must
+    (cs_test_moe) and a halo exchange (cs_test_halo), each damaged in many ways with its CRCs made right again; the analysis must
     never crash, hang, print a non-finite number or write invalid JSON."""
     runs = []
     for name, np_, argv in (("allops", 3, [os.path.join(BIN, "cs_test_allops"),
@@ -440,7 +440,8 @@ def case_fuzz(a, tmp):
                             ("pipeline", 4, [os.path.join(BIN, "cs_test_pipeline"), "--pp", "2",
                                              "--steps", "4"]),
                             ("moe", 4, [os.path.join(BIN, "cs_test_moe"), "--ep", "2", "--steps",
-                                        "4"])):
+                                        "4"]),
+                            ("halo", 4, [os.path.join(BIN, "cs_test_halo")])):
         rundir = os.path.join(tmp, name)
         commscope_run(rundir, MPIRUN + ["-np", str(np_)] + argv, extra=["--no-analyze"])
         runs.append(rundir)

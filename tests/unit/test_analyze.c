@@ -446,6 +446,7 @@ static void test_causality(void)
  * {0, 1} with itself as member 1.  X is built from rank 0's record, so rank 1 is not a member of
  * it: its all-reduce on X is unmatched, the disagreement is reported, and rank 1's own member
  * index (1, past X's one member) is never used (it overflowed the instance's arrays before).
+ * Rank 1's barrier on rank 0's MPI_COMM_SELF is unmatched too (it was taken as member 1 of it).
  */
 static void test_comm_disagreement(void)
 {
@@ -459,17 +460,52 @@ static void test_comm_disagreement(void)
     tw_comm(b.w, X, CS_OP_COMM_SPLIT, 2, 1, m);
     ev(&a, CS_OP_ALLREDUCE, 2000, 3000, X, 0, 8, 0, -1, 0);
     ev(&b, CS_OP_ALLREDUCE, 2500, 3000, X, 0, 8, 0, -1, 0);
+    /* and rank 1 on rank 0's MPI_COMM_SELF, whose one member starts the world's member table */
+    ev(&b, CS_OP_BARRIER, 4000, 4100, CS_COMM_SELF_BASE, 0, 0, 0, -1, 0);
     finish(&a, dir, 0, NULL);
     finish(&b, dir, 1, NULL);
     struct cs__run run;
     struct cs_report rep;
     CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
     CHECK_INT(rep.matched, ==, 1); /* rank 0's, alone in X as it sees it */
-    CHECK_INT(run.unmatched_events, ==, 1);
+    CHECK_INT(run.unmatched_events, ==, 2);
     int said = 0;
     for (size_t i = 0; i < rep.nproblems; i++)
         said |= strstr(rep.problems[i], "rank 1 disagrees on the members of communicator") != NULL;
     CHECK(said);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+/*
+ * Clock samples one nanosecond apart whose offsets differ by 2^50 ns: a drift of 10^21 ppm that
+ * would move rank 1's events by far more than 2^58 ns.  They are not used (said as a problem), the
+ * rank's times stay as recorded, and the run is analysed as if it had no samples.
+ */
+static void test_clock_absurd(void)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/absurd", root);
+    mkdir(dir, 0755);
+    struct wr a = begin(0, 2, 8, 0), b = begin(1, 2, 8, 0);
+    struct cs_file_header *h = tw_header(b.w);
+    h->clock[1].local_ns = h->clock[0].local_ns + 1;
+    h->clock[1].offset_ns = (int64_t)1 << 50;
+    ev(&a, CS_OP_ALLREDUCE, 2000, 3000, CS_COMM_WORLD_ID, 0, 8, 0, -1, 0);
+    ev(&b, CS_OP_ALLREDUCE, 2500, 3000, CS_COMM_WORLD_ID, 0, 8, 0, -1, 0);
+    finish(&a, dir, 0, NULL);
+    finish(&b, dir, 1, NULL);
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    int said = 0;
+    for (size_t i = 0; i < rep.nproblems; i++)
+        said |= strstr(rep.problems[i], "rank 1: its clock samples (offset 0 ns to rank 0, drift "
+                                        "1.1259e+21 ppm) would move its time") != NULL;
+    CHECK(said);
+    CHECK_INT(rep.matched, ==, 1);
+    if (rep.nranks == 2) /* rank 0 waited for rank 1 from 2000 to 2500 on the recorded clocks */
+        CHECK_NEAR(rep.ranks[0].wait_s, 500e-9, 1e-15);
     cs__report_free(&rep);
     cs__run_free(&run);
 }
@@ -661,6 +697,7 @@ int main(void)
     test_four_ranks();
     test_causality();
     test_comm_disagreement();
+    test_clock_absurd();
     test_merge_wide();
     test_rundir();
     test_hosts();
