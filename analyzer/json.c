@@ -3,37 +3,11 @@
 #include <math.h>
 
 #include "json.h"
+#include "topology.h"
 
 void cs__json_str(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        default:
-            /* Control bytes and bytes >= 0x80 are escaped so the output is always valid
-             * ASCII JSON, whatever encoding the host or program name had. */
-            if (*p < 0x20 || *p >= 0x7f)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
+    cs_topo_json_string(f, s);
 }
 
 void cs__jw_str_raw(struct cs__jw *w, const char *s)

@@ -10,7 +10,6 @@
 #include "internal.h"
 #include "topology.h"
 
-void cs_topo_json_string(FILE *f, const char *s);
 
 static void usage(FILE *f)
 {

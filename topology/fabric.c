@@ -10,8 +10,6 @@
 #include "fabric.h"
 #include "internal.h"
 
-void cs_topo_json_string(FILE *f, const char *s);
-
 void cs_fabric_default_limits(struct cs_fabric_limits *l)
 {
     l->peer_fraction = 0.75;

@@ -72,6 +72,9 @@ double cs__nvlink_link_gbps(int sm);
 int cs__topo_set_nvlink(struct cs_topo *t, const double *bw, const int *gpu_of, size_t n);
 /* Copy src (NULL: "") into a fixed array, truncating and always terminating. */
 void cs__copy(char *dst, size_t size, const char *src);
+/* The number at the start of s (strtod) when it is finite and in [0, max], else 0 (unknown): rates
+ * and speeds read from topology files, which may hold anything. */
+double cs__topo_num(const char *s, double max);
 #define CS__COPY(dst, src) cs__copy((dst), sizeof(dst), (src))
 
 /* ---- loaders ---- */

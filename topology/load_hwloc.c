@@ -128,7 +128,7 @@ static void add_pcidev(struct ctx *c, const struct cs__xml *obj, int node, int n
     unsigned cls = 0, vendor = 0, device = 0;
     const char *busid = cs__xml_attr(obj, "pci_busid");
     const char *lspeed = cs__xml_attr(obj, "pci_link_speed"); /* GB/s */
-    double pcie = lspeed ? strtod(lspeed, NULL) * 8 : 0;
+    double pcie = cs__topo_num(lspeed, 1e5) * 8;
     if (pci_ids(cs__xml_attr(obj, "pci_type"), &cls, &vendor, &device) < 0) {
         cs__topo_warn(t, "PCI device %s at line %d has no readable pci_type; ignored",
                       busid ? busid : "?", obj->line);
@@ -379,7 +379,7 @@ static void nv_value(void *arg, const char *tok)
 {
     struct nv_read *r = arg;
     if (r->nv < r->n * r->n)
-        r->bw[r->nv] = strtod(tok, NULL) * 8 / 1000; /* MB/s -> Gb/s */
+        r->bw[r->nv] = cs__topo_num(tok, 1e9) * 8 / 1000; /* MB/s -> Gb/s */
     r->nv++;
 }
 

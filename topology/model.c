@@ -397,11 +397,20 @@ double cs_topo_ib_gbps(int speed, int width, int *lanes)
     return lane * n;
 }
 
+double cs__topo_num(const char *s, double max)
+{
+    if (!s)
+        return 0;
+    double v = strtod(s, NULL);
+    return isfinite(v) && v >= 0 && v <= max ? v : 0;
+}
+
 double cs_topo_parse_rate(const char *s, int *lanes)
 {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || v < 0 || !strstr(end, "Gb/sec"))
+    /* 1e6 Gb/s: far above any link, so a value past it is not a rate */
+    if (end == s || !isfinite(v) || v < 0 || v > 1e6 || !strstr(end, "Gb/sec"))
         return 0;
     const char *x = strchr(end, '(');
     if (lanes)
@@ -411,9 +420,9 @@ double cs_topo_parse_rate(const char *s, int *lanes)
 
 double cs_topo_pcie_gbps(const char *speed, int width)
 {
-    if (!speed || width <= 0)
+    if (!speed || width <= 0 || width > 1024)
         return 0;
-    double gt = strtod(speed, NULL);
+    double gt = cs__topo_num(speed, 1e4); /* GT/s (PCIe 7: 128) */
     if (gt <= 0)
         return 0;
     /* 8b/10b up to 5 GT/s (PCIe 1 and 2), 128b/130b from 8 GT/s (PCIe 3 to 5). */

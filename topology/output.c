@@ -3,20 +3,35 @@
 
 #include "internal.h"
 
-void cs_topo_json_string(FILE *f, const char *s);
-
-/* A JSON string literal with the characters JSON requires escaped. */
+/* A JSON string literal, always valid ASCII JSON: quote, backslash and control bytes escaped, and
+ * bytes >= 0x7f as \u00XX, whatever encoding the file, host or program name had (a damaged
+ * file may hold any byte).  The analyzer's JSON strings are written by this too (cs__json_str). */
 void cs_topo_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
+        default:
+            if (*p < 0x20 || *p >= 0x7f)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
     }
     fputc('"', f);
 }

@@ -180,5 +180,8 @@ void cs_topo_print(const struct cs_topo *t, FILE *f);
  * indent spaces, without a trailing newline.
  */
 void cs_topo_write_host_json(const struct cs_topo *t, FILE *f, int indent);
+/* s as a JSON string literal, always valid ASCII JSON (bytes >= 0x7f and control bytes as
+ * \u00XX); NULL as "".  Every JSON string commscope writes goes through this. */
+void cs_topo_json_string(FILE *f, const char *s);
 
 #endif

@@ -322,8 +322,9 @@ int cs__xml_parse(struct cs__xml **out, const char *buf, size_t len, const char 
         }
         advance(&p, 1);
         if (p.root && !cur) {
-            cs__xml_free(p.root);
-            return fail(&p, "a second top-level element after </%s>", p.root->name);
+            fail(&p, "a second top-level element after </%s>", p.root->name);
+            cs__xml_free(p.root); /* after the message, which names it */
+            return -1;
         }
         if (depth >= 256) {
             cs__xml_free(p.root);

@@ -264,6 +264,10 @@ static void check_synthetic(void)
     t = load_str("<topology version=\"2.0\">\n<object type=\"Machine\" os_index=\"0\"");
     CHECK(t == NULL);
     CHECK_CONTAINS(err, "inside the start tag of <object>");
+    /* Two top-level elements: the message names the first (it read freed memory before). */
+    t = load_str("<system version=\"1\"></system>\n<cpu numaid=\"0\"/>");
+    CHECK(t == NULL);
+    CHECK_CONTAINS(err, "synthetic.xml:2: a second top-level element after </system>");
     t = load_str("<html><body/></html>");
     CHECK(t == NULL);
     CHECK_CONTAINS(err, "neither hwloc's <topology> nor NCCL's <system>");

@@ -461,7 +461,16 @@ static int mutate_file(struct work *w, char *desc, size_t cap)
     if (!h)
         return 0;
     const char *name = w->f[i].name;
-    switch (below(9)) {
+    switch (below(10)) {
+    case 9: { /* a byte of the host or program name: any byte but NUL (they must stay strings) */
+        char *str = below(2) ? h->host : h->program;
+        size_t len = strlen(str);
+        unsigned char b = (unsigned char)(1 + below(255));
+        if (len)
+            str[below(len)] = (char)b;
+        snprintf(desc, cap, "%s %s byte -> 0x%02x", name, str == h->host ? "host" : "program", b);
+        break;
+    }
     case 0: { /* clock samples */
         int s = (int)below(2);
         struct cs_clock_sample *c = &h->clock[s];
