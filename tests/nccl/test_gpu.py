@@ -10,6 +10,7 @@ Cases:
   cupti_offset   CUPTI has no timestamp callback: its own clock (123456789 s ahead) is mapped
   cupti_corrupt  CUPTI also hands over impossible and foreign records: skipped, said, counted
   events         CUPTI refuses the subscriber (another tool): NCCL launches timed by CUDA events
+  fuzz           the traces of these cases, damaged, as seeds of the fuzzer (tests/unit/test_fuzz.c)
 
 Usage: test_gpu.py CASE; CS_BIN, CS_LIB, CS_TESTBIN, CS_FAKE_CUPTI from ctest.
 Exit 0 pass, 1 fail.
@@ -17,6 +18,7 @@ Exit 0 pass, 1 fail.
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -254,9 +256,30 @@ def case_events():
             "report says the GPU times come from CUDA events: %r" % probs[:500])
 
 
+def case_fuzz():
+    """Traces of this NCCL job on the fake GPU (CUPTI kernel records, NCCL launches and their
+    kernels, CUDA-event timing, GPU-side clocks) as seeds of the structure-aware fuzzer
+    (tests/unit/test_fuzz.c): the analysis of damaged copies must never crash, hang, print a
+    non-finite number or write invalid JSON."""
+    seeds = []
+    for env in ({}, {"FAKE_CUPTI_NO_TS_CALLBACK": "1"}, {"FAKE_CUPTI_REFUSE": "1"}):
+        rundir = run(env)[0]
+        if T.check(os.path.isdir(rundir), "run %r traced" % env):
+            seeds.append(rundir)
+    n = os.environ.get("CS_FUZZ_ITERATIONS", "300")
+    p = subprocess.run([os.path.join(T.BIN, "test_fuzz"), "-n", n] + seeds,
+                       capture_output=True, text=True, timeout=1500)
+    print(p.stdout[-3000:])
+    if T.check(p.returncode == 0, "fuzzing fake-GPU runs: exit %d\n%s\n%s"
+               % (p.returncode, p.stdout[-6000:], p.stderr[-2000:])):
+        for d in seeds:
+            shutil.rmtree(os.path.dirname(d), ignore_errors=True)
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
-    cases = {"cupti": lambda: case_cupti({}),
+    cases = {"fuzz": case_fuzz,
+             "cupti": lambda: case_cupti({}),
              "cupti_offset": lambda: case_cupti({"FAKE_CUPTI_NO_TS_CALLBACK": "1"}),
              "cupti_corrupt": lambda: case_cupti({"FAKE_CUPTI_CORRUPT": "1"}, corrupt=True),
              "events": case_events}
