@@ -13,7 +13,6 @@ usage: fuzz_topo.py SHARED_DATA_DIR [ITERATIONS]; CS_BIN names the build's bin/ 
 CS_FUZZ_SEED the seed (default 1), CS_FUZZ_ITERATIONS overrides ITERATIONS.
 Exit 0 pass, 1 fail, 77 skip (no shared data).
 """
-import json
 import os
 import random
 import re
@@ -22,9 +21,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import fuzzlib  # noqa: E402
+
 BIN = os.environ.get("CS_BIN", "")
 COMMSCOPE = os.path.join(BIN, "commscope")
-NONFINITE = re.compile(r"(?<![A-Za-z])(nan|inf|infinity)(?![A-Za-z])", re.I)
 ATTR = re.compile(rb'([A-Za-z_][\w.-]*)="([^"]*)"')
 ELEM = re.compile(rb"<([A-Za-z_][\w.-]*)[^<>]*?(/>|>)")
 WEIRD = [b"", b"-1", b"0", b"99999999999999999999999", b"1e308", b"-1e308", b"nan", b"inf",
@@ -76,39 +77,22 @@ def mutate(rng, data):
 
 
 def check(p, out, data):
-    if p.returncode < 0:
-        return "killed by signal %d" % -p.returncode
-    if "Sanitizer" in p.stderr or "runtime error:" in p.stderr:
-        return "a sanitizer report"
-    if p.returncode not in (0, 1):
-        return "exit status %d" % p.returncode
+    why = fuzzlib.exit_problem(p, (0, 1))
+    if why:
+        return why
     if p.returncode == 1:
         return None if "input.xml" in p.stderr else "exit status 1 without naming the file"
     # (a "nan" or "inf" the input itself holds may be echoed as text: a name, a bus id)
-    m = None if NONFINITE.search(data.decode("latin-1")) else NONFINITE.search(p.stdout)
-    if m:
-        line = p.stdout[p.stdout.rfind("\n", 0, m.start()) + 1:].split("\n")[0]
-        return "the summary prints a non-finite number: %r" % line[:160]
-
-    def no_constants(c):
-        raise ValueError("non-finite number %s" % c)
-
-    try:
-        with open(out) as f:
-            json.load(f, parse_constant=no_constants)
-    except (OSError, ValueError) as e:
-        return "the JSON: %s" % e
-    return None
+    line = None if fuzzlib.NONFINITE.search(data.decode("latin-1")) else \
+        fuzzlib.nonfinite_line(p.stdout)
+    if line:
+        return "the summary prints a non-finite number: %r" % line
+    return fuzzlib.json_problem(out, "JSON")
 
 
 def main():
-    if len(sys.argv) < 2:
-        print("usage: fuzz_topo.py SHARED_DATA_DIR [ITERATIONS]", file=sys.stderr)
-        return 2
-    top = os.path.join(sys.argv[1], "topologies")
-    iters = int(os.environ.get("CS_FUZZ_ITERATIONS") or (sys.argv[2] if len(sys.argv) > 2
-                                                          else 200))
-    seed = int(os.environ.get("CS_FUZZ_SEED") or 1)
+    data_dir, iters, seed = fuzzlib.options("fuzz_topo.py", 200)
+    top = os.path.join(data_dir, "topologies")
     seeds = []
     for sub in ("hwloc", "nccl"):
         d = os.path.join(top, sub)

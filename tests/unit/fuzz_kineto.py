@@ -17,15 +17,16 @@ import gzip
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import fuzzlib  # noqa: E402
+
 BIN = os.environ.get("CS_BIN", "")
 COMMSCOPE = os.path.join(BIN, "commscope")
-NONFINITE = re.compile(r"(?<![A-Za-z])(nan|inf|infinity)(?![A-Za-z])", re.I)
 
 
 def load_set(paths):
@@ -137,30 +138,16 @@ def write_set(files, d):
 
 def check_outputs(p, out):
     """What is wrong with one analysis, or None."""
-    if p.returncode < 0:
-        return "killed by signal %d" % -p.returncode
-    if "Sanitizer" in p.stderr or "runtime error:" in p.stderr:
-        return "a sanitizer report"
-    if p.returncode not in (0, 1, 3):
-        return "exit status %d" % p.returncode
-    if p.returncode != 0 and not p.stderr.strip():
-        return "exit status %d and nothing said on stderr" % p.returncode
-    if p.returncode == 3:
-        return None
-    m = NONFINITE.search(p.stdout)
-    if m:
-        line = p.stdout[p.stdout.rfind("\n", 0, m.start()) + 1:].split("\n")[0]
-        return "the text report prints a non-finite number: %r" % line[:160]
-
-    def no_constants(c):
-        raise ValueError("non-finite number %s" % c)
-
-    for what, path in (("JSON report", out + ".json"), ("Perfetto", out + ".pftrace.json")):
-        try:
-            with open(path) as f:
-                json.load(f, parse_constant=no_constants)
-        except (OSError, ValueError) as e:
-            return "the %s file: %s" % (what, e)
+    why = fuzzlib.exit_problem(p, (0, 1, 3))
+    if why or p.returncode == 3:
+        return why
+    line = fuzzlib.nonfinite_line(p.stdout)
+    if line:
+        return "the text report prints a non-finite number: %r" % line
+    why = (fuzzlib.json_problem(out + ".json", "JSON report")
+           or fuzzlib.json_problem(out + ".pftrace.json", "Perfetto file"))
+    if why:
+        return why
     try:
         with open(out + ".html") as f:
             if "</html>" not in f.read():
@@ -171,13 +158,8 @@ def check_outputs(p, out):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print("usage: fuzz_kineto.py SHARED_DATA_DIR [ITERATIONS]", file=sys.stderr)
-        return 2
-    kin = os.path.join(sys.argv[1], "kineto")
-    iters = int(os.environ.get("CS_FUZZ_ITERATIONS") or (sys.argv[2] if len(sys.argv) > 2
-                                                          else 60))
-    seed = int(os.environ.get("CS_FUZZ_SEED") or 1)
+    data, iters, seed = fuzzlib.options("fuzz_kineto.py", 60)
+    kin = os.path.join(data, "kineto")
     dlrm = os.path.join(kin, "dlrm_8ranks")
     hta = os.path.join(kin, "hta", "nccl_parser_config_nccl_data.json.gz")
     if not os.path.isdir(dlrm) or not os.path.isfile(hta):
