@@ -129,25 +129,24 @@ static inline const struct cs_event *rank_next(struct cs__rank *rk)
 }
 
 /*
- * Clock samples that would move a rank's times by 2^58 ns (9 years) or more anywhere in its trace
- * are not a clock offset but a broken trace (and would overflow the sums of times): they are not
- * used, and the problem is said.
+ * Clock samples that would move a rank's times by 2^58 ns (9 years) or more at its t_init or
+ * t_finalize, or by 2^61 ns or more anywhere in the times a trace may hold ([0, 2^62): a drift of
+ * 50 %), are not a clock but a broken trace (and would overflow sums of times): they are not used,
+ * and the problem is said.  Every mapped time is then within 2^61 ns of its recorded one.
  */
 static void clock_sane(struct cs__run *run, int r)
 {
     struct cs__rank *rk = &run->ranks[r];
-    const struct cs_reader_stats *st = cs_reader_stats(rk->rd);
-    const int64_t limit = (int64_t)1 << 58;
-    uint64_t t[4] = {rk->h->t_init, rk->h->t_finalize, st->t_min, st->t_max};
-    int n = st->events ? 4 : 2;
-    for (int i = 0; rk->clk.valid && i < n; i++) {
-        if (cs__clock_corr_within(&rk->clk, t[i], limit))
+    const uint64_t t[4] = {rk->h->t_init, rk->h->t_finalize, 0, CS_TIME_LIMIT};
+    for (int i = 0; rk->clk.valid && i < 4; i++) {
+        if ((i == 1 && !t[i]) ||
+            cs__clock_corr_within(&rk->clk, t[i], (int64_t)1 << (i < 2 ? 58 : 61)))
             continue;
         cs__problem(run,
                     "rank %d: its clock samples (offset %" PRId64 " ns to rank 0, drift %.6g ppm)"
-                    " would move its time %" PRIu64 " ns by 2^58 ns (9 years) or more; they are"
-                    " not used: its times stay as recorded",
-                    r, rk->clk.o0, cs__clock_drift_ppm(&rk->clk), t[i]);
+                    " would move its time %" PRIu64 " ns by 2^%d ns or more; they are not used:"
+                    " its times stay as recorded",
+                    r, rk->clk.o0, cs__clock_drift_ppm(&rk->clk), t[i], i < 2 ? 58 : 61);
         rk->clk = (struct cs__clock){0};
     }
 }

@@ -424,11 +424,8 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
 {
     const struct cs_event *ev = (const void *)(r->map + off + sizeof(struct cs_block_header));
     int32_t world = r->hdr.world_size;
-    uint64_t lo = r->st.events ? r->st.t_min : UINT64_MAX, hi = r->st.t_max;
     for (uint32_t k = 0; k < used; k++) {
         const struct cs_event *e = &ev[k];
-        lo = e->t_begin < lo ? e->t_begin : lo;
-        hi = e->t_end > hi ? e->t_end : hi;
         unsigned m = e->op < CS_OP_MAX ? opc[e->op] : OPC_BAD;
         int bad = (m & OPC_BAD) | (e->t_end < e->t_begin) | (e->t_end >= CS_TIME_LIMIT) |
                   ((e->flags & ~KNOWN_EVENT_FLAGS) != 0) |
@@ -440,10 +437,6 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
             if (rc)
                 return rc;
         }
-    }
-    if (used) {
-        r->st.t_min = lo;
-        r->st.t_max = hi;
     }
     return 0;
 }

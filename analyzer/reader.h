@@ -60,7 +60,6 @@ struct cs_reader_stats {
     uint64_t trailing_bytes;   /* bytes after the last whole block, ignored (partial files only) */
     uint64_t comms;            /* communicator records */
     unsigned threads;          /* recording threads seen */
-    uint64_t t_min, t_max;     /* earliest t_begin and latest t_end of the events (0, 0: none) */
 };
 
 struct cs_reader;
