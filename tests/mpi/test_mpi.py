@@ -430,7 +430,9 @@ def case_fuzz(a, tmp):
     """Real collector traces as the seeds of the structure-aware fuzzer (tests/unit/test_fuzz.c):
     every MPI call kind (cs_test_allops), TP x DP with non-blocking gradient buckets (cs_train2d
     --overlap), a pipeline with split communicators (cs_test_pipeline) and all-to-all experts
-    (cs_test_moe) and a halo exchange (cs_test_halo), each damaged in many ways with its CRCs made right again; the analysis must
+    (cs_test_moe), a halo exchange (cs_test_halo), four threads under MPI_THREAD_MULTIPLE
+    (cs_test_threads) and a job whose rank 1 is killed (cs_test_crash: a partial trace, blocks
+    without CRC), each damaged in many ways with its CRCs made right again; the analysis must
     never crash, hang, print a non-finite number or write invalid JSON."""
     runs = []
     for name, np_, argv in (("allops", 3, [os.path.join(BIN, "cs_test_allops"),
@@ -441,9 +443,13 @@ def case_fuzz(a, tmp):
                                              "--steps", "4"]),
                             ("moe", 4, [os.path.join(BIN, "cs_test_moe"), "--ep", "2", "--steps",
                                         "4"]),
-                            ("halo", 4, [os.path.join(BIN, "cs_test_halo")])):
+                            ("halo", 4, [os.path.join(BIN, "cs_test_halo")]),
+                            ("threads", 2, [os.path.join(BIN, "cs_test_threads"), "4", "300"]),
+                            ("crash", 3, [os.path.join(BIN, "cs_test_crash"), "25", "1"])):
         rundir = os.path.join(tmp, name)
-        commscope_run(rundir, MPIRUN + ["-np", str(np_)] + argv, extra=["--no-analyze"])
+        # (the crash job fails: rank 1 is killed and leaves a partial trace)
+        commscope_run(rundir, MPIRUN + ["-np", str(np_)] + argv, extra=["--no-analyze"],
+                      check_rc=None if name == "crash" else 0)
         runs.append(rundir)
     n = os.environ.get("CS_FUZZ_ITERATIONS", "300")
     p = run([os.path.join(BIN, "test_fuzz"), "-n", n] + runs, timeout=1500)
