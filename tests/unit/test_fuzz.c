@@ -89,6 +89,14 @@ static uint64_t below(uint64_t n)
 static unsigned valid_ops[CS_OP_MAX];
 static int nvalid_ops;
 
+static int all_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
 static int load_run(const char *dir, struct run *r)
 {
     DIR *d = opendir(dir);
@@ -121,8 +129,21 @@ static int load_run(const char *dir, struct run *r)
         f.b = malloc(f.n ? f.n : 1);
         size_t got = f.b ? fread(f.b, 1, f.n, fp) : 0;
         fclose(fp);
+        /* A partial file (a rank that died) keeps the collector's unclaimed reserve, tens of MB
+         * of zero blocks: all but one are left out, so iterations stay cheap. */
+        const struct cs_file_header *h = (const void *)f.b;
+        if (f.b && got == f.n && f.n >= CS_HEADER_SIZE && (h->flags & CS_FLAG_PARTIAL)) {
+            size_t n = f.n - (f.n - CS_HEADER_SIZE) % CS_BLOCK_SIZE, zeros = 0;
+            while (n >= CS_HEADER_SIZE + CS_BLOCK_SIZE &&
+                   all_zero(f.b + n - CS_BLOCK_SIZE, CS_BLOCK_SIZE)) {
+                n -= CS_BLOCK_SIZE;
+                zeros++;
+            }
+            if (zeros)
+                f.n = n + CS_BLOCK_SIZE;
+        }
         struct file *nf = realloc(r->f, (size_t)(r->nf + 1) * sizeof *nf);
-        if (!f.b || got != f.n || !nf) {
+        if (!f.b || got != (size_t)st.st_size || !nf) {
             fprintf(stderr, "test_fuzz: cannot read %s\n", p);
             free(f.b);
             free(nf ? nf : r->f);
