@@ -5,6 +5,7 @@ JSON that parses."""
 import json
 import os
 import re
+import shutil
 import sys
 
 NONFINITE = re.compile(r"(?<![A-Za-z])(nan|inf|infinity)(?![A-Za-z])", re.I)
@@ -53,3 +54,33 @@ def json_problem(path, what):
     except (OSError, ValueError) as e:
         return "the %s: %s" % (what, e)
     return None
+
+
+class Tally:
+    """The exit statuses and failures of a campaign, and its last words."""
+
+    def __init__(self, prog, iters, seed, root):
+        self.prog, self.iters, self.seed, self.root = prog, iters, seed, root
+        self.codes, self.failures = {}, 0
+
+    def count(self, p):
+        rc = p.returncode if p else None
+        self.codes[rc] = self.codes.get(rc, 0) + 1
+
+    def fail(self, it, why, desc, src, kept, p):
+        """Keep the failing input src as kept and say what failed and how it was made."""
+        self.failures += 1
+        os.rename(src, kept)
+        print("FAIL iteration %d: %s\n  changes: %s\n  kept in %s\n  stderr: %s"
+              % (it, why, "; ".join(desc), kept, (p.stderr if p else "")[-1500:]))
+
+    def finish(self):
+        """The exit status: 0 (scratch folder removed) or 1 (kept)."""
+        print("%s: %d iterations, exit statuses %r, %d failed"
+              % (self.prog, self.iters, self.codes, self.failures))
+        if self.failures:
+            print("%s: failing inputs kept under %s (CS_FUZZ_SEED=%d)"
+                  % (self.prog, self.root, self.seed))
+            return 1
+        shutil.rmtree(self.root, ignore_errors=True)
+        return 0

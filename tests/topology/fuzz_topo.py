@@ -16,7 +16,6 @@ Exit 0 pass, 1 fail, 77 skip (no shared data).
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,8 +107,7 @@ def main():
     root = tempfile.mkdtemp(prefix="cs-fuzz-topo-")
     print("fuzz_topo: %d iterations, seed %d, %d seed files, scratch %s"
           % (iters, seed, len(seeds), root))
-    failures = 0
-    codes = {}
+    tally = fuzzlib.Tally("fuzz_topo", iters, seed, root)
     for it in range(iters):
         name, data = seeds[it % len(seeds)]
         desc = []
@@ -128,20 +126,11 @@ def main():
             why = check(p, out, data)
         except subprocess.TimeoutExpired:
             p, why = None, "did not finish in 120 s"
-        rc = p.returncode if p else None
-        codes[rc] = codes.get(rc, 0) + 1
+        tally.count(p)
         if why:
-            failures += 1
-            kept = os.path.join(root, "fail-%d.xml" % it)
-            os.rename(path, kept)
-            print("FAIL iteration %d (%s): %s\n  changes: %s\n  kept in %s\n  stderr: %s"
-                  % (it, name, why, "; ".join(desc), kept, (p.stderr if p else "")[-1500:]))
-    print("fuzz_topo: %d iterations, exit statuses %r, %d failed" % (iters, codes, failures))
-    if failures:
-        print("fuzz_topo: failing inputs kept under %s (CS_FUZZ_SEED=%d)" % (root, seed))
-        return 1
-    shutil.rmtree(root, ignore_errors=True)
-    return 0
+            tally.fail(it, "%s: %s" % (name, why), desc, path,
+                       os.path.join(root, "fail-%d.xml" % it), p)
+    return tally.finish()
 
 
 if __name__ == "__main__":

@@ -170,8 +170,7 @@ def main():
     rng = random.Random(seed)
     root = tempfile.mkdtemp(prefix="cs-fuzz-kineto-")
     print("fuzz_kineto: %d iterations, seed %d, scratch %s" % (iters, seed, root))
-    failures = 0
-    codes = {}
+    tally = fuzzlib.Tally("fuzz_kineto", iters, seed, root)
     for it in range(iters):
         files = [(name, json.loads(text)) for name, text in seeds[it % len(seeds)]]
         desc = [mutate(rng, files) for _ in range(rng.randint(1, 4))]
@@ -191,20 +190,10 @@ def main():
             why = check_outputs(p, out)
         except subprocess.TimeoutExpired:
             why, p = "did not finish in 300 s", None
-        codes[p.returncode if p else None] = codes.get(p.returncode if p else None, 0) + 1
+        tally.count(p)
         if why:
-            failures += 1
-            kept = os.path.join(root, "fail-%d" % it)
-            os.rename(d, kept)
-            print("FAIL iteration %d: %s\n  changes: %s\n  kept in %s\n  stderr: %s"
-                  % (it, why, "; ".join(desc), kept, (p.stderr if p else "")[-1500:]))
-    print("fuzz_kineto: %d iterations, exit statuses %r, %d failed" % (iters, codes, failures))
-    if failures:
-        print("fuzz_kineto: failing inputs kept under %s (CS_FUZZ_SEED=%d)" % (root, seed))
-        return 1
-    shutil.rmtree(root, ignore_errors=True)
-    return 0
-
+            tally.fail(it, why, desc, d, os.path.join(root, "fail-%d" % it), p)
+    return tally.finish()
 
 if __name__ == "__main__":
     sys.exit(main())
