@@ -40,7 +40,8 @@ void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h)
     }
 }
 
-int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t)
+/* The drift term of the correction at t (two samples), in 128 bits: exact for any t. */
+static i128 drift_wide(const struct cs__clock *c, uint64_t t)
 {
     i128 num = (i128)(c->o1 - c->o0) * ((i128)t - (i128)c->l0);
     i128 den = (i128)c->l1 - (i128)c->l0;
@@ -48,8 +49,12 @@ int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t)
         num = -num;
         den = -den;
     }
-    i128 q = num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
-    return (int64_t)((i128)t + c->o0 + q);
+    return num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
+}
+
+int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t)
+{
+    return (int64_t)((i128)t + c->o0 + drift_wide(c, t));
 }
 
 /*
@@ -144,16 +149,7 @@ int64_t cs__clock_map_near_slow(struct cs__clock_memo *m, const struct cs__clock
 
 int cs__clock_corr_within(const struct cs__clock *c, uint64_t t, int64_t limit)
 {
-    i128 corr = c->o0;
-    if (c->valid == 2) {
-        i128 num = (i128)(c->o1 - c->o0) * ((i128)t - (i128)c->l0);
-        i128 den = (i128)c->l1 - (i128)c->l0;
-        if (den < 0) {
-            num = -num;
-            den = -den;
-        }
-        corr += num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
-    }
+    i128 corr = c->o0 + (c->valid == 2 ? drift_wide(c, t) : 0);
     return corr > -(i128)limit && corr < (i128)limit;
 }
 
