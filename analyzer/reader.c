@@ -625,7 +625,7 @@ int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t e
     }
     r->size = (size_t)sb.st_size;
     if (r->size) {
-        void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (m == MAP_FAILED) {
             rc = fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", r->size,
                       strerror(errno));
