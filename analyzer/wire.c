@@ -329,6 +329,15 @@ static int cmp_iv(const void *x, const void *y)
     return a->a < b->a ? -1 : a->a > b->a;
 }
 
+/* CLOCK_REALTIME time rt (ns) of capture f on its node's CLOCK_MONOTONIC (the trace clock), or -1
+ * when it falls outside [0, 2^62) (the reader keeps rt and f's clock pair below 2^62, so the
+ * difference cannot overflow). */
+static int64_t wire_mono(const struct cs_wire_file *f, uint64_t rt)
+{
+    int64_t m = (int64_t)rt - (f->realtime_ns - f->monotonic_ns);
+    return m >= 0 && (uint64_t)m < CS_TIME_LIMIT ? m : -1;
+}
+
 static int in_intervals(const struct cs__wire *w, int64_t t)
 {
     size_t lo = 0, hi = w->niv;
@@ -568,8 +577,7 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
                     l->bmax = r->bucket;
             }
             if (clk && w->niv && r->c.tx_bytes) {
-                int64_t mid = (int64_t)(r->bucket * f->bucket_ns + f->bucket_ns / 2);
-                int64_t mono = mid - (f->realtime_ns - f->monotonic_ns);
+                int64_t mono = wire_mono(f, r->bucket * f->bucket_ns + f->bucket_ns / 2);
                 if (mono > 0 && in_intervals(w, cs__clock_map(clk, (uint64_t)mono))) {
                     l->coll_bytes += r->c.tx_bytes;
                     l->coll_buckets++;
@@ -629,11 +637,9 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
                 peak = s->tx[q];
         p->peak_gbps = (double)peak * 8 / s->step_s / 1e9;
         const struct cs__clock *clk = w->label[l->file][0] ? clock_of(run, l->host) : NULL;
-        int64_t t0 = (int64_t)(l->bmin * f->bucket_ns);
-        if (clk && f->monotonic_ns)
-            s->t0_s =
-                (double)cs__clock_map(clk, (uint64_t)(t0 - (f->realtime_ns - f->monotonic_ns))) *
-                1e-9;
+        int64_t t0 = (int64_t)(l->bmin * f->bucket_ns), mono = wire_mono(f, (uint64_t)t0);
+        if (clk && f->monotonic_ns && mono >= 0)
+            s->t0_s = (double)cs__clock_map(clk, (uint64_t)mono) * 1e-9;
         else
             s->t0_s = (double)t0 * 1e-9;
     }

@@ -263,6 +263,14 @@ static char *build_filter(void)
     return f;
 }
 
+/* --bucket-ms text as ns: 0 (refused) unless above 0 and at most an hour (out of range or NaN
+ * included: the conversion would be undefined). */
+static uint64_t bucket_ns_of(const char *v)
+{
+    double ms = strtod(v, NULL);
+    return ms > 0 && ms <= 3.6e6 ? (uint64_t)(ms * 1e6) : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *ifaces = NULL, *host = NULL;
@@ -297,7 +305,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--expect") == 0)
             expect_list = (char *)v;
         else if (strcmp(a, "--bucket-ms") == 0)
-            o.bucket_ns = (uint64_t)(strtod(v, NULL) * 1e6);
+            o.bucket_ns = bucket_ns_of(v);
         else if (strcmp(a, "--snaplen") == 0)
             o.snaplen = atoi(v), snaplen_given = 1;
         else if (strcmp(a, "--raw") == 0)
@@ -314,9 +322,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!o.out_path || !ifaces || o.bucket_ns == 0 || o.snaplen < 64 || o.snaplen > 262144) {
-        fprintf(stderr, "cs_capture: --out and --ifaces are required; --bucket-ms > 0, --snaplen "
-                        "64..262144\n");
+    if (!o.out_path || !ifaces || o.bucket_ns == 0 || o.bucket_ns > 3600000000000ull ||
+        o.snaplen < 64 || o.snaplen > 262144) {
+        fprintf(stderr, "cs_capture: --out and --ifaces are required; --bucket-ms above 0, at "
+                        "most 3600000; --snaplen 64..262144\n");
         usage(stderr);
         return 2;
     }

@@ -46,6 +46,15 @@ static int add_note(struct cs_wire_file *f, const char *text)
     return 0;
 }
 
+/* Times in a wire file (CLOCK_REALTIME and CLOCK_MONOTONIC ns, bucket starts) must be below
+ * 2^62 ns (year 2116), as trace times are: the analysis adds and subtracts them. */
+#define WIRE_TIME_LIMIT (1ull << 62)
+/* No bucket is wider than an hour. */
+#define WIRE_BUCKET_MAX 3600000000000ull
+/* A counter of one bucket above 2^48 (281 TB, or packets) is not a measurement: sums over a
+ * file's records then stay far from wrapping. */
+#define WIRE_COUNT_MAX (1ull << 48)
+
 int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f, char *err,
                              size_t errlen)
 {
@@ -53,6 +62,7 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
     snprintf(f->path, sizeof f->path, "%s", name);
     char line[4096];
     long ln = 0;
+    const char *why = "malformed line"; /* what is wrong with a bad line */
     size_t caprec = 0, capaddr = 0;
     for (int i = 0; i < CS_WIRE_MAX_IFACES; i++)
         f->ifaces[i].speed_mbps = -1, f->ifaces[i].expected = -1;
@@ -98,6 +108,16 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
                        &v[11], &v[12], &v[13]) != 14 ||
                 v[1] >= (unsigned)f->nifaces || v[2] >= f->naddrs || v[3] >= f->naddrs)
                 goto bad;
+            uint64_t width = f->bucket_ns ? f->bucket_ns : CS_WIRE_BUCKET_NS_DEFAULT;
+            if (v[0] >= WIRE_TIME_LIMIT / width) { /* it must end by 2^62 */
+                why = "bucket past 2^62 ns (year 2116)";
+                goto bad;
+            }
+            for (int k = 4; k < 14; k++)
+                if (v[k] > WIRE_COUNT_MAX) {
+                    why = "count above 2^48 in one bucket";
+                    goto bad;
+                }
             r.bucket = v[0];
             r.iface = (int)v[1];
             r.local = (int)v[2];
@@ -176,8 +196,14 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
             rest_of_line(f->source, sizeof f->source, rest);
         } else if (strcmp(key, "bucket_ns") == 0) {
             unsigned long long v;
-            if (sscanf(rest, "%llu", &v) != 1 || v == 0)
+            if (sscanf(rest, "%llu", &v) != 1 || v == 0 || v > WIRE_BUCKET_MAX) {
+                why = "bucket width not 1 ns to 1 hour";
                 goto bad;
+            }
+            if (f->nrecs) {
+                why = "bucket width after the first bucket record";
+                goto bad;
+            }
             f->bucket_ns = v;
         } else if (strcmp(key, "snaplen") == 0) {
             if (sscanf(rest, "%d", &f->snaplen) != 1)
@@ -186,6 +212,11 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
             long long rt, mt;
             if (sscanf(rest, " realtime_ns %lld monotonic_ns %lld", &rt, &mt) != 2)
                 goto bad;
+            if (rt < 0 || mt < 0 || (uint64_t)rt >= WIRE_TIME_LIMIT ||
+                (uint64_t)mt >= WIRE_TIME_LIMIT) {
+                why = "clock sample outside 0 to 2^62 ns";
+                goto bad;
+            }
             f->realtime_ns = rt;
             f->monotonic_ns = mt;
         } else if (strcmp(key, "note") == 0) {
@@ -225,7 +256,7 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
         f->bucket_ns = CS_WIRE_BUCKET_NS_DEFAULT;
     return 0;
 bad:
-    snprintf(err, errlen, "%s:%ld: malformed line \"%.80s\"", name, ln, line);
+    snprintf(err, errlen, "%s:%ld: %s \"%.80s\"", name, ln, why, line);
     cs_wire_file_free(f);
     return -1;
 oom:

@@ -442,6 +442,43 @@ static void test_bad_files(void)
     CHECK_INT(f.ifaces[0].bytes, ==, 100);
     cs_wire_file_free(&f);
     fclose(t);
+
+    /* Values the analysis cannot compute with are refused with the line and what is wrong (a
+     * fuzzer found a bucket width of 2^63 overflowing the analysis' time arithmetic). */
+    static const struct {
+        const char *line, *why;
+    } absurd[] = {
+        {"bucket_ns 9223372036854775808\n", "x.csw:2: bucket width not 1 ns to 1 hour"},
+        {"bucket_ns 0\n", "x.csw:2: bucket width not 1 ns to 1 hour"},
+        {"clock realtime_ns -5 monotonic_ns 7\n", "x.csw:2: clock sample outside 0 to 2^62 ns"},
+        {"clock realtime_ns 4611686018427387904 monotonic_ns 7\n", "x.csw:2: clock sample"},
+        {"iface 0 eth0 linktype 1\naddr 0 10.0.0.1 h1\nb 461168601843 0 0 0 1 1 0 0 0 0 0 0 0 0\n",
+         "x.csw:4: bucket past 2^62 ns"},
+        {"iface 0 eth0 linktype 1\naddr 0 10.0.0.1 h1\nb 1 0 0 0 281474976710657 1 0 0 0 0 0 0 0 "
+         "0\n",
+         "x.csw:4: count above 2^48"},
+        {"iface 0 eth0 linktype 1\naddr 0 10.0.0.1 h1\nb 1 0 0 0 1 1 0 0 0 0 0 0 0 0\nbucket_ns "
+         "5\n",
+         "x.csw:5: bucket width after the first bucket record"},
+    };
+    for (size_t i = 0; i < sizeof absurd / sizeof absurd[0]; i++) {
+        t = tmpfile();
+        fprintf(t, "commscope-wire 1\n%s", absurd[i].line);
+        rewind(t);
+        CHECK_INT(cs_wire_file_read_stream(t, "x.csw", &f, err, sizeof err), ==, -1);
+        CHECK_CONTAINS(err, absurd[i].why);
+        fclose(t);
+    }
+    /* The largest values still read: the last bucket that ends by 2^62 ns, counts of 2^48. */
+    t = tmpfile();
+    fputs("commscope-wire 1\nbucket_ns 3600000000000\niface 0 eth0 linktype 1\naddr 0 10.0.0.1 "
+          "h1\nb 1281022 0 0 0 281474976710656 1 0 0 0 0 0 0 0 0\n",
+          t);
+    rewind(t);
+    CHECK_INT(cs_wire_file_read_stream(t, "x.csw", &f, err, sizeof err), ==, 0);
+    CHECK_INT(f.nrecs, ==, 1);
+    cs_wire_file_free(&f);
+    fclose(t);
 }
 
 int main(void)

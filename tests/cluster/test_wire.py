@@ -16,6 +16,10 @@
    to where it ends and said to end early.
 5. --capture eth0,nosuch0: one message naming the missing interface, capture on eth0 goes on in
    full (wire bytes match the traced bytes as in 1), the job unaffected.
+6. The runs of 1, 2 and 4 (traces and wire files of three hosts, two interfaces, files cut short)
+   as the seeds of the structure-aware fuzzer (tests/unit/test_fuzz.c), which damages their wire
+   files as well as their traces: the analysis must never crash, hang, print a non-finite number
+   or write invalid JSON.
 Exit 77 (skip) where namespaces are unavailable."""
 import json
 import os
@@ -158,5 +162,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check(ifs == [("h1", "eth0"), ("h2", "eth0"), ("h3", "eth0")], f"run 5: interfaces {ifs}")
     check(sum("no interface named nosuch0" in x for x in w["warnings"]) == 3,
           f"run 5: each node's missing interface in the report: {w['warnings']}")
+
+    # 6. Damaged wire files (and traces) of real captures.
+    n = os.environ.get("CS_FUZZ_ITERATIONS", "300")
+    p = subprocess.run([os.path.join(bindir, "test_fuzz"), "-n", n] +
+                       [os.path.join(tmp, r) for r in ("run1", "run2", "run4")],
+                       capture_output=True, text=True, timeout=1200)
+    print(p.stdout[-3000:])
+    check(p.returncode == 0, f"fuzzing the wire runs: exit {p.returncode}\n{p.stdout[-6000:]}\n"
+          f"{p.stderr[-2000:]}")
 
 sys.exit(1 if failures else 0)

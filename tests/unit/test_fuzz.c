@@ -16,6 +16,10 @@
  *     infinity printed into them does not), a complete HTML file, and no "nan" or "inf" in the
  *     text report or the events CSV.
  *
+ * A seed run's wire captures (wire-HOST.csw, text) are damaged too: a number in a line replaced
+ * by another (0, huge, negative, not a number), a line removed, repeated or moved, a byte
+ * changed, a word added or removed, the file cut short or removed.
+ *
  * Mutations are chosen by a seeded generator (-s, or CS_FUZZ_SEED), so a failure is reproduced by
  * running again with the same seed; its run directory is kept and named, with the mutations.
  *
@@ -52,6 +56,8 @@ struct run {
     const char *dir;
     struct file *f;
     int nf;
+    struct file *wf; /* wire-*.csw */
+    int nwf;
 };
 
 /* A mutable copy of a run, with its event records and communicator records indexed. */
@@ -59,6 +65,9 @@ struct work {
     struct file *f;
     int nf;
     int *drop;
+    struct file *wf; /* wire files (text); n = 0 with wdrop set: removed */
+    int nwf;
+    int *wdrop;
     struct loc {
         int file;
         size_t off;
@@ -97,6 +106,57 @@ static int all_zero(const unsigned char *p, size_t n)
     return 1;
 }
 
+static int is_trace(const char *name)
+{
+    size_t l = strlen(name);
+    return strncmp(name, "rank-", 5) == 0 && l >= 9 && !strcmp(name + l - 4, ".cst");
+}
+
+static int is_wire(const char *name)
+{
+    size_t l = strlen(name);
+    return strncmp(name, "wire-", 5) == 0 && l >= 9 && !strcmp(name + l - 4, ".csw");
+}
+
+/* The wire captures of seed run dir into r->wf. */
+static int load_wire(const char *dir, struct run *r)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (!is_wire(de->d_name) || strlen(de->d_name) >= sizeof r->wf[0].name)
+            continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        struct file f = {0};
+        snprintf(f.name, sizeof f.name, "%s", de->d_name);
+        FILE *fp = fopen(p, "rb");
+        struct stat st;
+        struct file *nf = NULL;
+        if (fp && fstat(fileno(fp), &st) == 0) {
+            f.n = (size_t)st.st_size;
+            f.b = malloc(f.n + 1);
+            if (f.b && fread(f.b, 1, f.n, fp) == f.n)
+                nf = realloc(r->wf, (size_t)(r->nwf + 1) * sizeof *nf);
+        }
+        if (fp)
+            fclose(fp);
+        if (!nf) {
+            fprintf(stderr, "test_fuzz: cannot read %s\n", p);
+            free(f.b);
+            rc = -1;
+            continue;
+        }
+        r->wf = nf;
+        r->wf[r->nwf++] = f;
+    }
+    closedir(d);
+    return rc;
+}
+
 static int load_run(const char *dir, struct run *r)
 {
     DIR *d = opendir(dir);
@@ -107,11 +167,11 @@ static int load_run(const char *dir, struct run *r)
     r->dir = dir;
     r->f = NULL;
     r->nf = 0;
+    r->wf = NULL;
+    r->nwf = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
-        size_t l = strlen(de->d_name);
-        if (strncmp(de->d_name, "rank-", 5) != 0 || l < 9 || strcmp(de->d_name + l - 4, ".cst") ||
-            l >= sizeof r->f[0].name)
+        if (!is_trace(de->d_name) || strlen(de->d_name) >= sizeof r->f[0].name)
             continue;
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
@@ -158,7 +218,7 @@ static int load_run(const char *dir, struct run *r)
         fprintf(stderr, "test_fuzz: no rank-*.cst files in seed run %s\n", dir);
         return -1;
     }
-    return 0;
+    return load_wire(dir, r);
 }
 
 /* Walks the blocks of f: calls fn for each claimed block (offset, header); spanning blocks are
@@ -567,6 +627,169 @@ static int mutate_file(struct work *w, char *desc, size_t cap)
     return 1;
 }
 
+/* Line i of text b (n bytes): its start and length (without the newline); -1 past the end. */
+static int text_line(const unsigned char *b, size_t n, size_t i, size_t *at, size_t *len)
+{
+    size_t p = 0;
+    for (size_t k = 0; k < i; k++) {
+        const unsigned char *nl = memchr(b + p, '\n', n - p);
+        if (!nl)
+            return -1;
+        p = (size_t)(nl - b) + 1;
+    }
+    if (p >= n)
+        return -1;
+    const unsigned char *nl = memchr(b + p, '\n', n - p);
+    *at = p;
+    *len = nl ? (size_t)(nl - b) - p : n - p;
+    return 0;
+}
+
+static size_t text_lines(const unsigned char *b, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += b[i] == '\n';
+    return c + (n && b[n - 1] != '\n');
+}
+
+/* Replace bytes [at, at + del) of f by ins (m bytes). */
+static void text_splice(struct file *f, size_t at, size_t del, const void *ins, size_t m)
+{
+    unsigned char *nb = malloc(f->n - del + m + 1);
+    if (!nb) {
+        fprintf(stderr, "test_fuzz: out of memory\n");
+        exit(2);
+    }
+    memcpy(nb, f->b, at);
+    memcpy(nb + at, ins, m);
+    memcpy(nb + at + m, f->b + at + del, f->n - at - del);
+    free(f->b);
+    f->b = nb;
+    f->n = f->n - del + m;
+}
+
+/* A number for a field of a wire file: edge values, the old one moved, or not a number (never
+ * "nan" or "inf": the reports quote malformed lines, and those words are what the checks look
+ * for). */
+static void wire_number(const char *old, size_t len, char *out, size_t cap)
+{
+    static const char *edge[] = {"0", "1", "-1", "18446744073709551615", "18446744073709551616",
+                                 "9223372036854775807", "9223372036854775808", "4294967295", "0x10", "12abc",
+                                 "2147483648", "-9223372036854775808", "1e300", "x", ""};
+    unsigned long long v = strtoull(old, NULL, 10);
+    switch (below(4)) {
+    case 0:
+        snprintf(out, cap, "%llu", v * (below(2) ? 2 : 1000) + below(2));
+        break;
+    case 1:
+        snprintf(out, cap, "%llu", v ? v - 1 - below(v) : below(5));
+        break;
+    default:
+        snprintf(out, cap, "%s", edge[below(sizeof edge / sizeof edge[0])]);
+        break;
+    }
+    (void)len;
+}
+
+/* Damage one wire capture of the run.  Returns 1 when something changed. */
+static int mutate_wire(struct work *w, char *desc, size_t cap)
+{
+    if (!w->nwf)
+        return 0;
+    int i = (int)below((uint64_t)w->nwf);
+    if (w->wdrop[i])
+        return 0;
+    struct file *f = &w->wf[i];
+    size_t nl = text_lines(f->b, f->n), at, len;
+    if (!nl)
+        return 0;
+    /* Header lines (the first dozen) as often as records. */
+    size_t li = below(2) ? below(nl < 16 ? nl : 16) : below(nl);
+    if (text_line(f->b, f->n, li, &at, &len))
+        return 0;
+    switch (below(9)) {
+    case 0:
+    case 1:
+    case 2: { /* a word of the line replaced by a number (or not one) */
+        size_t words[64][2], nw = 0;
+        for (size_t p = at; p < at + len && nw < 64;) {
+            while (p < at + len && f->b[p] == ' ')
+                p++;
+            size_t q = p;
+            while (q < at + len && f->b[q] != ' ')
+                q++;
+            if (q > p) {
+                words[nw][0] = p;
+                words[nw][1] = q - p;
+                nw++;
+            }
+            p = q;
+        }
+        if (nw < 2)
+            return 0;
+        size_t k = 1 + below(nw - 1); /* not the key */
+        char old[64], num[64];
+        snprintf(old, sizeof old, "%.*s", (int)(words[k][1] < 63 ? words[k][1] : 63),
+                 (const char *)f->b + words[k][0]);
+        wire_number(old, words[k][1], num, sizeof num);
+        text_splice(f, words[k][0], words[k][1], num, strlen(num));
+        snprintf(desc, cap, "%s line %zu word %zu \"%s\" -> \"%s\"", f->name, li + 1, k, old, num);
+        break;
+    }
+    case 3: /* a line removed */
+        text_splice(f, at, len + (at + len < f->n), "", 0);
+        snprintf(desc, cap, "%s line %zu removed", f->name, li + 1);
+        break;
+    case 4: { /* a line repeated, here or elsewhere */
+        char *copy = malloc(len + 1);
+        if (!copy)
+            exit(2);
+        memcpy(copy, f->b + at, len);
+        copy[len] = '\n';
+        size_t to = at, tl = 0, lj = below(nl + 1);
+        if (below(2) && text_line(f->b, f->n, lj, &to, &tl))
+            to = f->n;
+        if (to == f->n && f->n && f->b[f->n - 1] != '\n')
+            text_splice(f, f->n, 0, "\n", 1), to = f->n;
+        text_splice(f, to, 0, copy, len + 1);
+        free(copy);
+        snprintf(desc, cap, "%s line %zu repeated at byte %zu", f->name, li + 1, to);
+        break;
+    }
+    case 5: /* a byte changed (a NUL, a newline, anything) */
+        if (!len)
+            return 0;
+        {
+            size_t p = at + below(len);
+            unsigned char b = (unsigned char)below(256);
+            f->b[p] = b;
+            snprintf(desc, cap, "%s byte %zu -> 0x%02x", f->name, p, b);
+        }
+        break;
+    case 6: { /* a word added at the end of the line */
+        char num[64];
+        wire_number("7", 1, num, sizeof num);
+        char ins[66];
+        snprintf(ins, sizeof ins, " %s", num);
+        text_splice(f, at + len, 0, ins, strlen(ins));
+        snprintf(desc, cap, "%s line %zu gains \"%s\"", f->name, li + 1, num);
+        break;
+    }
+    case 7: { /* cut short */
+        size_t c = below(f->n + 1);
+        f->n = c;
+        snprintf(desc, cap, "%s cut at byte %zu", f->name, c);
+        break;
+    }
+    default:
+        w->wdrop[i] = 1;
+        snprintf(desc, cap, "%s removed", f->name);
+        break;
+    }
+    return 1;
+}
+
 /* Seal every block and every closed header again (mutations changed their bytes). */
 static void reseal_block(void *arg, size_t off, struct cs_block_header *bh)
 {
@@ -791,8 +1014,8 @@ static void rmtree_files(const char dir[64])
     closedir(d);
 }
 
-/* Everything of the seed run besides its traces (the node snapshots in topology/, the launcher's
- * record) is linked into the damaged copy, unchanged. */
+/* Everything of the seed run besides its traces and wire captures (the node snapshots in
+ * topology/, the launcher's record) is linked into the damaged copy, unchanged. */
 static void link_rest(const char *seed, const char dir[64])
 {
     DIR *d = opendir(seed);
@@ -804,9 +1027,7 @@ static void link_rest(const char *seed, const char dir[64])
     }
     struct dirent *de;
     while ((de = readdir(d))) {
-        size_t l = strlen(de->d_name);
-        if (de->d_name[0] == '.' ||
-            (strncmp(de->d_name, "rank-", 5) == 0 && l > 4 && !strcmp(de->d_name + l - 4, ".cst")))
+        if (de->d_name[0] == '.' || is_trace(de->d_name) || is_wire(de->d_name))
             continue;
         char from[PATH_MAX + 300], to[400];
         snprintf(from, sizeof from, "%s/%s", abs, de->d_name);
@@ -882,15 +1103,29 @@ int main(int argc, char **argv)
         if (w.world < 1)
             w.world = s->nf;
         work_index(&w);
+        w.nwf = s->nwf;
+        w.wf = calloc((size_t)s->nwf + 1, sizeof *w.wf);
+        w.wdrop = calloc((size_t)s->nwf + 1, sizeof *w.wdrop);
+        if (!w.wf || !w.wdrop)
+            return 2;
+        for (int i = 0; i < s->nwf; i++) {
+            w.wf[i] = s->wf[i];
+            w.wf[i].b = malloc(s->wf[i].n + 1);
+            if (!w.wf[i].b)
+                return 2;
+            memcpy(w.wf[i].b, s->wf[i].b, s->wf[i].n);
+        }
         char desc[2048] = "";
         size_t dl = 0;
         int nm = 1 + (int)below(4);
         for (int m = 0, tries = 0; m < nm && tries < 64; tries++) {
             char one[512];
-            uint64_t k = below(10);
-            int ok = k < 6   ? mutate_event(&w, one, sizeof one)
-                     : k < 8 ? mutate_comm(&w, one, sizeof one)
-                             : mutate_file(&w, one, sizeof one);
+            /* A run with wire captures: a third of the mutations are theirs. */
+            uint64_t k = below(w.nwf ? 15 : 10);
+            int ok = k < 6    ? mutate_event(&w, one, sizeof one)
+                     : k < 8  ? mutate_comm(&w, one, sizeof one)
+                     : k < 10 ? mutate_file(&w, one, sizeof one)
+                              : mutate_wire(&w, one, sizeof one);
             if (!ok)
                 continue;
             m++;
@@ -906,6 +1141,14 @@ int main(int argc, char **argv)
             char p[128];
             snprintf(p, sizeof p, "%s/%s", dir, w.f[i].name);
             if (!w.drop[i] && write_all(p, w.f[i].b, w.f[i].n)) {
+                fprintf(stderr, "test_fuzz: cannot write %s: %s\n", p, strerror(errno));
+                return 2;
+            }
+        }
+        for (int i = 0; i < w.nwf; i++) {
+            char p[128];
+            snprintf(p, sizeof p, "%s/%s", dir, w.wf[i].name);
+            if (!w.wdrop[i] && write_all(p, w.wf[i].b, w.wf[i].n)) {
                 fprintf(stderr, "test_fuzz: cannot write %s: %s\n", p, strerror(errno));
                 return 2;
             }
@@ -928,6 +1171,10 @@ int main(int argc, char **argv)
             free(w.f[i].b);
         free(w.f);
         free(w.drop);
+        for (int i = 0; i < w.nwf; i++)
+            free(w.wf[i].b);
+        free(w.wf);
+        free(w.wdrop);
         free(w.ev);
         free(w.cr);
     }
@@ -942,6 +1189,9 @@ int main(int argc, char **argv)
         for (int j = 0; j < runs[i].nf; j++)
             free(runs[i].f[j].b);
         free(runs[i].f);
+        for (int j = 0; j < runs[i].nwf; j++)
+            free(runs[i].wf[j].b);
+        free(runs[i].wf);
     }
     free(runs);
     return failures ? 1 : 0;
