@@ -640,6 +640,12 @@ void cs_wire_agg_packet(struct cs_wire_agg *a, int iface, uint64_t ts_ns, const 
     a->tot.packets++;
     a->tot.bytes += len;
     uint64_t bucket = ts_ns / a->bucket_ns;
+    if (bucket >= (1ull << 62) / a->bucket_ns) {
+        /* A bucket ending past 2^62 ns, which readers refuse (a pcap's bogus timestamp): the
+         * packet is left out of the buckets, and counted. */
+        a->tot.bad_time++;
+        return;
+    }
     if (bucket > a->newest) {
         int first = a->newest == 0;
         a->newest = bucket;
@@ -704,12 +710,13 @@ int cs_wire_agg_finish(struct cs_wire_agg *a)
     struct cs_wire_totals *t = &a->tot;
     put(a,
         "end packets %llu bytes %llu ip %llu non_ip %llu short %llu flows %llu untracked %llu "
-        "retrans %llu dupacks %llu roce %llu\n",
+        "retrans %llu dupacks %llu roce %llu bad_time %llu\n",
         (unsigned long long)t->packets, (unsigned long long)t->bytes,
         (unsigned long long)t->ip_packets, (unsigned long long)t->non_ip,
         (unsigned long long)t->short_headers, (unsigned long long)t->flows,
         (unsigned long long)t->untracked, (unsigned long long)t->retrans,
-        (unsigned long long)t->dupacks, (unsigned long long)t->roce_pkts);
+        (unsigned long long)t->dupacks, (unsigned long long)t->roce_pkts,
+        (unsigned long long)t->bad_time);
     if (!a->write_failed && a->out && fflush(a->out) != 0)
         a->write_failed = errno ? errno : EIO;
     return a->write_failed ? -1 : 0;

@@ -82,6 +82,7 @@ int cs_wire_agg_finish(struct cs_wire_agg *a);
 struct cs_wire_totals {
     uint64_t packets, bytes, ip_packets, non_ip, short_headers, flows, untracked;
     uint64_t retrans, dupacks, roce_pkts;
+    uint64_t bad_time; /* timestamps past 2^62 ns (year 2116): in packets and bytes only */
 };
 void cs_wire_agg_totals(const struct cs_wire_agg *a, struct cs_wire_totals *t);
 /* Nonzero once writing to out failed (disk full...); the aggregation then stops writing. */
