@@ -303,9 +303,11 @@ struct cs__rank {
     /* metrics */
     int64_t t_first, t_last_end; /* aligned */
     uint64_t comm_ns, calls, bytes;
-    int64_t wait_ns;
+    /* Sums of waits (each >= 0 and < 2^63): unsigned, so a damaged trace's absurd times wrap
+     * (after 584 years of waiting) instead of overflowing. */
+    uint64_t wait_ns;
     uint64_t late_arrivals;
-    int64_t others_waited_ns;
+    uint64_t others_waited_ns;
     int present;             /* a valid file was read for this rank */
     int dead;                /* will produce no more events (missing, bad, or stream done) */
     struct cs_reader *rd;    /* owned */
@@ -615,7 +617,7 @@ void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns);
 /* Member li of instance in arrived last (beyond the clock uncertainty); the others waited
  * others_ns for it. */
 void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
-                     int64_t others_ns);
+                     uint64_t others_ns);
 /* Replace the time-binned heat map of o by steps (rows as row[]/counts[] of cs__views_build). */
 void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o,
                      const size_t *row, const int *counts);

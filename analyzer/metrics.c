@@ -217,12 +217,13 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
             wt[i] = 0;
         break;
     }
-    int64_t others = 0;
+    /* (each wait is >= 0 and below 2^63: times are within 2^61 of [0, 2^62)) */
+    uint64_t others = 0;
     for (int32_t i = 0; i < n; i++) {
-        run->ranks[in->members[i]].wait_ns += wt[i];
-        others += wt[i];
+        run->ranks[in->members[i]].wait_ns += (uint64_t)wt[i];
+        others += (uint64_t)wt[i];
     }
-    others -= wt[li];
+    others -= (uint64_t)wt[li];
     /* The charts and the step budget take the waits computed here. */
     if (run->views)
         cs__views_waits(run, in);

@@ -31,7 +31,7 @@ struct chan {
     uint64_t base;     /* pair index of q[0] */
     uint64_t nsend, nrecv, bytes;
     uint64_t pairs, timed, late_s, late_r, mism;
-    int64_t late_s_ns, late_r_ns;
+    uint64_t late_s_ns, late_r_ns; /* sums of positive differences */
 };
 
 /* The sides one launch holds. */
@@ -119,10 +119,10 @@ static void drain(struct chan *h)
             h->timed++;
             if (p->s.a > p->r.a) {
                 h->late_s++;
-                h->late_s_ns += p->s.a - p->r.a;
+                h->late_s_ns += (uint64_t)(p->s.a - p->r.a);
             } else if (p->r.a > p->s.a) {
                 h->late_r++;
-                h->late_r_ns += p->r.a - p->s.a;
+                h->late_r_ns += (uint64_t)(p->r.a - p->s.a);
             }
         }
         h->head++;

@@ -106,10 +106,11 @@ void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns)
     cs__vsteps_wait_in(run->vsteps, &run->steps->r[rank], rank, t, wait_ns);
 }
 
-void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li, int64_t others_ns)
+void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
+                     uint64_t others_ns)
 {
     struct cs__vsteps *v = run->vsteps;
-    if (!v || others_ns <= 0)
+    if (!v || !others_ns)
         return;
     int r = in->members[li];
     int k = cs__step_of(&run->steps->r[r], in->arr[li]);

@@ -525,6 +525,46 @@ static void test_clock_absurd(void)
     }
 }
 
+/* Waits near the limit of trace times: one all-reduce in which three ranks wait about 2^62 ns for
+ * the fourth, so the waits the late rank caused add up past INT64_MAX (signed overflow before:
+ * a negative others_waited_s, and UBSan's report). */
+static void test_wait_sums_wide(void)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/widewait", root);
+    mkdir(dir, 0755);
+    const uint64_t L = (1ull << 62) - 4000; /* everyone leaves here */
+    struct wr w[4];
+    for (int r = 0; r < 4; r++) {
+        w[r] = begin(r, 4, 8, 0);
+        tw_header(w[r].w)->t_finalize = L + 2000;
+        tw_header(w[r].w)->clock[1].local_ns = L + 2000;
+        ev(&w[r], CS_OP_ALLREDUCE, r < 3 ? 1500 + 100 * (uint64_t)r : L - 100, L,
+           CS_COMM_WORLD_ID, 0, 8, 0, -1, 0);
+        struct cs_event fin = {.t_begin = L + 1000, .t_end = L + 1500, .op = CS_OP_FINALIZE,
+                               .peer = -1};
+        tw_event(w[r].w, 0, &fin);
+        char p[512];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        CHECK(tw_write(w[r].w, p, NULL) > 0);
+        tw_free(w[r].w);
+    }
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    CHECK_INT(rep.matched, ==, 1);
+    CHECK_INT(rep.nstragglers, ==, 1);
+    if (rep.nstragglers == 1) {
+        CHECK_INT(rep.stragglers[0].rank, ==, 3);
+        double want = 3 * (double)(L - 100) - 1500 - 1600 - 1700;
+        CHECK_NEAR(rep.stragglers[0].others_waited_s, want / 1e9, 1e-3);
+    }
+    if (rep.nranks == 4)
+        CHECK_NEAR(rep.ranks[0].wait_s, (double)(L - 100 - 1500) / 1e9, 1e-3);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 static int run_cmd(const char *dir, const char *json, int quiet)
 {
     char *argv[6];
@@ -713,6 +753,7 @@ int main(void)
     test_causality();
     test_comm_disagreement();
     test_clock_absurd();
+    test_wait_sums_wide();
     test_merge_wide();
     test_rundir();
     test_hosts();
