@@ -625,6 +625,8 @@ int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t e
     }
     r->size = (size_t)sb.st_size;
     if (r->size) {
+        /* Populated: every page is read (the CRCs below), and one call maps them for less than
+         * a fault per few pages. */
         void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (m == MAP_FAILED) {
             rc = fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", r->size,

@@ -640,7 +640,7 @@ void cs_wire_agg_packet(struct cs_wire_agg *a, int iface, uint64_t ts_ns, const 
     a->tot.packets++;
     a->tot.bytes += len;
     uint64_t bucket = ts_ns / a->bucket_ns;
-    if (bucket >= (1ull << 62) / a->bucket_ns) {
+    if (bucket >= CS_WIRE_TIME_LIMIT / a->bucket_ns) {
         /* A bucket ending past 2^62 ns, which readers refuse (a pcap's bogus timestamp): the
          * packet is left out of the buckets, and counted. */
         a->tot.bad_time++;

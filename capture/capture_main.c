@@ -268,7 +268,7 @@ static char *build_filter(void)
 static uint64_t bucket_ns_of(const char *v)
 {
     double ms = strtod(v, NULL);
-    return ms > 0 && ms <= 3.6e6 ? (uint64_t)(ms * 1e6) : 0;
+    return ms > 0 && ms * 1e6 <= (double)CS_WIRE_BUCKET_NS_MAX ? (uint64_t)(ms * 1e6) : 0;
 }
 
 int main(int argc, char **argv)
@@ -322,7 +322,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!o.out_path || !ifaces || o.bucket_ns == 0 || o.bucket_ns > 3600000000000ull ||
+    if (!o.out_path || !ifaces || o.bucket_ns == 0 || o.bucket_ns > CS_WIRE_BUCKET_NS_MAX ||
         o.snaplen < 64 || o.snaplen > 262144) {
         fprintf(stderr, "cs_capture: --out and --ifaces are required; --bucket-ms above 0, at "
                         "most 3600000; --snaplen 64..262144\n");

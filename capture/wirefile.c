@@ -46,11 +46,6 @@ static int add_note(struct cs_wire_file *f, const char *text)
     return 0;
 }
 
-/* Times in a wire file (CLOCK_REALTIME and CLOCK_MONOTONIC ns, bucket starts) must be below
- * 2^62 ns (year 2116), as trace times are: the analysis adds and subtracts them. */
-#define WIRE_TIME_LIMIT (1ull << 62)
-/* No bucket is wider than an hour. */
-#define WIRE_BUCKET_MAX 3600000000000ull
 /* A counter of one bucket above 2^48 (281 TB, or packets) is not a measurement: sums over a
  * file's records then stay far from wrapping. */
 #define WIRE_COUNT_MAX (1ull << 48)
@@ -109,7 +104,7 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
                 v[1] >= (unsigned)f->nifaces || v[2] >= f->naddrs || v[3] >= f->naddrs)
                 goto bad;
             uint64_t width = f->bucket_ns ? f->bucket_ns : CS_WIRE_BUCKET_NS_DEFAULT;
-            if (v[0] >= WIRE_TIME_LIMIT / width) { /* it must end by 2^62 */
+            if (v[0] >= CS_WIRE_TIME_LIMIT / width) { /* it must end by 2^62 */
                 why = "bucket past 2^62 ns (year 2116)";
                 goto bad;
             }
@@ -196,7 +191,7 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
             rest_of_line(f->source, sizeof f->source, rest);
         } else if (strcmp(key, "bucket_ns") == 0) {
             unsigned long long v;
-            if (sscanf(rest, "%llu", &v) != 1 || v == 0 || v > WIRE_BUCKET_MAX) {
+            if (sscanf(rest, "%llu", &v) != 1 || v == 0 || v > CS_WIRE_BUCKET_NS_MAX) {
                 why = "bucket width not 1 ns to 1 hour";
                 goto bad;
             }
@@ -212,8 +207,8 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
             long long rt, mt;
             if (sscanf(rest, " realtime_ns %lld monotonic_ns %lld", &rt, &mt) != 2)
                 goto bad;
-            if (rt < 0 || mt < 0 || (uint64_t)rt >= WIRE_TIME_LIMIT ||
-                (uint64_t)mt >= WIRE_TIME_LIMIT) {
+            if (rt < 0 || mt < 0 || (uint64_t)rt >= CS_WIRE_TIME_LIMIT ||
+                (uint64_t)mt >= CS_WIRE_TIME_LIMIT) {
                 why = "clock sample outside 0 to 2^62 ns";
                 goto bad;
             }

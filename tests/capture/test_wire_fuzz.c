@@ -63,14 +63,15 @@ static void put16(uint8_t *p, unsigned v)
 
 static void put32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8),
+    p[3] = (uint8_t)v;
 }
 
-static const int linktypes[] = {DLT_EN10MB, DLT_LINUX_SLL,
+static const int linktypes[] = {DLT_EN10MB,     DLT_LINUX_SLL,
 #ifdef DLT_LINUX_SLL2
                                 DLT_LINUX_SLL2,
 #endif
-                                DLT_NULL,   DLT_LOOP,      DLT_RAW, DLT_IPV4, DLT_IPV6};
+                                DLT_NULL,       DLT_LOOP,      DLT_RAW, DLT_IPV4, DLT_IPV6};
 #define NLINK ((int)(sizeof linktypes / sizeof linktypes[0]))
 
 /* A few hosts, so flows repeat and the TCP analysis sees sequences, repeats and ACKs. */
@@ -244,7 +245,8 @@ static void damage(struct frame *f, int nifaces, uint64_t bucket_ns)
             f->len = below(2) ? (uint32_t)below(f->caplen + 1) : UINT32_MAX - (uint32_t)below(9);
             break;
         case 6: { /* a timestamp back, far ahead, at the limit, or absurd */
-            static const uint64_t far[] = {0, 1, 1ull << 62, (1ull << 62) - 1, UINT64_MAX};
+            static const uint64_t far[] = {0, 1, CS_WIRE_TIME_LIMIT, CS_WIRE_TIME_LIMIT - 1,
+                                           UINT64_MAX};
             switch (below(4)) {
             case 0:
                 f->ts -= below(f->ts / 4 + 1);
@@ -253,7 +255,7 @@ static void damage(struct frame *f, int nifaces, uint64_t bucket_ns)
                 f->ts += below(1ull << 40);
                 break;
             case 2:
-                f->ts = ((1ull << 62) / bucket_ns - below(3)) * bucket_ns + below(bucket_ns);
+                f->ts = (CS_WIRE_TIME_LIMIT / bucket_ns - below(3)) * bucket_ns + below(bucket_ns);
                 break;
             default:
                 f->ts = far[below(5)];
@@ -312,7 +314,9 @@ static void damage_file(const char *path)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     for (int m = 1 + (int)below(3); n > 0 && m > 0; m--) {
-        long at = below(3) == 0 ? (long)below(24) : below(2) ? 24 + (long)below(16) : (long)below((uint64_t)n);
+        long at = below(3) == 0 ? (long)below(24)
+                  : below(2)    ? 24 + (long)below(16)
+                                : (long)below((uint64_t)n);
         if (at >= n)
             continue;
         fseek(f, at, SEEK_SET);
@@ -394,7 +398,7 @@ static void iteration(long it, const char *dir)
         want_bytes += f->len;
         seen.damaged += (uint64_t)f->damaged;
         uint64_t b = f->ts / bucket_ns;
-        if (b >= (1ull << 62) / bucket_ns) {
+        if (b >= CS_WIRE_TIME_LIMIT / bucket_ns) {
             want_bad_time++;
             continue;
         }
@@ -470,8 +474,9 @@ static void iteration(long it, const char *dir)
                 int r2 = cs_wire_file_read_stream(o2, "pcap.csw", &wf, e2, sizeof e2);
                 CHECK_INT(r2, ==, 0);
                 if (r2)
-                    fprintf(stderr, "iteration %ld: the pcap's aggregation does not read back: %s\n",
-                            it, e2);
+                    fprintf(stderr,
+                            "iteration %ld: the pcap's aggregation does not read back: %s\n", it,
+                            e2);
                 else
                     cs_wire_file_free(&wf);
             }
@@ -514,8 +519,8 @@ int main(int argc, char **argv)
         int before = cs_test_failures;
         iteration(it, dir);
         if (cs_test_failures != before)
-            printf("FAIL iteration %ld (rerun with -s %llu -n %ld)\n", it,
-                   (unsigned long long)seed, it + 1);
+            printf("FAIL iteration %ld (rerun with -s %llu -n %ld)\n", it, (unsigned long long)seed,
+                   it + 1);
     }
     printf("test_wire_fuzz: %llu packets (%llu damaged): %llu IP, %llu non-IP, %llu short headers, "
            "%llu past 2^62 ns; %llu retransmissions, %llu duplicate ACKs, %llu RoCE; pcap files: "

@@ -672,11 +672,23 @@ static void text_splice(struct file *f, size_t at, size_t del, const void *ins, 
 /* A number for a field of a wire file: edge values, the old one moved, or not a number (never
  * "nan" or "inf": the reports quote malformed lines, and those words are what the checks look
  * for). */
-static void wire_number(const char *old, size_t len, char *out, size_t cap)
+static void wire_number(const char *old, char *out, size_t cap)
 {
-    static const char *edge[] = {"0", "1", "-1", "18446744073709551615", "18446744073709551616",
-                                 "9223372036854775807", "9223372036854775808", "4294967295", "0x10", "12abc",
-                                 "2147483648", "-9223372036854775808", "1e300", "x", ""};
+    static const char *edge[] = {"0",
+                                 "1",
+                                 "-1",
+                                 "18446744073709551615",
+                                 "18446744073709551616",
+                                 "9223372036854775807",
+                                 "9223372036854775808",
+                                 "-9223372036854775808",
+                                 "4294967295",
+                                 "2147483648",
+                                 "0x10",
+                                 "12abc",
+                                 "1e300",
+                                 "x",
+                                 ""};
     unsigned long long v = strtoull(old, NULL, 10);
     switch (below(4)) {
     case 0:
@@ -689,7 +701,6 @@ static void wire_number(const char *old, size_t len, char *out, size_t cap)
         snprintf(out, cap, "%s", edge[below(sizeof edge / sizeof edge[0])]);
         break;
     }
-    (void)len;
 }
 
 /* Damage one wire capture of the run.  Returns 1 when something changed. */
@@ -732,7 +743,7 @@ static int mutate_wire(struct work *w, char *desc, size_t cap)
         char old[64], num[64];
         snprintf(old, sizeof old, "%.*s", (int)(words[k][1] < 63 ? words[k][1] : 63),
                  (const char *)f->b + words[k][0]);
-        wire_number(old, words[k][1], num, sizeof num);
+        wire_number(old, num, sizeof num);
         text_splice(f, words[k][0], words[k][1], num, strlen(num));
         snprintf(desc, cap, "%s line %zu word %zu \"%s\" -> \"%s\"", f->name, li + 1, k, old, num);
         break;
@@ -769,7 +780,7 @@ static int mutate_wire(struct work *w, char *desc, size_t cap)
         break;
     case 6: { /* a word added at the end of the line */
         char num[64];
-        wire_number("7", 1, num, sizeof num);
+        wire_number("7", num, sizeof num);
         char ins[66];
         snprintf(ins, sizeof ins, " %s", num);
         text_splice(f, at + len, 0, ins, strlen(ins));
