@@ -31,9 +31,8 @@
 #include <unistd.h>
 
 #include "../cs_test.h"
+#include "../fuzz.h"
 #include "wire.h"
-
-static uint64_t rng;
 
 /* What the campaign reached (printed at the end: a fuzzer that never reaches a path is no test
  * of it). */
@@ -41,20 +40,6 @@ static struct {
     uint64_t packets, damaged, ip, non_ip, short_headers, bad_time, retrans, dupacks, roce;
     uint64_t pcap_rc[3]; /* -1, 0, 1 */
 } seen;
-
-static uint64_t rnd(void)
-{
-    /* splitmix64 */
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t below(uint64_t n)
-{
-    return n ? rnd() % n : 0;
-}
 
 static void put16(uint8_t *p, unsigned v)
 {
@@ -490,24 +475,9 @@ static void iteration(long it, const char *dir)
 int main(int argc, char **argv)
 {
     long iters = 300;
-    uint64_t seed = 1;
-    const char *env = getenv("CS_FUZZ_SEED");
-    if (env && *env)
-        seed = strtoull(env, NULL, 0);
-    env = getenv("CS_FUZZ_ITERATIONS");
-    if (env && *env)
-        iters = strtol(env, NULL, 10);
-    int opt;
-    while ((opt = getopt(argc, argv, "n:s:")) != -1) {
-        if (opt == 'n' && !(env && *env))
-            iters = strtol(optarg, NULL, 10);
-        else if (opt == 's')
-            seed = strtoull(optarg, NULL, 0);
-        else if (opt != 'n') {
-            fprintf(stderr, "usage: test_wire_fuzz [-n ITERATIONS] [-s SEED]\n");
-            return 2;
-        }
-    }
+    uint64_t seed;
+    if (fuzz_args(argc, argv, &iters, &seed, "test_wire_fuzz [-n ITERATIONS] [-s SEED]") < 0)
+        return 2;
     char dir[] = "/tmp/cs_wire_fuzz.XXXXXX";
     if (!mkdtemp(dir)) {
         perror("mkdtemp");

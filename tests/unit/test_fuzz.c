@@ -40,6 +40,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "cmd.h"
+#include "fuzz.h"
 #include "commscope/ops.h"
 #include "commscope/trace.h"
 #include "tw.h"
@@ -78,22 +79,6 @@ struct work {
     int ncomms;
     int world;
 };
-
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-    /* splitmix64 */
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t below(uint64_t n)
-{
-    return n ? rnd() % n : 0;
-}
 
 static unsigned valid_ops[CS_OP_MAX];
 static int nvalid_ops;
@@ -846,6 +831,20 @@ static int write_all(const char *path, const unsigned char *b, size_t n)
     return close(fd);
 }
 
+/* Files f[0..n) but the dropped ones into dir; 0, or -1 (said on stderr). */
+static int write_files(const char *dir, const struct file *f, const int *drop, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/%s", dir, f[i].name);
+        if (!drop[i] && write_all(p, f[i].b, f[i].n)) {
+            fprintf(stderr, "test_fuzz: cannot write %s: %s\n", p, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -1052,26 +1051,13 @@ static void link_rest(const char *seed, const char dir[64])
 int main(int argc, char **argv)
 {
     long iters = 200;
-    uint64_t seed = 1;
-    const char *env = getenv("CS_FUZZ_SEED");
-    if (env && *env)
-        seed = strtoull(env, NULL, 0);
-    env = getenv("CS_FUZZ_ITERATIONS");
-    if (env && *env)
-        iters = strtol(env, NULL, 10);
-    int opt;
-    while ((opt = getopt(argc, argv, "n:s:")) != -1) {
-        if (opt == 'n' && !(env && *env))
-            iters = strtol(optarg, NULL, 10);
-        else if (opt == 's')
-            seed = strtoull(optarg, NULL, 0);
-        else if (opt != 'n') {
-            fprintf(stderr, "usage: test_fuzz [-n ITERATIONS] [-s SEED] SEED_RUN_DIR...\n");
-            return 2;
-        }
-    }
-    int nruns = argc - optind;
-    if (nruns < 1 || iters < 1) {
+    uint64_t seed;
+    int first = fuzz_args(argc, argv, &iters, &seed,
+                          "test_fuzz [-n ITERATIONS] [-s SEED] SEED_RUN_DIR...");
+    if (first < 0)
+        return 2;
+    int nruns = argc - first;
+    if (nruns < 1) {
         fprintf(stderr, "usage: test_fuzz [-n ITERATIONS] [-s SEED] SEED_RUN_DIR...\n");
         return 2;
     }
@@ -1082,7 +1068,7 @@ int main(int argc, char **argv)
     if (!runs)
         return 2;
     for (int i = 0; i < nruns; i++)
-        if (load_run(argv[optind + i], &runs[i]))
+        if (load_run(argv[first + i], &runs[i]))
             return 2;
     char root[] = "/tmp/cs_fuzz.XXXXXX";
     if (tw_tmpdir(root))
@@ -1148,22 +1134,8 @@ int main(int argc, char **argv)
         mkdir(dir, 0755);
         rmtree_files(dir);
         link_rest(s->dir, dir);
-        for (int i = 0; i < w.nf; i++) {
-            char p[128];
-            snprintf(p, sizeof p, "%s/%s", dir, w.f[i].name);
-            if (!w.drop[i] && write_all(p, w.f[i].b, w.f[i].n)) {
-                fprintf(stderr, "test_fuzz: cannot write %s: %s\n", p, strerror(errno));
-                return 2;
-            }
-        }
-        for (int i = 0; i < w.nwf; i++) {
-            char p[128];
-            snprintf(p, sizeof p, "%s/%s", dir, w.wf[i].name);
-            if (!w.wdrop[i] && write_all(p, w.wf[i].b, w.wf[i].n)) {
-                fprintf(stderr, "test_fuzz: cannot write %s: %s\n", p, strerror(errno));
-                return 2;
-            }
-        }
+        if (write_files(dir, w.f, w.drop, w.nf) || write_files(dir, w.wf, w.wdrop, w.nwf))
+            return 2;
         char why[1024] = "";
         int code = -1;
         if (analyse(dir, why, sizeof why, &code)) {
