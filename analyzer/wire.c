@@ -514,6 +514,16 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
                  "%s ends early (the capture was killed, or the disk filled); its numbers are "
                  "a lower bound",
                  f->path);
+        if (f->untracked)
+            warn(w,
+                 "%s: %llu packets of TCP flows beyond the 65,536 the capture tracks were not "
+                 "checked for retransmissions or duplicate ACKs; those counts are a lower bound",
+                 fh[0] ? fh : f->path, (unsigned long long)f->untracked);
+        if (f->bad_time)
+            warn(w,
+                 "%s: %llu packets have timestamps past the year 2116 (a damaged capture); they "
+                 "are left out of the time buckets and the links",
+                 fh[0] ? fh : f->path, (unsigned long long)f->bad_time);
         const struct cs__clock *clk = fh[0] ? clock_of(run, fh) : NULL;
         /* Interfaces. */
         uint64_t host_total = 0;

@@ -221,7 +221,7 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
             if (strstr(rest, "no-capture"))
                 f->status_no_capture = 1;
         } else if (strcmp(key, "end") == 0) {
-            unsigned long long p = 0, b = 0, ni = 0, un = 0;
+            unsigned long long p = 0, b = 0, ni = 0, un = 0, bt = 0;
             if (sscanf(rest, " packets %llu bytes %llu", &p, &b) != 2)
                 goto bad;
             const char *s;
@@ -229,10 +229,13 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
                 ni = strtoull(s + 7, NULL, 10);
             if ((s = strstr(rest, "untracked ")))
                 un = strtoull(s + 10, NULL, 10);
+            if ((s = strstr(rest, "bad_time ")))
+                bt = strtoull(s + 9, NULL, 10);
             f->total_packets = p;
             f->total_bytes = b;
             f->non_ip = ni;
             f->untracked = un;
+            f->bad_time = bt;
             f->complete = 1;
         }
         /* Other keys (filter, later additions) are information only. */

@@ -8,7 +8,8 @@
  *     aggregation, ha's address local, hb's named) from a pcap file this test writes with
  *     libpcap's dump API: TCP frames of 1514 bytes carrying 1448 payload bytes each, enough for
  *     the 3,000,000 bytes (ratio 1.0457: ok); the same plus 2,000,000 bytes of UDP between the two
- *     (above); a third of the segments only (below).
+ *     (above); a third of the segments only (below);
+ *  3. a capture beyond its flow table and with timestamps past 2116: both said, with counts.
  */
 #include <arpa/inet.h>
 #include <math.h>
@@ -271,6 +272,60 @@ static void run_case(const char *root, const char *name, int segs, long udp_byte
     cs__run_free(&run);
 }
 
+/* A capture that tracked too many TCP flows and saw packets with absurd timestamps: the report
+ * says both, with the counts (docs/wire.md). */
+static void test_capture_limits(const char *root)
+{
+    char dir[400], csw[500], err[512];
+    snprintf(dir, sizeof dir, "%s/limits", root);
+    mkdir(dir, 0755);
+    write_traces(dir);
+    snprintf(csw, sizeof csw, "%s/wire-ha.csw", dir);
+    FILE *f = fopen(csw, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    cs_wire_write_header(f, "ha", "live", 0, 64, "host 10.0.0.2");
+    struct cs_wire_agg *a = cs_wire_agg_new(f, 0);
+    struct cs_wire_addr me, peer;
+    CHECK_INT(cs_wire_addr_parse("10.0.0.1", &me), ==, 0);
+    CHECK_INT(cs_wire_addr_parse("10.0.0.2", &peer), ==, 0);
+    cs_wire_agg_add_local(a, &me);
+    cs_wire_agg_name_addr(a, &peer, "hb");
+    int ifc = cs_wire_agg_iface(a, "eth0", DLT_EN10MB, err, sizeof err);
+    /* 65,536 + 7 flows (source port and address vary), one segment each: the last 7 untracked */
+    for (uint32_t k = 0; k < 65536 + 7; k++) {
+        size_t n = headers("10.0.0.1", "10.0.0.2", 0, 1, 1468);
+        frame[14 + 20] = (uint8_t)(k >> 8), frame[14 + 21] = (uint8_t)k; /* source port */
+        frame[14 + 18] = (uint8_t)(k >> 16);                            /* destination address */
+        cs_wire_agg_packet(a, ifc, 1700000000000000000ull + k, frame, (uint32_t)n, 1514);
+    }
+    for (int k = 0; k < 3; k++) /* past 2^62 ns */
+        cs_wire_agg_packet(a, ifc, (1ull << 62) + (uint64_t)k * 1000000000000ull, frame,
+                           (uint32_t)headers("10.0.0.1", "10.0.0.2", 0, 1, 1468), 1514);
+    struct cs_wire_totals t;
+    cs_wire_agg_totals(a, &t);
+    CHECK_INT(t.untracked, ==, 7);
+    CHECK_INT(t.bad_time, ==, 3);
+    CHECK_INT(cs_wire_agg_finish(a), ==, 0);
+    cs_wire_agg_free(a);
+    fclose(f);
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    const struct cs_wire_report *w = rep.wire;
+    CHECK(w != NULL);
+    int untracked = 0, late = 0;
+    for (size_t i = 0; w && i < w->nwarnings; i++) {
+        untracked += strstr(w->warnings[i], "ha: 7 packets of TCP flows beyond the 65,536") != NULL;
+        late += strstr(w->warnings[i], "ha: 3 packets have timestamps past the year 2116") != NULL;
+    }
+    CHECK_INT(untracked, ==, 1);
+    CHECK_INT(late, ==, 1);
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 int main(void)
 {
     test_ranges();
@@ -282,6 +337,7 @@ int main(void)
     run_case(root, "ok", 2072, 0, "ok");
     run_case(root, "above", 2072, 2000000, "above");
     run_case(root, "below", 700, 0, "below");
+    test_capture_limits(root);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     CHECK_INT(system(cmd), ==, 0);
