@@ -184,23 +184,65 @@ static void detect_eval(struct detect *d, int x)
     }
 }
 
-/* The best candidate, or -1; *score: the signatures locked to it. */
-static int detect_best(const struct detect *d, int *score_out)
+/* Signature t repeats with candidate c: its anchor, or the same number of times in every
+ * complete step (a lock needs two complete steps to be seen at all). */
+static int locked(const struct cand *c, int t)
+{
+    return t == c->anchor || (c->checks >= 2 && !c->broken[t] && c->mt[t] >= 1);
+}
+
+/*
+ * The best candidate, or -1; *score: the other signatures locked to it; *occasional: signatures
+ * locked to the candidate the rule picked first that are left out of the finer one chosen.
+ *
+ * The rule: the candidate that locks most signatures, then the one with most steps.  A call made
+ * every few steps only (a loss all-reduce every 5 steps, a checkpoint every 100) locks to a
+ * candidate of as many steps, which then locks one signature more than the true steps do; so a
+ * finer candidate (steps that divide the chosen ones) is taken instead when it locks every
+ * signature the chosen one locks except calls fewer than its steps (less than once per step:
+ * occasional, not part of every step), and locks at least one signature.  The finest such wins.
+ */
+static int detect_best(const struct detect *d, int *score_out, int *occasional)
 {
     int best = -1, best_score = -1;
     for (int j = 0; j < d->ncand; j++) {
         const struct cand *c = &d->c[j];
         int score = 0;
-        /* A lock needs two complete steps to be seen at all. */
-        for (int t = 0; t < d->n && c->checks >= 2; t++)
-            score += t != c->anchor && !c->broken[t] && c->mt[t] >= 1;
+        for (int t = 0; t < d->n; t++)
+            score += t != c->anchor && locked(c, t);
         if (best < 0 || score > best_score || (score == best_score && c->n > d->c[best].n)) {
             best = j;
             best_score = score;
         }
     }
-    *score_out = best_score;
-    return best;
+    *occasional = 0;
+    if (best < 0) {
+        *score_out = best_score;
+        return best;
+    }
+    const struct cand *b = &d->c[best];
+    int fine = best, fine_score = best_score;
+    for (int j = 0; j < d->ncand; j++) {
+        const struct cand *c = &d->c[j];
+        if (c->n <= d->c[fine].n || c->n % b->n)
+            continue;
+        int ok = 1, score = 0, dropped = 0;
+        for (int t = 0; t < d->n && ok; t++) {
+            int in_c = locked(c, t);
+            score += t != c->anchor && in_c;
+            if (locked(b, t) && !in_c) {
+                dropped++;
+                ok = d->s[t].count < c->n;
+            }
+        }
+        if (ok && score >= 1) {
+            fine = j;
+            fine_score = score;
+            *occasional = dropped;
+        }
+    }
+    *score_out = fine_score;
+    return fine;
 }
 
 /* ---- markers and anchors ---- */
@@ -406,7 +448,7 @@ int cs__steps_begin(struct cs__run *run)
         detect_candidates(d);
         if (d->ncand)
             prepass(run, S, S->ref, 0, NULL, d, &markers);
-        int score, best = detect_best(d, &score);
+        int score, occasional, best = detect_best(d, &score, &occasional);
         if (best >= 0) {
             const struct cand *c = &d->c[best];
             const struct sig *a = &d->s[c->anchor];
@@ -417,16 +459,21 @@ int cs__steps_begin(struct cs__run *run)
             S->anchor_m = c->m;
             steps = (double)c->n;
             snprintf(S->source, sizeof S->source, "pattern");
+            char occ[64] = "";
+            if (occasional)
+                snprintf(occ, sizeof occ, "; %d more made every few steps only", occasional);
             if (c->m == 1)
                 snprintf(S->detail, sizeof S->detail,
-                         "each %s of %" PRIu64 " bytes starts a step (%d other call signatures"
-                         " repeat with it)",
-                         cs_op_name(a->op), a->bytes, score);
+                         "each %s of %" PRIu64 " bytes starts a step (%d other call signature%s"
+                         " repeat%s with it%s)",
+                         cs_op_name(a->op), a->bytes, score, score == 1 ? "" : "s",
+                         score == 1 ? "s" : "", occ);
             else
                 snprintf(S->detail, sizeof S->detail,
                          "one in every %" PRIu64 " %s of %" PRIu64 " bytes starts a step (%d"
-                         " other call signatures repeat with it)",
-                         c->m, cs_op_name(a->op), a->bytes, score);
+                         " other call signature%s repeat%s with it%s)",
+                         c->m, cs_op_name(a->op), a->bytes, score, score == 1 ? "" : "s",
+                         score == 1 ? "s" : "", occ);
         } else {
             snprintf(S->note, sizeof S->note,
                      "no steps: no step markers (%s) and no communication call repeats on rank %d",

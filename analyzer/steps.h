@@ -129,7 +129,7 @@ struct cs_report_steps {
     /* steps */
     int count, warmup_excluded, tail_excluded, timed;
     char source[16];  /* "marker", "nvtx", "pattern" or "none" */
-    char detail[160]; /* which marker op, or which call anchors the pattern */
+    char detail[224]; /* which marker op, or which call anchors the pattern */
     char note[256];   /* why something could not be computed ("" when all could) */
     double mean_s, median_s, p95_s;
     struct cs_report_step *list;

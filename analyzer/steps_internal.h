@@ -76,7 +76,7 @@ struct cs__steps {
     uint64_t anchor_bytes;
     uint64_t anchor_m; /* every anchor_m-th occurrence of the anchor starts a step */
     char source[16];
-    char detail[160];
+    char detail[224];
     char note[256];
     int ref; /* reference rank of the pre-pass */
     int ref_steps;

@@ -95,15 +95,30 @@ def case_marker(a, tmp):
 
 
 def case_pattern(a, tmp):
-    """No markers: the step count comes from the period of the calls, exactly."""
+    """No markers: the step count comes from the period of the calls, exactly.  cs_train
+    all-reduces its loss every 5 steps (and at the last): with 20 or 30 steps that call alone
+    repeats every 5 steps, and must not make the steps 5 times too long."""
     for n, extra, prog in ((7, [], t.TRAIN), (9, ["--overlap"], t.TRAIN), (6, [], TRAIN2D),
-                           (8, ["--overlap"], TRAIN2D)):
+                           (8, ["--overlap"], TRAIN2D), (20, [], t.TRAIN),
+                           (30, ["--overlap"], t.TRAIN)):
         rundir = os.path.join(tmp, "run-%d" % n)
         np_ = a.np if prog == t.TRAIN else 4
-        t.commscope_run(rundir, t.MPIRUN + ["-np", str(np_), prog, "--steps", str(n)] + extra)
+        p = t.commscope_run(rundir, t.MPIRUN + ["-np", str(np_), prog, "--steps", str(n)] + extra)
         rep = t.load_report(rundir)
         check_steps(rep, n, "pattern")
         check_budget_sums(rep)
+        if n >= 20:
+            check("made every few steps only" in rep["steps"]["detail"],
+                  "the loss all-reduce named as occasional: %r" % rep["steps"]["detail"])
+            # The boundaries are the first bucket all-reduce, not the program's step start: the
+            # steps' mean, not each step, is the program's.
+            prog_steps = program_steps(p.stdout, "cs_train")
+            mine = [sum(prog_steps[r][k][0] for r in prog_steps) / len(prog_steps)
+                    for k in range(1, n - 1)]
+            want = sum(mine) / len(mine)
+            got = rep["steps"]["mean_s"]
+            check(abs(got - want) <= 0.05 * want,
+                  "%d steps: mean step %.6f s, program %.6f s" % (n, got, want))
 
 
 def case_overlap(a, tmp):
