@@ -200,7 +200,10 @@ static int locked(const struct cand *c, int t)
  * candidate of as many steps, which then locks one signature more than the true steps do; so a
  * finer candidate (steps that divide the chosen ones) is taken instead when it locks every
  * signature the chosen one locks except calls fewer than its steps (less than once per step:
- * occasional, not part of every step), and locks at least one signature.  The finest such wins.
+ * occasional, not part of every step) that carry under 2 % of the rank's bytes, and locks at
+ * least one signature.  The finest such wins.  (The bytes tell an occasional call from the
+ * gradient all-reduce of a pipeline's step, which is also made once per several micro-batches,
+ * each of them a finer candidate.)
  */
 static int detect_best(const struct detect *d, int *score_out, int *occasional)
 {
@@ -222,20 +225,25 @@ static int detect_best(const struct detect *d, int *score_out, int *occasional)
     }
     const struct cand *b = &d->c[best];
     int fine = best, fine_score = best_score;
+    double bytes = 0; /* (in double: a sum of products of 64-bit numbers) */
+    for (int t = 0; t < d->n; t++)
+        bytes += (double)d->s[t].count * (double)d->s[t].bytes;
     for (int j = 0; j < d->ncand; j++) {
         const struct cand *c = &d->c[j];
         if (c->n <= d->c[fine].n || c->n % b->n)
             continue;
         int ok = 1, score = 0, dropped = 0;
+        double dropped_bytes = 0;
         for (int t = 0; t < d->n && ok; t++) {
             int in_c = locked(c, t);
             score += t != c->anchor && in_c;
             if (locked(b, t) && !in_c) {
                 dropped++;
+                dropped_bytes += (double)d->s[t].count * (double)d->s[t].bytes;
                 ok = d->s[t].count < c->n;
             }
         }
-        if (ok && score >= 1) {
+        if (ok && score >= 1 && dropped_bytes <= 0.02 * bytes) {
             fine = j;
             fine_score = score;
             *occasional = dropped;

@@ -565,6 +565,63 @@ static void test_wait_sums_wide(void)
     cs__run_free(&run);
 }
 
+/*
+ * Steps from the pattern, with a call made every few steps only: 20 steps of 4 micro-batches
+ * (an all-reduce of 1000 and one of 500 bytes each) and a gradient all-reduce of 100,000 bytes,
+ * and a loss all-reduce of 8 bytes every 5 steps and at the last.  The loss all-reduce locks to a
+ * 5-step period (4 steps); it is occasional and carries no bytes to speak of, so the steps are the
+ * 20 the gradient all-reduce delimits.  The gradient all-reduce is also less than once per
+ * micro-batch, but it carries most of the bytes: the steps are not the 80 micro-batches.
+ */
+static void test_steps_occasional(void)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/occasional", root);
+    mkdir(dir, 0755);
+    const int steps = 20, micro = 4;
+    const uint64_t T = 100000; /* a step */
+    for (int r = 0; r < 2; r++) {
+        struct wr x = begin(r, 2, 8, 0);
+        uint64_t end = 10000 + (uint64_t)steps * T;
+        tw_header(x.w)->t_finalize = end + 2000;
+        tw_header(x.w)->clock[1].local_ns = end + 2000;
+        uint32_t seq = 0;
+        for (int k = 0; k < steps; k++) {
+            uint64_t t0 = 10000 + (uint64_t)k * T;
+            for (int m = 0; m < micro; m++) {
+                uint64_t tm = t0 + (uint64_t)m * 10000;
+                ev(&x, CS_OP_ALLREDUCE, tm, tm + 1000, CS_COMM_WORLD_ID, seq++, 1000, 0, -1, 0);
+                ev(&x, CS_OP_ALLREDUCE, tm + 2000, tm + 3000, CS_COMM_WORLD_ID, seq++, 500, 0, -1,
+                   0);
+            }
+            ev(&x, CS_OP_ALLREDUCE, t0 + 50000, t0 + 52000, CS_COMM_WORLD_ID, seq++, 100000, 0,
+               -1, 0);
+            if (k % 5 == 0 || k == steps - 1)
+                ev(&x, CS_OP_ALLREDUCE, t0 + 60000, t0 + 60500, CS_COMM_WORLD_ID, seq++, 8, 0, -1,
+                   0);
+        }
+        struct cs_event fin = {.t_begin = end + 500, .t_end = end + 1000, .op = CS_OP_FINALIZE,
+                               .peer = -1};
+        tw_event(x.w, 0, &fin);
+        char p[512];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        CHECK(tw_write(x.w, p, NULL) > 0);
+        tw_free(x.w);
+    }
+    struct cs__run run;
+    struct cs_report rep;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    CHECK(rep.steps != NULL);
+    if (rep.steps) {
+        CHECK_STR(rep.steps->source, "pattern");
+        CHECK_INT(rep.steps->count, ==, steps);
+        CHECK_CONTAINS(rep.steps->detail, "1 more made every few steps only");
+        CHECK_NEAR(rep.steps->mean_s, (double)T / 1e9, 1e-12);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
 static int run_cmd(const char *dir, const char *json, int quiet)
 {
     char *argv[6];
@@ -754,6 +811,7 @@ int main(void)
     test_comm_disagreement();
     test_clock_absurd();
     test_wait_sums_wide();
+    test_steps_occasional();
     test_merge_wide();
     test_rundir();
     test_hosts();
