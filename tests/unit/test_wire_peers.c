@@ -157,23 +157,39 @@ static void write_pcap(const char *path, int segs, long udp_bytes, uint64_t t0_n
     pcap_close(dead);
 }
 
-/* ha's wire file from the pcap, aggregated as the live helper aggregates its packets. */
-static void write_wire(const char *pcap, const char *out)
+/* An aggregation for ha's wire file f (header written), set up as the live helper sets it up:
+ * ha's address local, hb's named, interface eth0 (*ifc).  NULL when out of memory. */
+static struct cs_wire_agg *ha_agg(FILE *f, int *ifc)
 {
-    FILE *f = fopen(out, "w");
     char err[256];
-    CHECK(f != NULL);
-    if (!f)
-        return;
     cs_wire_write_header(f, "ha", "live", 0, 64, "host 10.0.0.2");
     struct cs_wire_agg *a = cs_wire_agg_new(f, 0);
+    CHECK(a != NULL);
+    if (!a)
+        return NULL;
     struct cs_wire_addr me, peer;
     CHECK_INT(cs_wire_addr_parse("10.0.0.1", &me), ==, 0);
     CHECK_INT(cs_wire_addr_parse("10.0.0.2", &peer), ==, 0);
     cs_wire_agg_add_local(a, &me);
     cs_wire_agg_name_addr(a, &peer, "hb");
-    int ifc = cs_wire_agg_iface(a, "eth0", DLT_EN10MB, err, sizeof err);
-    CHECK_INT(ifc, ==, 0);
+    *ifc = cs_wire_agg_iface(a, "eth0", DLT_EN10MB, err, sizeof err);
+    CHECK_INT(*ifc, ==, 0);
+    return a;
+}
+
+/* ha's wire file from the pcap, aggregated as the live helper aggregates its packets. */
+static void write_wire(const char *pcap, const char *out)
+{
+    FILE *f = fopen(out, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    int ifc;
+    struct cs_wire_agg *a = ha_agg(f, &ifc);
+    if (!a) {
+        fclose(f);
+        return;
+    }
     char perr[PCAP_ERRBUF_SIZE];
     pcap_t *p = pcap_open_offline(pcap, perr);
     CHECK(p != NULL);
@@ -285,14 +301,12 @@ static void test_capture_limits(const char *root)
     CHECK(f != NULL);
     if (!f)
         return;
-    cs_wire_write_header(f, "ha", "live", 0, 64, "host 10.0.0.2");
-    struct cs_wire_agg *a = cs_wire_agg_new(f, 0);
-    struct cs_wire_addr me, peer;
-    CHECK_INT(cs_wire_addr_parse("10.0.0.1", &me), ==, 0);
-    CHECK_INT(cs_wire_addr_parse("10.0.0.2", &peer), ==, 0);
-    cs_wire_agg_add_local(a, &me);
-    cs_wire_agg_name_addr(a, &peer, "hb");
-    int ifc = cs_wire_agg_iface(a, "eth0", DLT_EN10MB, err, sizeof err);
+    int ifc;
+    struct cs_wire_agg *a = ha_agg(f, &ifc);
+    if (!a) {
+        fclose(f);
+        return;
+    }
     /* 65,536 + 7 flows (source port and address vary), one segment each: the last 7 untracked */
     for (uint32_t k = 0; k < 65536 + 7; k++) {
         size_t n = headers("10.0.0.1", "10.0.0.2", 0, 1, 1468);
