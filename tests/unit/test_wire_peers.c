@@ -157,16 +157,23 @@ static void write_pcap(const char *path, int segs, long udp_bytes, uint64_t t0_n
     pcap_close(dead);
 }
 
-/* An aggregation for ha's wire file f (header written), set up as the live helper sets it up:
- * ha's address local, hb's named, interface eth0 (*ifc).  NULL when out of memory. */
-static struct cs_wire_agg *ha_agg(FILE *f, int *ifc)
+/* An aggregation into ha's wire file at path (opened into *f, header written), set up as the live
+ * helper sets it up: ha's address local, hb's named, interface eth0 (*ifc).  NULL (nothing open)
+ * when the file or the aggregation cannot be made. */
+static struct cs_wire_agg *ha_agg(const char *path, FILE **f, int *ifc)
 {
     char err[256];
-    cs_wire_write_header(f, "ha", "live", 0, 64, "host 10.0.0.2");
-    struct cs_wire_agg *a = cs_wire_agg_new(f, 0);
-    CHECK(a != NULL);
-    if (!a)
+    *f = fopen(path, "w");
+    CHECK(*f != NULL);
+    if (!*f)
         return NULL;
+    cs_wire_write_header(*f, "ha", "live", 0, 64, "host 10.0.0.2");
+    struct cs_wire_agg *a = cs_wire_agg_new(*f, 0);
+    CHECK(a != NULL);
+    if (!a) {
+        fclose(*f);
+        return NULL;
+    }
     struct cs_wire_addr me, peer;
     CHECK_INT(cs_wire_addr_parse("10.0.0.1", &me), ==, 0);
     CHECK_INT(cs_wire_addr_parse("10.0.0.2", &peer), ==, 0);
@@ -180,16 +187,11 @@ static struct cs_wire_agg *ha_agg(FILE *f, int *ifc)
 /* ha's wire file from the pcap, aggregated as the live helper aggregates its packets. */
 static void write_wire(const char *pcap, const char *out)
 {
-    FILE *f = fopen(out, "w");
-    CHECK(f != NULL);
-    if (!f)
-        return;
+    FILE *f;
     int ifc;
-    struct cs_wire_agg *a = ha_agg(f, &ifc);
-    if (!a) {
-        fclose(f);
+    struct cs_wire_agg *a = ha_agg(out, &f, &ifc);
+    if (!a)
         return;
-    }
     char perr[PCAP_ERRBUF_SIZE];
     pcap_t *p = pcap_open_offline(pcap, perr);
     CHECK(p != NULL);
@@ -297,16 +299,11 @@ static void test_capture_limits(const char *root)
     mkdir(dir, 0755);
     write_traces(dir);
     snprintf(csw, sizeof csw, "%s/wire-ha.csw", dir);
-    FILE *f = fopen(csw, "w");
-    CHECK(f != NULL);
-    if (!f)
-        return;
+    FILE *f;
     int ifc;
-    struct cs_wire_agg *a = ha_agg(f, &ifc);
-    if (!a) {
-        fclose(f);
+    struct cs_wire_agg *a = ha_agg(csw, &f, &ifc);
+    if (!a)
         return;
-    }
     /* 65,536 + 7 flows (source port and address vary), one segment each: the last 7 untracked */
     for (uint32_t k = 0; k < 65536 + 7; k++) {
         size_t n = headers("10.0.0.1", "10.0.0.2", 0, 1, 1468);
