@@ -467,21 +467,16 @@ int cs__steps_begin(struct cs__run *run)
             S->anchor_m = c->m;
             steps = (double)c->n;
             snprintf(S->source, sizeof S->source, "pattern");
-            char occ[64] = "";
+            char which[32] = "each", occ[64] = "";
+            if (c->m != 1)
+                snprintf(which, sizeof which, "one in every %" PRIu64, c->m);
             if (occasional)
                 snprintf(occ, sizeof occ, "; %d more made every few steps only", occasional);
-            if (c->m == 1)
-                snprintf(S->detail, sizeof S->detail,
-                         "each %s of %" PRIu64 " bytes starts a step (%d other call signature%s"
-                         " repeat%s with it%s)",
-                         cs_op_name(a->op), a->bytes, score, score == 1 ? "" : "s",
-                         score == 1 ? "s" : "", occ);
-            else
-                snprintf(S->detail, sizeof S->detail,
-                         "one in every %" PRIu64 " %s of %" PRIu64 " bytes starts a step (%d"
-                         " other call signature%s repeat%s with it%s)",
-                         c->m, cs_op_name(a->op), a->bytes, score, score == 1 ? "" : "s",
-                         score == 1 ? "s" : "", occ);
+            snprintf(S->detail, sizeof S->detail,
+                     "%s %s of %" PRIu64 " bytes starts a step (%d other call signature%s"
+                     " repeat%s with it%s)",
+                     which, cs_op_name(a->op), a->bytes, score, score == 1 ? "" : "s",
+                     score == 1 ? "s" : "", occ);
         } else {
             snprintf(S->note, sizeof S->note,
                      "no steps: no step markers (%s) and no communication call repeats on rank %d",
