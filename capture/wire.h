@@ -17,15 +17,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "commscope/trace.h"
+
 #define CS_WIRE_MAGIC "commscope-wire"
 #define CS_WIRE_VERSION 1
 #define CS_WIRE_BUCKET_NS_DEFAULT 10000000ull /* 10 ms */
 #define CS_WIRE_SNAPLEN_DEFAULT 128           /* Ethernet + VLAN + IPv6 + TCP with options */
 #define CS_WIRE_MAX_IFACES 32
 #define CS_WIRE_ROCE_PORT 4791
-/* Times in wire files (CLOCK_REALTIME and CLOCK_MONOTONIC ns, bucket ends) stay below 2^62 ns
- * (year 2116), as trace times do: the analysis adds and subtracts them. */
-#define CS_WIRE_TIME_LIMIT (1ull << 62)
+/* Times in wire files (CLOCK_REALTIME and CLOCK_MONOTONIC ns, bucket ends) stay below the trace
+ * times' limit, 2^62 ns (year 2116): the analysis adds and subtracts them. */
+#define CS_WIRE_TIME_LIMIT CS_TIME_LIMIT
 #define CS_WIRE_BUCKET_NS_MAX 3600000000000ull /* an hour */
 
 /* An address as 16 bytes: IPv4 as ::ffff:a.b.c.d (IPv4-mapped), IPv6 as is. */
