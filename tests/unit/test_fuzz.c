@@ -66,7 +66,7 @@ struct work {
     struct file *f;
     int nf;
     int *drop;
-    struct file *wf; /* wire files (text); n = 0 with wdrop set: removed */
+    struct file *wf; /* wire files (text); wdrop[i] set: removed */
     int nwf;
     int *wdrop;
     struct loc {
@@ -103,6 +103,36 @@ static int is_wire(const char *name)
     return strncmp(name, "wire-", 5) == 0 && l >= 9 && !strcmp(name + l - 4, ".csw");
 }
 
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        size_t k = fread(b + n, 1, cap - n, f);
+        n += k;
+        if (n < cap)
+            break;
+        char *nb = realloc(b, 2 * cap + 1);
+        if (!nb) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = '\0';
+        if (len)
+            *len = n;
+    }
+    return b;
+}
+
 /* The wire captures of seed run dir into r->wf. */
 static int load_wire(const char *dir, struct run *r)
 {
@@ -118,17 +148,8 @@ static int load_wire(const char *dir, struct run *r)
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         struct file f = {0};
         snprintf(f.name, sizeof f.name, "%s", de->d_name);
-        FILE *fp = fopen(p, "rb");
-        struct stat st;
-        struct file *nf = NULL;
-        if (fp && fstat(fileno(fp), &st) == 0) {
-            f.n = (size_t)st.st_size;
-            f.b = malloc(f.n + 1);
-            if (f.b && fread(f.b, 1, f.n, fp) == f.n)
-                nf = realloc(r->wf, (size_t)(r->nwf + 1) * sizeof *nf);
-        }
-        if (fp)
-            fclose(fp);
+        f.b = (unsigned char *)slurp(p, &f.n);
+        struct file *nf = f.b ? realloc(r->wf, (size_t)(r->nwf + 1) * sizeof *nf) : NULL;
         if (!nf) {
             fprintf(stderr, "test_fuzz: cannot read %s\n", p);
             free(f.b);
@@ -843,36 +864,6 @@ static int write_files(const char *dir, const struct file *f, const int *drop, i
         }
     }
     return 0;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap)
-            break;
-        char *nb = realloc(b, 2 * cap + 1);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = '\0';
-        if (len)
-            *len = n;
-    }
-    return b;
 }
 
 /* A word "nan", "inf" or "infinity" (any case) in s: a number printed that is not one. */
