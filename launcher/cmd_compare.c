@@ -67,12 +67,24 @@ static int load(const char *dir, struct crun *c)
     struct cs_report rep;
     char err[512] = "";
     int rc = cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL);
-    if (rc) {
-        fprintf(stderr, "commscope compare: %s: %s\n", dir, err[0] ? err : cs_strerror(rc));
+    if (rc || rep.ranks_found == 0) {
+        /* (as commscope analyze: what went wrong, then why nothing can be compared) */
+        for (size_t i = 0; i < run.nproblems; i++)
+            fprintf(stderr, "commscope compare: %s: %s\n", dir, run.problems[i]);
+        if (rc)
+            fprintf(stderr, "commscope compare: %s: %s\n", dir, err[0] ? err : cs_strerror(rc));
+        else
+            fprintf(stderr,
+                    "commscope compare: %s: nothing to analyse (no rank's trace was read)\n", dir);
         cs__report_free(&rep);
         cs__run_free(&run);
-        return rc;
+        return rc ? rc : CS_ENOENT;
     }
+    if (rep.nproblems)
+        fprintf(stderr,
+                "commscope compare: warning: %s: its analysis found %zu problem%s ('commscope"
+                " analyze %s' lists them); its numbers may be incomplete\n",
+                dir, rep.nproblems, rep.nproblems == 1 ? "" : "s", dir);
     *c = (struct crun){.dir = dir, .ranks = (int)rep.nranks, .worst = -1};
     snprintf(c->program, sizeof c->program, "%s", rep.program);
     for (size_t i = 0; i < rep.nranks; i++) {
@@ -243,8 +255,10 @@ int cs__cmd_compare(int argc, char **argv)
         x->rel[T_SCAL] = x->scal / ref->scal;
         if (i == 0)
             continue;
+        /* the term furthest below the reference's; none when none is below it */
         for (int t = 0; t < T_N; t++)
-            if (isfinite(x->rel[t]) && (x->worst < 0 || x->rel[t] < x->rel[x->worst]))
+            if (isfinite(x->rel[t]) && x->rel[t] < 1 &&
+                (x->worst < 0 || x->rel[t] < x->rel[x->worst]))
                 x->worst = t;
     }
     worst_last = c[n - 1].worst;
@@ -261,11 +275,23 @@ int cs__cmd_compare(int argc, char **argv)
                    fmt(b[0], 32, x->runtime_s), fmt(b[1], 32, x->lb), fmt(b[2], 32, x->ce),
                    fmt(b[3], 32, x->pe), fmt(b[4], 32, x->scal), fmt(b[5], 32, x->ge),
                    fmt(b[6], 32, x->speed_eff), fmt(b[7], 32, x->step_s),
-                   x->worst >= 0 ? term_names[x->worst] : "(reference)");
+                   x->worst >= 0 ? term_names[x->worst]
+                   : i           ? "none"
+                                 : "(reference)");
         }
+        const struct crun *last = &c[n - 1];
+        int known = 0;
+        for (int t = 0; t < T_N; t++)
+            known += isfinite(last->rel[t]);
         if (worst_last >= 0)
-            printf("At %d ranks %s degrades most (%.4f of the reference's).\n", c[n - 1].ranks,
-                   term_names[worst_last], c[n - 1].rel[worst_last]);
+            printf("At %d ranks %s degrades most (%.4f of the reference's).\n", last->ranks,
+                   term_names[worst_last], last->rel[worst_last]);
+        else if (known)
+            printf("At %d ranks no term degrades: %s at least the reference's.\n", last->ranks,
+                   known == T_N ? "each is" : "each that could be computed is");
+        else
+            printf("At %d ranks the terms could not be computed against the reference.\n",
+                   last->ranks);
     }
     int rc = 0;
     if (json) {

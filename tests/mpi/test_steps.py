@@ -330,6 +330,32 @@ def case_compare(a, tmp):
                        capture_output=True, text=True)
     check(p.returncode == 3 and "nope" in p.stderr, "a missing run: %d %r"
           % (p.returncode, p.stderr))
+    # A directory without traces is refused as commscope analyze refuses it, not compared as a
+    # run of 0 ranks.
+    empty = os.path.join(tmp, "empty")
+    os.mkdir(empty)
+    p = subprocess.run([t.COMMSCOPE, "compare", empty, dirs[0]], capture_output=True, text=True)
+    check(p.returncode == 3 and "nothing to analyse" in p.stderr and "Scaling" not in p.stdout,
+          "a run without traces: %d %r %r" % (p.returncode, p.stdout, p.stderr))
+    # A run against itself: every relative term is 1, so nothing degrades (no term is named).
+    p = subprocess.run([t.COMMSCOPE, "compare", "--json", "-", dirs[1], dirs[1]],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, "a run against itself: %d %r" % (p.returncode, p.stderr))
+    if p.returncode == 0:
+        same = json.loads(p.stdout[p.stdout.index("{"):])
+        check(all(v == 1 for v in same["runs"][1]["relative"].values()),
+              "relative terms of a run against itself: %r" % same["runs"][1]["relative"])
+        check(same["degrades_most"] is None and same["runs"][1]["degrades_most"] is None,
+              "nothing degrades against itself: %r" % same)
+        check("no term degrades" in p.stdout, "the text says so: %r" % p.stdout)
+    # A run missing a rank's trace is compared, with a warning that its numbers may be incomplete.
+    cut = os.path.join(tmp, "np2-cut")
+    shutil.copytree(dirs[2], cut)
+    os.remove(os.path.join(cut, "rank-00001.cst"))
+    p = subprocess.run([t.COMMSCOPE, "compare", "-q", dirs[1], cut], capture_output=True,
+                       text=True)
+    check(p.returncode == 0 and "warning: %s: its analysis found" % cut in p.stderr,
+          "a run with problems: %d %r" % (p.returncode, p.stderr))
 
 
 def program_groups(stdout, prefix):
