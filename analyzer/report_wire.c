@@ -53,7 +53,28 @@ void cs__report_wire_json(const struct cs_wire_report *w, FILE *f)
         jnum(f, x->share);
         fputs("}", f);
     }
-    fputs(w->nifaces ? "\n    ],\n    \"peers\": [" : "],\n    \"peers\": [", f);
+    fputs(w->nifaces ? "\n    ],\n    \"captures\": [" : "],\n    \"captures\": [", f);
+    for (size_t i = 0; i < w->ncaptures; i++) {
+        const struct cs_wire_report_capture *x = &w->captures[i];
+        fprintf(f, "%s\n      {\"host\": ", i ? "," : "");
+        cs__json_str(f, x->host);
+        fprintf(f, ", \"captured\": %s, \"complete\": %s", x->no_capture ? "false" : "true",
+                x->complete ? "true" : "false");
+        /* the totals are the end line's: unknown (null) in a file that ends early */
+        const char *key[] = {"packets",       "bytes",     "ip_packets", "non_ip",
+                             "short_headers", "untracked", "bad_time"};
+        const uint64_t val[] = {x->packets,       x->bytes,     x->ip_packets, x->non_ip,
+                                x->short_headers, x->untracked, x->bad_time};
+        for (size_t k = 0; k < sizeof key / sizeof key[0]; k++) {
+            fprintf(f, ", \"%s\": ", key[k]);
+            if (x->complete)
+                fprintf(f, "%llu", (unsigned long long)val[k]);
+            else
+                fputs("null", f);
+        }
+        fputs("}", f);
+    }
+    fputs(w->ncaptures ? "\n    ],\n    \"peers\": [" : "],\n    \"peers\": [", f);
     for (size_t i = 0; i < w->npeers; i++) {
         const struct cs_wire_report_peer *p = &w->peers[i];
         fprintf(f, "%s\n      {\"host\": ", i ? "," : "");
@@ -169,6 +190,19 @@ void cs__report_wire_text(const struct cs_wire_report *w, FILE *out)
                 x->expected < 0 ? "?"
                 : x->expected   ? "yes"
                                 : "NO");
+    }
+    fprintf(out, "%-16s %10s %14s %10s %8s %8s %s\n", "Capture", "Packets", "Bytes", "IP", "Non_IP",
+            "Short", "Complete");
+    for (size_t i = 0; i < w->ncaptures; i++) {
+        const struct cs_wire_report_capture *x = &w->captures[i];
+        if (x->complete)
+            fprintf(out, "%-16s %10llu %14llu %10llu %8llu %8llu %s\n", x->host,
+                    (unsigned long long)x->packets, (unsigned long long)x->bytes,
+                    (unsigned long long)x->ip_packets, (unsigned long long)x->non_ip,
+                    (unsigned long long)x->short_headers, x->no_capture ? "no capture" : "yes");
+        else
+            fprintf(out, "%-16s %10s %14s %10s %8s %8s %s\n", x->host, "-", "-", "-", "-", "-",
+                    "NO (ends early)");
     }
     fprintf(out, "%-16s %-16s %14s %14s %8s %8s %9s %9s\n", "Host", "Peer", "Bytes_tx", "Bytes_rx",
             "Retrans", "Rate%", "Peak_Gbps", "Coll_Gbps");

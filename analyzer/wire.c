@@ -497,6 +497,9 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
 
     struct link *links = NULL;
     size_t nl = 0, capl = 0;
+    rp->captures = calloc(w->nfiles + 1, sizeof *rp->captures);
+    if (!rp->captures)
+        warn(w, "out of memory listing the capture files; the captures table is left out");
     /* The link of every record, for the series pass. */
     size_t **reclink = calloc(w->nfiles + 1, sizeof *reclink);
     size_t capif = 0;
@@ -524,6 +527,28 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
                  "%s: %llu packets have timestamps past the year 2116 (a damaged capture); they "
                  "are left out of the time buckets and the links",
                  fh[0] ? fh : f->path, (unsigned long long)f->bad_time);
+        /* More than 1 % cut short: a snap length below the headers, or damaged frames. */
+        if (f->complete && f->short_headers && f->short_headers * 100 > f->total_packets)
+            warn(w,
+                 "%s: %llu of %llu packets (%.1f %%) were captured too short to read their "
+                 "headers (a snap length below them, or damaged frames); the links' and the "
+                 "retransmission counts are a lower bound",
+                 fh[0] ? fh : f->path, (unsigned long long)f->short_headers,
+                 (unsigned long long)f->total_packets,
+                 100.0 * (double)f->short_headers / (double)f->total_packets);
+        if (rp->captures) {
+            struct cs_wire_report_capture *rc = &rp->captures[rp->ncaptures++];
+            snprintf(rc->host, sizeof rc->host, "%s", fh[0] ? fh : f->path);
+            rc->packets = f->total_packets;
+            rc->bytes = f->total_bytes;
+            rc->ip_packets = f->ip_packets;
+            rc->non_ip = f->non_ip;
+            rc->short_headers = f->short_headers;
+            rc->untracked = f->untracked;
+            rc->bad_time = f->bad_time;
+            rc->complete = f->complete;
+            rc->no_capture = f->status_no_capture;
+        }
         const struct cs__clock *clk = fh[0] ? clock_of(run, fh) : NULL;
         /* Interfaces. */
         uint64_t host_total = 0;
@@ -765,6 +790,7 @@ void cs__wire_report_free(struct cs_wire_report *rp)
         free(rp->sources[i]);
     free(rp->sources);
     free(rp->ifaces);
+    free(rp->captures);
     free(rp->peers);
     free(rp->hosts);
     for (size_t i = 0; i < rp->nseries; i++)

@@ -39,6 +39,13 @@ struct cs_wire_report_host {
     double ratio_min, ratio_max;    /* wire_tx / (p2p + coll_max), wire_tx / (p2p + coll_min) */
     const char *verdict;            /* "ok", "above", "below" */
 };
+/* One capture file: what it saw (the end line's totals; 0 when the file ends early). */
+struct cs_wire_report_capture {
+    char host[1024]; /* the capturing node, or the file's path when it names none */
+    uint64_t packets, bytes, ip_packets, non_ip, short_headers, untracked, bad_time;
+    int complete;   /* the end line was there (else the totals are unknown) */
+    int no_capture; /* the node captured nothing (status no-capture) */
+};
 struct cs_wire_report_series {
     char host[64], peer[64];
     double t0_s;   /* start, on rank 0's trace clock when known, else CLOCK_REALTIME s */
@@ -55,6 +62,8 @@ struct cs_wire_report {
     size_t npeers;
     struct cs_wire_report_series *series;
     size_t nseries;
+    struct cs_wire_report_capture *captures; /* one per capture file, in file order */
+    size_t ncaptures;
     struct cs_wire_report_host *hosts; /* hosts with a capture and a trace */
     size_t nhosts;
     uint64_t traced_bytes;  /* bytes the traced communication implies between hosts */

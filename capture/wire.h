@@ -191,6 +191,7 @@ struct cs_wire_file {
     int status_no_capture; /* "status no-capture": the node captured nothing (see notes) */
     uint64_t total_packets, total_bytes, non_ip, untracked;
     uint64_t bad_time; /* packets left out of the buckets: timestamps past 2^62 ns */
+    uint64_t ip_packets, short_headers; /* the end line's "ip" and "short" */
 };
 /*
  * Read a commscope-wire/1 file.  Returns 0 (*f filled; free with cs_wire_file_free), or -1 with a

@@ -221,21 +221,27 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
             if (strstr(rest, "no-capture"))
                 f->status_no_capture = 1;
         } else if (strcmp(key, "end") == 0) {
-            unsigned long long p = 0, b = 0, ni = 0, un = 0, bt = 0;
+            unsigned long long p = 0, b = 0;
             if (sscanf(rest, " packets %llu bytes %llu", &p, &b) != 2)
                 goto bad;
-            const char *s;
-            if ((s = strstr(rest, "non_ip ")))
-                ni = strtoull(s + 7, NULL, 10);
-            if ((s = strstr(rest, "untracked ")))
-                un = strtoull(s + 10, NULL, 10);
-            if ((s = strstr(rest, "bad_time ")))
-                bt = strtoull(s + 9, NULL, 10);
             f->total_packets = p;
             f->total_bytes = b;
-            f->non_ip = ni;
-            f->untracked = un;
-            f->bad_time = bt;
+            /* then "key count" pairs; keys this reader does not know are skipped */
+            struct {
+                const char *key;
+                uint64_t *to;
+            } const known[] = {{"ip", &f->ip_packets},
+                               {"non_ip", &f->non_ip},
+                               {"short", &f->short_headers},
+                               {"untracked", &f->untracked},
+                               {"bad_time", &f->bad_time}};
+            char k[32];
+            unsigned long long v;
+            int used;
+            for (const char *s = rest; sscanf(s, " %31s %llu%n", k, &v, &used) == 2; s += used)
+                for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+                    if (strcmp(k, known[i].key) == 0)
+                        *known[i].to = v;
             f->complete = 1;
         }
         /* Other keys (filter, later additions) are information only. */

@@ -77,6 +77,16 @@ with tempfile.TemporaryDirectory() as tmp:
               f"{h}->{p}: sent {v['bytes_tx']} vs received at {p} {back and back['bytes_rx']}")
     check(not [x for x in w["warnings"] if "OFF THE EXPECTED" in x], f"no off-interface warning: {w['warnings']}")
     check(len(w["series"]) == 6 and all(sum(s["tx_bytes"]) > 0 for s in w["series"]), "series")
+    # Each capture's own totals: complete, every interface row inside them (the rows count IP
+    # between the job's hosts only), nothing cut short with the capture's snap length.
+    caps = {c["host"]: c for c in w["captures"]}
+    check(sorted(caps) == ["h1", "h2", "h3"], f"a capture per host: {sorted(caps)}")
+    for h, c in caps.items():
+        i = ifs.get((h, "eth0"), {"packets": 0, "bytes": 0})
+        check(c["complete"] and c["captured"] and c["short_headers"] == 0 and c["bad_time"] == 0,
+              f"{h}: capture complete, nothing cut short: {c}")
+        check(i["packets"] <= c["ip_packets"] <= c["packets"] and i["bytes"] <= c["bytes"],
+              f"{h}: interface {i['packets']} packets / {i['bytes']} bytes within the capture's {c}")
 
     # 2. MPI forced onto eth1 (rate-limited), eth0 expected.
     run = os.path.join(tmp, "run2")

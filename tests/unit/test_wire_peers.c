@@ -9,7 +9,9 @@
  *     libpcap's dump API: TCP frames of 1514 bytes carrying 1448 payload bytes each, enough for
  *     the 3,000,000 bytes (ratio 1.0457: ok); the same plus 2,000,000 bytes of UDP between the two
  *     (above); a third of the segments only (below);
- *  3. a capture beyond its flow table and with timestamps past 2116: both said, with counts.
+ *  3. a capture beyond its flow table, with timestamps past 2116 and frames too short for their
+ *     headers: each said, with counts, and the capture's totals listed (captures[]); cut before
+ *     its end line, its totals unknown.
  */
 #include <arpa/inet.h>
 #include <math.h>
@@ -308,16 +310,30 @@ static void test_capture_limits(const char *root)
     for (uint32_t k = 0; k < 65536 + 7; k++) {
         size_t n = headers("10.0.0.1", "10.0.0.2", 0, 1, 1468);
         frame[14 + 20] = (uint8_t)(k >> 8), frame[14 + 21] = (uint8_t)k; /* source port */
-        frame[14 + 18] = (uint8_t)(k >> 16);                            /* destination address */
+        frame[14 + 18] = (uint8_t)(k >> 16);                             /* destination address */
         cs_wire_agg_packet(a, ifc, 1700000000000000000ull + k, frame, (uint32_t)n, 1514);
     }
     for (int k = 0; k < 3; k++) /* past 2^62 ns */
         cs_wire_agg_packet(a, ifc, (1ull << 62) + (uint64_t)k * 1000000000000ull, frame,
                            (uint32_t)headers("10.0.0.1", "10.0.0.2", 0, 1, 1468), 1514);
+    /* 5 ARP frames (not IP); 700 frames cut inside the IP header and 300 inside the TCP header
+     * (IP all the same): 1000 short of 66,551 packets, 1.5 %, above the 1 % said */
+    for (int k = 0; k < 5; k++) {
+        memset(frame, 0, sizeof frame);
+        frame[12] = 0x08, frame[13] = 0x06;
+        cs_wire_agg_packet(a, ifc, 1700000000100000000ull + (uint64_t)k, frame, 42, 60);
+    }
+    for (int k = 0; k < 1000; k++)
+        cs_wire_agg_packet(
+            a, ifc, 1700000000200000000ull + (uint64_t)k, frame,
+            (uint32_t)headers("10.0.0.1", "10.0.0.2", 0, 1, 1468) - (k < 700 ? 30 : 10), 1514);
     struct cs_wire_totals t;
     cs_wire_agg_totals(a, &t);
     CHECK_INT(t.untracked, ==, 7);
     CHECK_INT(t.bad_time, ==, 3);
+    CHECK_INT(t.non_ip, ==, 5);
+    CHECK_INT(t.short_headers, ==, 1000);
+    CHECK_INT(t.ip_packets, ==, 65536 + 7 + 300); /* (not those past 2116: counted only) */
     CHECK_INT(cs_wire_agg_finish(a), ==, 0);
     cs_wire_agg_free(a);
     fclose(f);
@@ -333,6 +349,61 @@ static void test_capture_limits(const char *root)
     }
     CHECK_INT(untracked, ==, 1);
     CHECK_INT(late, ==, 1);
+    /* the capture's own totals, as listed (captures[]) and said (short headers above 1 %) */
+    int short_said = 0;
+    for (size_t i = 0; w && i < w->nwarnings; i++)
+        short_said += strstr(w->warnings[i], "ha: 1000 of 66551 packets (1.5 %) were captured "
+                                             "too short to read their headers") != NULL;
+    CHECK_INT(short_said, ==, 1);
+    CHECK_INT(w ? w->ncaptures : 0, ==, 1);
+    if (w && w->ncaptures == 1) {
+        const struct cs_wire_report_capture *c = &w->captures[0];
+        CHECK_STR(c->host, "ha");
+        CHECK_INT(c->complete, ==, 1);
+        CHECK_INT(c->no_capture, ==, 0);
+        CHECK_INT(c->packets, ==, 66551);
+        CHECK_INT(c->ip_packets, ==, 65843);
+        CHECK_INT(c->non_ip, ==, 5);
+        CHECK_INT(c->short_headers, ==, 1000);
+        CHECK_INT(c->untracked, ==, 7);
+        CHECK_INT(c->bad_time, ==, 3);
+        char *js = NULL;
+        size_t jn = 0;
+        FILE *m = open_memstream(&js, &jn);
+        CHECK(m != NULL);
+        if (m) {
+            cs__report_wire_json(w, m);
+            fclose(m);
+            CHECK(strstr(js, "\"captures\": [\n      {\"host\": \"ha\", \"captured\": true, "
+                             "\"complete\": true, \"packets\": 66551, \"bytes\": ") != NULL);
+            CHECK(strstr(js, "\"ip_packets\": 65843, \"non_ip\": 5, \"short_headers\": 1000, "
+                             "\"untracked\": 7, \"bad_time\": 3}") != NULL);
+            free(js);
+        }
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+    /* The same file cut before its end line: listed as incomplete, its totals unknown (null). */
+    char cut[600];
+    snprintf(cut, sizeof cut, "sed -i '$d' '%s'", csw);
+    CHECK_INT(system(cut), ==, 0);
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    w = rep.wire;
+    CHECK_INT(w ? w->ncaptures : 0, ==, 1);
+    if (w && w->ncaptures == 1) {
+        CHECK_INT(w->captures[0].complete, ==, 0);
+        char *js = NULL;
+        size_t jn = 0;
+        FILE *m = open_memstream(&js, &jn);
+        CHECK(m != NULL);
+        if (m) {
+            cs__report_wire_json(w, m);
+            fclose(m);
+            CHECK(strstr(js, "\"complete\": false, \"packets\": null, \"bytes\": null, "
+                             "\"ip_packets\": null") != NULL);
+            free(js);
+        }
+    }
     cs__report_free(&rep);
     cs__run_free(&run);
 }
