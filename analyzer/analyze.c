@@ -177,9 +177,7 @@ static void go_wide(struct tourney *t, struct cs__run *run, int r, u128 *wins, u
             rk->next = rk->qev + rk->qi;
             rk->next_key = (int64_t)((rk->q[rk->qi] >> t->rbits) + (uint64_t)t->base);
             rk->bnext = rk->next + 1;
-        } else {
-            rk->next = NULL;
-        }
+        } /* else its next is NULL (done) or not queued yet (still its next) */
         rk->qi = rk->qn = 0;
     }
     t->wide = 1;
@@ -278,23 +276,20 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         }
     }
     build(&h, run, wins, w64);
-    /* The 64-bit merge takes keys from the ranks' queues: each next event back into its queue. */
-    for (int x = 0; x < run->world && !h.wide; x++) {
+    /* With few ranks the 64-bit merge takes keys from the ranks' queues (each rank's next event
+     * goes back into its queue).  With many, a rank's queue would be out of the caches by the
+     * time its events come, and its events read twice from memory: one event at a time. */
+    int queued = !h.wide && run->world <= CS__MQ_RANKS;
+    for (int x = 0; x < run->world && queued; x++) {
         struct cs__rank *rk = &run->ranks[x];
         if (!rk->present || !rk->next)
             continue;
         rk->bnext = rk->next;
-        if (refill(&h, rk, x) <= 0) { /* (its key fit the pack above) */
-            h.wide = 1;
-            rk->bnext = rk->next + 1;
+        if (refill(&h, rk, x) <= 0) { /* (not so: its key fit the pack above) */
+            go_wide(&h, run, x, wins, w64);
+            queued = 0;
         }
     }
-    if (h.wide) /* (a queue was filled: each rank's next event is its queue's first) */
-        for (int x = 0; x < run->world; x++)
-            if (run->ranks[x].present && run->ranks[x].next) {
-                run->ranks[x].bnext = run->ranks[x].next + 1;
-                run->ranks[x].qi = run->ranks[x].qn = 0;
-            }
     /* Ranks without events will send nothing: instances need not wait for them. */
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present && !run->ranks[r].next)
@@ -309,13 +304,13 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         struct cs__rank *rk;
         const struct cs_event *ev;
         int64_t tb;
-        if (!h.wide) {
+        if (queued) {
             r = (int)(h.win64 & ((1ull << h.rbits) - 1));
             rk = &run->ranks[r];
             ev = rk->qev + rk->qi;
             tb = (int64_t)((h.win64 >> h.rbits) + (uint64_t)h.base);
         } else {
-            r = (int)(uint32_t)h.win;
+            r = h.wide ? (int)(uint32_t)h.win : (int)(h.win64 & ((1ull << h.rbits) - 1));
             rk = &run->ranks[r];
             ev = rk->next;
             tb = rk->next_key;
@@ -343,15 +338,17 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
             cs__np2p_call(run, r, ev);
         if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
             cs__gpu_event(run, r, ev, k, tb, te);
-        if (!h.wide) {
+        if (queued) {
             uint64_t v64 = DONE_KEY64;
             int got = ++rk->qi < rk->qn ? 1 : refill(&h, rk, r);
             if (got > 0) {
                 v64 = rk->q[rk->qi];
             } else if (got < 0) {
                 go_wide(&h, run, r, wins, w64);
+                queued = 0;
                 continue;
             } else {
+                rk->next = NULL;
                 h.n--;
                 cs__match_rank_done(run, r);
             }

@@ -291,7 +291,8 @@ struct cs__inst {
     unsigned char *state;    /* bit 0 arrived, bit 1 ended */
 };
 
-#define CS__MQ 8 /* keys in a rank's merge queue */
+#define CS__MQ 8         /* keys in a rank's merge queue */
+#define CS__MQ_RANKS 128 /* the merge uses the queues up to this many ranks */
 #define CS__CC 16 /* entries of a rank's communicator cache (a power of two) */
 struct cs__rank {
     /* The merge's and the metrics' per-event fields come first, in two cache lines (run->ranks
