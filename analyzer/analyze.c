@@ -132,58 +132,6 @@ static inline const struct cs_event *rank_next(struct cs__rank *rk)
     return rk->bnext++;
 }
 
-/* Fills rank r's merge queue with the 64-bit packs of its next events, at most CS__MQ of the
- * reader's batch: mapping a few keys at a time keeps the load and mapping of the next key off
- * the merge's dependency chain (winner -> its next key -> next winner).  1 filled; 0 no more
- * events; -1 the next event's key does not fit a 64-bit pack (rk->bnext is left at it). */
-static int refill(const struct tourney *t, struct cs__rank *rk, int r)
-{
-    if (rk->bnext == rk->bend) {
-        size_t n = cs_reader_next_batch(rk->rd, &rk->bnext);
-        if (!n)
-            return 0;
-        rk->bend = rk->bnext + n;
-    }
-    const struct cs_event *e = rk->bnext;
-    size_t n = (size_t)(rk->bend - e);
-    if (n > CS__MQ)
-        n = CS__MQ;
-    uint32_t i = 0;
-    for (; i < n; i++) {
-        /* the next queue's events (a prefetch past the block does not fault) */
-        __builtin_prefetch(e + i + CS__MQ);
-        if (!pack64(t, cs__clock_map_near(&rk->clkm, &rk->clk, e[i].t_begin), r, &rk->q[i]))
-            break;
-    }
-    rk->qev = e;
-    rk->qi = 0;
-    rk->qn = i;
-    rk->bnext = e + i;
-    return i ? 1 : -1;
-}
-
-/* From queues to the 128-bit merge (a key that does not fit 64 bits: rank r's next event, at
- * its rk->bnext): each rank's next event and key from its queue, then the tree rebuilt. */
-static void go_wide(struct tourney *t, struct cs__run *run, int r, u128 *wins, uint64_t *w64)
-{
-    for (int x = 0; x < run->world; x++) {
-        struct cs__rank *rk = &run->ranks[x];
-        if (!rk->present)
-            continue;
-        if (x == r) {
-            rk->next = rank_next(rk);
-            rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
-        } else if (rk->qi < rk->qn) {
-            rk->next = rk->qev + rk->qi;
-            rk->next_key = (int64_t)((rk->q[rk->qi] >> t->rbits) + (uint64_t)t->base);
-            rk->bnext = rk->next + 1;
-        } /* else its next is NULL (done) or not queued yet (still its next) */
-        rk->qi = rk->qn = 0;
-    }
-    t->wide = 1;
-    build(t, run, wins, w64);
-}
-
 /*
  * Clock samples that would move a rank's times by 2^58 ns (9 years) or more at its t_init or
  * t_finalize, or by 2^61 ns or more anywhere in the times a trace may hold ([0, 2^62): a drift of
@@ -276,20 +224,6 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         }
     }
     build(&h, run, wins, w64);
-    /* With few ranks the 64-bit merge takes keys from the ranks' queues (each rank's next event
-     * goes back into its queue).  With many, a rank's queue would be out of the caches by the
-     * time its events come, and its events read twice from memory: one event at a time. */
-    int queued = !h.wide && run->world <= CS__MQ_RANKS;
-    for (int x = 0; x < run->world && queued; x++) {
-        struct cs__rank *rk = &run->ranks[x];
-        if (!rk->present || !rk->next)
-            continue;
-        rk->bnext = rk->next;
-        if (refill(&h, rk, x) <= 0) { /* (not so: its key fit the pack above) */
-            go_wide(&h, run, x, wins, w64);
-            queued = 0;
-        }
-    }
     /* Ranks without events will send nothing: instances need not wait for them. */
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present && !run->ranks[r].next)
@@ -300,23 +234,11 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         kind[op] = (unsigned char)cs_op_info(op)->kind;
     uint64_t nev = 0;
     while (h.n) {
-        int r;
-        struct cs__rank *rk;
-        const struct cs_event *ev;
-        int64_t tb;
-        if (queued) {
-            r = (int)(h.win64 & ((1ull << h.rbits) - 1));
-            rk = &run->ranks[r];
-            ev = rk->qev + rk->qi;
-            tb = (int64_t)((h.win64 >> h.rbits) + (uint64_t)h.base);
-        } else {
-            r = h.wide ? (int)(uint32_t)h.win : (int)(h.win64 & ((1ull << h.rbits) - 1));
-            rk = &run->ranks[r];
-            ev = rk->next;
-            tb = rk->next_key;
-        }
-        /* Each timestamp is mapped once (t_begin for the merge) and handed on. */
-        int64_t te = cs__clock_map_near(&rk->clkm, &rk->clk, ev->t_end);
+        int r = h.wide ? (int)(uint32_t)h.win : (int)(h.win64 & ((1ull << h.rbits) - 1));
+        struct cs__rank *rk = &run->ranks[r];
+        const struct cs_event *ev = rk->next;
+        /* Each timestamp is mapped once here and handed on. */
+        int64_t tb = rk->next_key, te = cs__clock_map_near(&rk->clkm, &rk->clk, ev->t_end);
         if (run->events_out)
             cs__events_csv_line(run->events_out, run, r, ev, tb, te);
         enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
@@ -338,23 +260,6 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
             cs__np2p_call(run, r, ev);
         if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
             cs__gpu_event(run, r, ev, k, tb, te);
-        if (queued) {
-            uint64_t v64 = DONE_KEY64;
-            int got = ++rk->qi < rk->qn ? 1 : refill(&h, rk, r);
-            if (got > 0) {
-                v64 = rk->q[rk->qi];
-            } else if (got < 0) {
-                go_wide(&h, run, r, wins, w64);
-                queued = 0;
-                continue;
-            } else {
-                rk->next = NULL;
-                h.n--;
-                cs__match_rank_done(run, r);
-            }
-            replay64(&h, r, v64);
-            continue;
-        }
         rk->next = rank_next(rk);
         if (rk->next) {
             rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);

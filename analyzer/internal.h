@@ -291,8 +291,6 @@ struct cs__inst {
     unsigned char *state;    /* bit 0 arrived, bit 1 ended */
 };
 
-#define CS__MQ 8         /* keys in a rank's merge queue */
-#define CS__MQ_RANKS 128 /* the merge uses the queues up to this many ranks */
 #define CS__CC 16 /* entries of a rank's communicator cache (a power of two) */
 struct cs__rank {
     /* The merge's and the metrics' per-event fields come first, in two cache lines (run->ranks
@@ -315,11 +313,6 @@ struct cs__rank {
     struct cs_reader *rd;    /* owned */
     const struct cs_file_header *h;
     struct cs__clock clk;
-    /* The merge's queue (analyze.c): the packed keys of the events qev[qi .. qn - 1], the next
-     * ones of the rank's stream (taken from bnext .. bend). */
-    uint64_t q[CS__MQ] __attribute__((aligned(64)));
-    const struct cs_event *qev;
-    uint32_t qi, qn;
     /* Communicators this rank used: id -> comm and this rank's comm rank (match.c), a small
      * open-addressing cache (c NULL: free) that keeps the entry last looked up in its home slot. */
     struct cs__rank_comm {
