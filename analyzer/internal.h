@@ -649,6 +649,14 @@ void cs__report_text_verdict(const struct cs_report *rep, FILE *out);
 
 /* report_html.c: the self-contained HTML report.  Returns 0 or CS_EIO. */
 int cs__report_html(const struct cs_report *rep, FILE *out);
+/* Its helpers for the sections in other files: s as HTML text; a number with fmt, or an en dash
+ * when it has no value; the series colours. */
+void cs__html_esc(FILE *f, const char *s);
+void cs__html_num(FILE *f, const char *fmt, double v);
+#define CS__HTML_PALETTE 10
+extern const char *const cs__html_palette[CS__HTML_PALETTE];
+/* report_html_wire.c: the wire section (rep->wire), or what to do to get one. */
+void cs__report_wire_html(const struct cs_report *rep, FILE *f);
 
 /* report_perfetto.c: the Chrome trace-event export, a sink on the merged stream. */
 struct cs__perfetto_opts {

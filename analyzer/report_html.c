@@ -24,10 +24,12 @@ static const char *const seg_color[CS_SEG_N] = {
     [CS_SEG_COMPUTE] = "#4e79a7",    [CS_SEG_COLL] = "#f28e2b", [CS_SEG_P2P] = "#59a14f",
     [CS_SEG_COMPLETION] = "#b07aa1", [CS_SEG_WAIT] = "#e15759",
 };
-static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                      "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+const char *const cs__html_palette[CS__HTML_PALETTE] = {
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+#define palette cs__html_palette
 
-static void esc(FILE *f, const char *s)
+void cs__html_esc(FILE *f, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
@@ -56,13 +58,23 @@ static void esc(FILE *f, const char *s)
     }
 }
 
+static inline void esc(FILE *f, const char *s)
+{
+    cs__html_esc(f, s);
+}
+
 /* A number with fmt, or an en dash when it has no value. */
-static void num(FILE *f, const char *fmt, double v)
+void cs__html_num(FILE *f, const char *fmt, double v)
 {
     if (isfinite(v))
         fprintf(f, fmt, v);
     else
         fputs("&ndash;", f);
+}
+
+static inline void num(FILE *f, const char *fmt, double v)
+{
+    cs__html_num(f, fmt, v);
 }
 
 static void na(FILE *f, const char *why)
@@ -1054,6 +1066,7 @@ static const struct section {
     {"waits", "Waiting: rank &#215; step", sec_heat},
     {"p2p", "Point-to-point bytes: rank &#215; rank", sec_p2p},
     {"bandwidth", "Bandwidth against message size", sec_bw},
+    {"wire", "On the wire", cs__report_wire_html},
     {"overlap", "Overlap of communication with compute", sec_overlap},
     {"steps", "Steps", sec_steps},
     {"groups", "Parallelism groups", sec_groups},
@@ -1074,7 +1087,8 @@ static const char css[] =
     "font-size:15px}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;"
     "padding:2px 6px;text-align:right}th{background:#f4f4f4}table.facts th,table.facts td{"
     "text-align:left}.na{color:#8a5a00;background:#fff7e6;padding:6px 8px;border-left:3px solid "
-    "#e0a030}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
+    "#e0a030}.warn{color:#7a1616;background:#fdecec;padding:6px 8px;border-left:3px solid "
+    "#e15759}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
     "h3{font-size:14px;margin:14px 0 4px}svg text.small{font-size:9px}svg "
     "text.axis{fill:#666}.legend span{margin-right:12px;"
     "font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}";

@@ -455,6 +455,86 @@ def case_html_synthetic(tmp):
     return 0
 
 
+def write_wire(path, host, local, peers, buckets, end):
+    """A commscope-wire/1 file (docs/wire.md) as a node's capture writes it: host `host` at
+    address `local`, `peers` {address: host}, interface eth0 (expected, 10 Gb/s); `buckets`
+    [(bucket, peer address, tx_bytes, tx_pkts, rx_bytes, rx_pkts, tx_retrans)], 1 ms buckets on
+    a CLOCK_REALTIME 1.7e18 ns ahead of CLOCK_MONOTONIC (the traces' clock); `end` the totals."""
+    addrs = [(local, host)] + sorted(peers.items())
+    with open(path, "w") as f:
+        f.write("commscope-wire 1\nhost %s\nsource live\nbucket_ns 1000000\nsnaplen 128\n"
+                "clock realtime_ns 1700000000000000000 monotonic_ns 0\nfilter (none)\n"
+                "local %s\niface 0 eth0 linktype 1\nifinfo 0 speed_mbps 10000 expected 1\n"
+                % (host, local))
+        for j, (a, h) in enumerate(addrs):
+            f.write("addr %d %s %s\n" % (j, a, h))
+        index = {a: j for j, (a, _) in enumerate(addrs)}
+        for b, peer, txb, txp, rxb, rxp, rt in buckets:
+            f.write("b %d 0 0 %d %d %d %d %d %d 0 0 0 0 0\n"
+                    % (1700000000000 + b, index[peer], txb, txp, rxb, rxp, rt))
+        f.write("ifstats 0 recv %d drop 0 seen %d\n" % (end["packets"], end["packets"]))
+        f.write("end packets %(packets)d bytes %(bytes)d ip %(ip)d non_ip %(non_ip)d short "
+                "%(short)d flows 2 untracked 0 retrans %(retrans)d dupacks 0 roce 0 bad_time 0\n"
+                % end)
+
+
+def case_html_wire(tmp):
+    """The wire section of the HTML report on a synthetic run of two hosts whose captures were
+    written here: every capture's totals, interface and link from report.json shown, the
+    capture's warnings first, the send-rate chart drawn; without captures, what to do."""
+    exe = chromium()
+    if not exe:
+        print("SKIP: chromium not installed (Debian package chromium)")
+        return 77
+    d = synthetic(tmp, "four")  # ranks 0, 1 on node0 and 2, 3 on node1
+    b0 = [(k, "10.0.0.2", 150000 + 1000 * k, 100 + k, 90000, 60, 3 if k == 2 else 0)
+          for k in range(5)]
+    write_wire(os.path.join(d, "wire-node0.csw"), "node0", "10.0.0.1", {"10.0.0.2": "node1"}, b0,
+               {"packets": 900, "bytes": 1300000, "ip": 860, "non_ip": 20, "short": 20,
+                "retrans": 3})
+    b1 = [(k, "10.0.0.1", 90000, 60, 150000 + 1000 * k, 100 + k, 0) for k in range(5)]
+    write_wire(os.path.join(d, "wire-node1.csw"), "node1", "10.0.0.2", {"10.0.0.1": "node0"}, b1,
+               {"packets": 830, "bytes": 1200000, "ip": 830, "non_ip": 0, "short": 0,
+                "retrans": 0})
+    h, js = os.path.join(tmp, "wire.html"), os.path.join(tmp, "wire.json")
+    must([COMMSCOPE, "analyze", d, "-q", "--json", js, "--html", h])
+    rep = json.load(open(js))
+    w = rep.get("wire")
+    if not check(w is not None, "the report has a wire section"):
+        return 0
+    text = check_html(exe, h, rep)
+    sec = text[text.find('<section id="wire">'):]
+    sec = sec[:sec.find("</section>")]
+    check(sec.startswith('<section id="wire">'), "the page has the wire section")
+    for c in w["captures"]:
+        check(("<tr><td>%s</td><td>yes</td>" % c["host"] +
+               "".join("<td>%d</td>" % c[k] for k in ("packets", "bytes", "ip_packets", "non_ip",
+                                                      "short_headers", "untracked", "bad_time")))
+              in sec, "capture row of %s: %r" % (c["host"], c))
+    for i in w["interfaces"]:
+        check("<tr><td>%s</td><td>%s</td><td>%d</td><td>%d</td>"
+              % (i["host"], i["name"], i["bytes"], i["packets"]) in sec, "interface row %r" % i)
+    check(len(w["peers"]) == 2, "two links: %r" % w["peers"])
+    for p in w["peers"]:
+        check("<tr><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td>"
+              % (p["host"], p["peer"], p["bytes_tx"], p["bytes_rx"], p["retransmits"]) in sec,
+              "link row %r" % p)
+    check(any("node0: 20 of 900 packets (2.2 %) were captured too short" in x
+              for x in w["warnings"]), "the cut-short warning in the JSON: %r" % w["warnings"])
+    for x in w["warnings"]:
+        check('<p class="warn">%s</p>' % x in sec, "warning shown: %r" % x)
+    check("%d bytes; the traced communication implies %d" % (w["wire_bytes"], w["traced_bytes"])
+          in sec, "wire and traced bytes shown")
+    check(sec.count("<polyline") == len(w["series"]) > 0, "one rate line per link")
+    # A run without captures says how to get one.
+    d2 = synthetic(tmp, "broken")
+    h2 = os.path.join(tmp, "nowire.html")
+    run([COMMSCOPE, "analyze", d2, "-q", "--html", h2])
+    with open(h2) as f:
+        check("no wire capture was recorded with this run" in f.read(), "no capture: said")
+    return 0
+
+
 def train_run(tmp, name, extra):
     if not shutil.which("mpirun"):
         print("SKIP: no mpirun")
