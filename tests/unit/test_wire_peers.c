@@ -292,6 +292,22 @@ static void run_case(const char *root, const char *name, int segs, long udp_byte
     cs__run_free(&run);
 }
 
+/* The report's "wire" member as JSON (malloc'd), NULL when it cannot be made. */
+static char *wire_json(const struct cs_wire_report *w)
+{
+    char *js = NULL;
+    size_t jn = 0;
+    FILE *m = open_memstream(&js, &jn);
+    if (!m)
+        return NULL;
+    cs__report_wire_json(w, m);
+    if (fclose(m)) {
+        free(js);
+        return NULL;
+    }
+    return js;
+}
+
 /* A capture that tracked too many TCP flows and saw packets with absurd timestamps: the report
  * says both, with the counts (docs/wire.md). */
 static void test_capture_limits(const char *root)
@@ -367,19 +383,12 @@ static void test_capture_limits(const char *root)
         CHECK_INT(c->short_headers, ==, 1000);
         CHECK_INT(c->untracked, ==, 7);
         CHECK_INT(c->bad_time, ==, 3);
-        char *js = NULL;
-        size_t jn = 0;
-        FILE *m = open_memstream(&js, &jn);
-        CHECK(m != NULL);
-        if (m) {
-            cs__report_wire_json(w, m);
-            fclose(m);
-            CHECK(strstr(js, "\"captures\": [\n      {\"host\": \"ha\", \"captured\": true, "
-                             "\"complete\": true, \"packets\": 66551, \"bytes\": ") != NULL);
-            CHECK(strstr(js, "\"ip_packets\": 65843, \"non_ip\": 5, \"short_headers\": 1000, "
-                             "\"untracked\": 7, \"bad_time\": 3}") != NULL);
-            free(js);
-        }
+        char *js = wire_json(w);
+        CHECK(js && strstr(js, "\"captures\": [\n      {\"host\": \"ha\", \"captured\": true, "
+                               "\"complete\": true, \"packets\": 66551, \"bytes\": "));
+        CHECK(js && strstr(js, "\"ip_packets\": 65843, \"non_ip\": 5, \"short_headers\": 1000, "
+                               "\"untracked\": 7, \"bad_time\": 3}"));
+        free(js);
     }
     cs__report_free(&rep);
     cs__run_free(&run);
@@ -392,17 +401,10 @@ static void test_capture_limits(const char *root)
     CHECK_INT(w ? w->ncaptures : 0, ==, 1);
     if (w && w->ncaptures == 1) {
         CHECK_INT(w->captures[0].complete, ==, 0);
-        char *js = NULL;
-        size_t jn = 0;
-        FILE *m = open_memstream(&js, &jn);
-        CHECK(m != NULL);
-        if (m) {
-            cs__report_wire_json(w, m);
-            fclose(m);
-            CHECK(strstr(js, "\"complete\": false, \"packets\": null, \"bytes\": null, "
-                             "\"ip_packets\": null") != NULL);
-            free(js);
-        }
+        char *js = wire_json(w);
+        CHECK(js && strstr(js, "\"complete\": false, \"packets\": null, \"bytes\": null, "
+                               "\"ip_packets\": null"));
+        free(js);
     }
     cs__report_free(&rep);
     cs__run_free(&run);
