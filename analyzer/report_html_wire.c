@@ -161,7 +161,7 @@ static void rates(const struct cs_wire_report *w, FILE *f)
     double t0 = INFINITY, t1 = -INFINITY, ymax = 0;
     for (size_t s = 0; s < n; s++) {
         const struct cs_wire_report_series *x = &w->series[s];
-        if (!x->n || !(x->step_s > 0))
+        if (!x->n || !(x->step_s > 0) || !isfinite(x->t0_s))
             continue;
         if (x->t0_s < t0)
             t0 = x->t0_s;
@@ -199,7 +199,7 @@ static void rates(const struct cs_wire_report *w, FILE *f)
             top + ph / 2, top + ph / 2, lw + pw / 2, top + ph + 32, t0);
     for (size_t s = 0; s < n; s++) {
         const struct cs_wire_report_series *x = &w->series[s];
-        if (!x->n || !(x->step_s > 0))
+        if (!x->n || !(x->step_s > 0) || !isfinite(x->t0_s))
             continue;
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
                 cs__html_palette[s]);
