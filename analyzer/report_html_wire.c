@@ -228,11 +228,15 @@ void cs__report_wire_html(const struct cs_report *rep, FILE *f)
 {
     const struct cs_wire_report *w = rep->wire;
     if (!w) {
-        fputs(
-            "<p class=\"na\">Not available in this report: no wire capture was recorded with this "
-            "run (<code>commscope run --capture auto -- ...</code> records what each node sends "
-            "and receives on its interfaces).</p>\n",
-            f);
+        if (rep->hosts == 1)
+            fputs("<p class=\"na\">Not available in this report: all ranks ran on one host, so "
+                  "their traffic never crossed a network interface (shared memory).</p>\n",
+                  f);
+        else
+            fputs("<p class=\"na\">Not available in this report: no wire capture was recorded "
+                  "with this run (<code>commscope run --capture auto -- ...</code> records what "
+                  "each node sends and receives on its interfaces).</p>\n",
+                  f);
         return;
     }
     /* The loud warning (traffic off the expected interface) comes first, as in the text. */

@@ -526,12 +526,14 @@ def case_html_wire(tmp):
     check("%d bytes; the traced communication implies %d" % (w["wire_bytes"], w["traced_bytes"])
           in sec, "wire and traced bytes shown")
     check(sec.count("<polyline") == len(w["series"]) > 0, "one rate line per link")
-    # A run without captures says how to get one.
-    d2 = synthetic(tmp, "broken")
-    h2 = os.path.join(tmp, "nowire.html")
-    run([COMMSCOPE, "analyze", d2, "-q", "--html", h2])
-    with open(h2) as f:
-        check("no wire capture was recorded with this run" in f.read(), "no capture: said")
+    # A run of two hosts without captures says how to get one; a run on one host, why there is
+    # nothing to capture.
+    for kind, want in (("broken", "no wire capture was recorded with this run"),
+                       ("many1", "all ranks ran on one host")):
+        h2 = os.path.join(tmp, "nowire-%s.html" % kind)
+        run([COMMSCOPE, "analyze", synthetic(tmp, kind), "-q", "--html", h2])
+        with open(h2) as f:
+            check(want in f.read(), "%s without captures: %r said" % (kind, want))
     return 0
 
 
