@@ -20,7 +20,7 @@ static void usage(FILE *f)
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
                "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
                "                         [--pcap FILE...] [--quiet]\n"
-               "       commscope analyze --pcap FILE... [--json FILE] [--quiet]\n"
+               "       commscope analyze --pcap FILE... [--json FILE] [--html FILE] [--quiet]\n"
                "\n"
                "Analyse the traces of a run: a text summary on stdout, and the reports asked for.\n"
                "\n"
@@ -207,8 +207,18 @@ int cs_cmd_analyze(int argc, char **argv)
         }
     }
     cs__wire_set_pcaps(pcaps, npcaps);
-    if (!dir && npcaps)
-        return cs__analyze_wire_only(json, quiet);
+    if (!dir && npcaps) {
+        /* capture files alone: the reports of traces cannot be made */
+        const char *need = events ? "--events"
+                           : po.path || po.window || po.steps || po.ranks ? "--perfetto"
+                           : from                                         ? "--from"
+                                                                          : NULL;
+        if (need)
+            return usage_error("%s needs traces (a RUN_DIR); with --pcap files alone only --json, "
+                               "--html and --quiet apply",
+                               need);
+        return cs__analyze_wire_only(json, html, quiet);
+    }
     if (!dir)
         return usage_error("%s", from ? "no Kineto trace given" : "no run directory given");
     if (from && strcmp(from, "kineto") != 0)

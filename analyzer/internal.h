@@ -655,8 +655,11 @@ void cs__html_esc(FILE *f, const char *s);
 void cs__html_num(FILE *f, const char *fmt, double v);
 #define CS__HTML_PALETTE 10
 extern const char *const cs__html_palette[CS__HTML_PALETTE];
-/* report_html_wire.c: the wire section (rep->wire), or what to do to get one. */
+/* report_html_wire.c: the wire section (rep->wire), or why there is none; its body for a wire
+ * report w. */
 void cs__report_wire_html(const struct cs_report *rep, FILE *f);
+struct cs_wire_report;
+void cs__report_wire_body(const struct cs_wire_report *w, FILE *f);
 
 /* report_perfetto.c: the Chrome trace-event export, a sink on the merged stream. */
 struct cs__perfetto_opts {

@@ -13,6 +13,7 @@
 
 #include "gpu.h"
 #include "internal.h"
+#include "wire.h"
 #include "steps.h"
 
 static const char *const seg_name[CS_SEG_N] = {
@@ -1127,5 +1128,18 @@ int cs__report_html(const struct cs_report *rep, FILE *f)
         fputs("</section>\n", f);
     }
     fprintf(f, "<script>%s</script>\n</body></html>\n", script);
+    return ferror(f) ? CS_EIO : 0;
+}
+
+int cs__report_wire_page(const struct cs_wire_report *w, FILE *f)
+{
+    fprintf(f,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>commscope: "
+            "wire</title>\n<style>%s</style></head>\n<body>\n<h1>commscope wire report</h1>\n"
+            "<p class=\"sub\">capture files only: no traces, so nothing is compared with the "
+            "communication the program made</p>\n<section id=\"wire\"><h2>On the wire</h2>\n",
+            css);
+    cs__report_wire_body(w, f);
+    fputs("</section>\n</body></html>\n", f);
     return ferror(f) ? CS_EIO : 0;
 }

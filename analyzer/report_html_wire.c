@@ -239,7 +239,12 @@ void cs__report_wire_html(const struct cs_report *rep, FILE *f)
                   f);
         return;
     }
-    /* The loud warning (traffic off the expected interface) comes first, as in the text. */
+    cs__report_wire_body(w, f);
+}
+
+void cs__report_wire_body(const struct cs_wire_report *w, FILE *f)
+{
+    /* The loud warning (traffic off the expected interface) comes first. */
     for (int loud = 1; loud >= 0; loud--)
         for (size_t i = 0; i < w->nwarnings; i++)
             if ((strstr(w->warnings[i], "OFF THE EXPECTED INTERFACE") != NULL) == loud) {

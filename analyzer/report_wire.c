@@ -1,5 +1,6 @@
 /* The wire section's renderers, text and JSON (schema in docs/report-schema.md).  Formatting
  * only. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -253,7 +254,7 @@ int cs__is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int cs__analyze_wire_only(const char *json, int quiet)
+int cs__analyze_wire_only(const char *json, const char *html, int quiet)
 {
     struct cs_wire_report *w = cs__wire_only();
     if (!w) {
@@ -283,6 +284,19 @@ int cs__analyze_wire_only(const char *json, int quiet)
                 fprintf(stderr, "commscope analyze: error writing %s\n", json);
                 status = status ? status : 1;
             }
+        }
+    }
+    if (html) {
+        FILE *f = fopen(html, "w");
+        int bad = !f;
+        if (f) {
+            bad |= cs__report_wire_page(w, f) != 0;
+            bad |= fclose(f) != 0;
+        }
+        if (bad) {
+            fprintf(stderr, "commscope analyze: cannot write the HTML report to %s: %s\n", html,
+                    strerror(errno));
+            status = status ? status : 1;
         }
     }
     fflush(stdout);

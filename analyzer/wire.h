@@ -85,9 +85,12 @@ void cs__wire_set_pcaps(char **paths, int n);
 /* The wire report from the pcap files alone (no run directory).  NULL when out of memory. */
 struct cs_wire_report *cs__wire_only(void);
 
-/* `commscope analyze --pcap FILE...` without a run directory: print/write the wire section of the
- * files set with cs__wire_set_pcaps.  Returns the command's exit status. */
-int cs__analyze_wire_only(const char *json, int quiet);
+/* `commscope analyze --pcap FILE...` without a run directory: print/write (JSON, HTML) the wire
+ * section of the files set with cs__wire_set_pcaps.  Returns the command's exit status. */
+int cs__analyze_wire_only(const char *json, const char *html, int quiet);
+/* report_html.c: an HTML page of the wire section alone.  Returns 0, or nonzero on a write
+ * error. */
+int cs__report_wire_page(const struct cs_wire_report *w, FILE *f);
 /* 1 when path is a directory. */
 int cs__is_dir(const char *path);
 

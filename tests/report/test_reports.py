@@ -16,6 +16,8 @@ import json
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -534,6 +536,71 @@ def case_html_wire(tmp):
         run([COMMSCOPE, "analyze", synthetic(tmp, kind), "-q", "--html", h2])
         with open(h2) as f:
             check(want in f.read(), "%s without captures: %r said" % (kind, want))
+    return 0
+
+
+def write_pcap(path, frames):
+    """A classic pcap file (microsecond timestamps, Ethernet) of `frames`: (ts_us, captured
+    bytes, wire length)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        for ts, data, length in frames:
+            f.write(struct.pack("<IIII", ts // 1000000, ts % 1000000, len(data), length))
+            f.write(data)
+
+
+def tcp_frame(src, dst, seq):
+    """Ethernet + IPv4 + TCP headers (54 bytes) of a 1514-byte segment from src to dst."""
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 1500, 0, 0, 64, 6, 0, socket.inet_aton(src),
+                     socket.inet_aton(dst))
+    tcp = struct.pack(">HHIIBBHHH", 40000, 1024, seq, 0, 0x50, 0x18, 0, 0, 0)
+    return b"\0" * 12 + b"\x08\x00" + ip + tcp
+
+
+def case_pcap_only(tmp):
+    """`commscope analyze --pcap FILE` without a run: the wire section alone, as text, JSON and
+    an HTML page (rendered in Chromium when installed); options that need traces refused; a file
+    that is not a capture named with what is wrong."""
+    frames = [(1000 * k, tcp_frame("10.1.0.1", "10.1.0.2", 1 + 1448 * k), 1514) for k in range(40)]
+    frames += [(50000 + k, b"\0" * 12 + b"\x08\x06" + b"\0" * 28, 60) for k in range(3)]  # ARP
+    frames += [(60000, tcp_frame("10.1.0.1", "10.1.0.2", 1)[:20], 1514)]  # cut in the IP header
+    pcap = os.path.join(tmp, "two.pcap")
+    write_pcap(pcap, frames)
+    js, h = os.path.join(tmp, "two.json"), os.path.join(tmp, "two.html")
+    p = run([COMMSCOPE, "analyze", "--pcap", pcap, "--json", js, "--html", h])
+    check(p.returncode in (0, 1), "pcap only: exit %d %r" % (p.returncode, p.stderr))
+    check("Capture" in p.stdout and "two.pcap" in p.stdout, "the text names the capture")
+    w = json.load(open(js))["wire"]
+    c = w["captures"][0] if len(w["captures"]) == 1 else {}
+    check((c.get("packets"), c.get("bytes"), c.get("ip_packets"), c.get("non_ip"),
+           c.get("short_headers"), c.get("complete")) == (44, 40 * 1514 + 3 * 60 + 1514, 40, 3, 1,
+                                                          True),
+          "the capture's totals: %r" % c)
+    sent = [x for x in w["peers"] if x["host"] == "10.1.0.1" and x["peer"] == "10.1.0.2"]
+    check(len(sent) == 1 and sent[0]["bytes_tx"] == 40 * 1514 and sent[0]["packets_tx"] == 40,
+          "the link 10.1.0.1 -> 10.1.0.2: %r" % w["peers"])
+    check(any("1 of 44 packets (2.3 %) were captured too short" in x for x in w["warnings"]),
+          "the cut frame said: %r" % w["warnings"])
+    with open(h) as f:
+        page = htmlmod.unescape(f.read())
+    check("<tr><td>%s</td><td>yes</td><td>44</td>" % pcap in page, "the page lists the capture")
+    check("<polyline" in page, "the page draws the link's rate")
+    exe = chromium()
+    if exe:
+        rc, console, dom = page_problems(exe, h)
+        check(rc == 0 and not console and "<polyline" in dom,
+              "the page renders without messages: %d %r" % (rc, console[:3]))
+    for opt in (["--perfetto", os.path.join(tmp, "p.json")], ["--events", os.path.join(tmp, "e")]):
+        p = run([COMMSCOPE, "analyze", "--pcap", pcap] + opt)
+        check(p.returncode == 2 and "%s needs traces" % opt[0] in p.stderr,
+              "%s without traces refused: %d %r" % (opt[0], p.returncode, p.stderr))
+    bad = os.path.join(tmp, "bad.pcap")
+    with open(bad, "w") as f:
+        f.write("GET / HTTP/1.1\r\n")
+    p = run([COMMSCOPE, "analyze", "--pcap", bad, "--html", os.path.join(tmp, "bad.html")])
+    check(p.returncode == 3 and "not a pcap or pcapng file" in p.stderr and
+          not os.path.exists(os.path.join(tmp, "bad.html")),
+          "a file that is not a capture: %d %r" % (p.returncode, p.stderr))
     return 0
 
 
