@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "commscope/trace.h"
 
@@ -77,6 +78,15 @@ struct cs_report_nodes {
     size_t naff;
     int aff_checked, aff_mismatches;
 };
+
+/* nodes_report.c, for the renderers: the port counters' names (JSON keys), a counter's change
+ * over the run (-1 unknown), and why no rank's GPU/NIC affinity was checked (buf or a constant). */
+extern const char *const cs__nodes_counter[CS_N_COUNTERS];
+int64_t cs__nodes_port_diff(const struct cs_report_port *p, int k);
+struct cs_report;
+const char *cs__nodes_aff_reason(const struct cs_report *rep, char *buf, size_t n);
+/* report_html_nodes.c: the HTML report's hosts-and-topology section. */
+void cs__report_nodes_html(const struct cs_report *rep, FILE *f);
 
 struct cs__run;
 struct cs_topo;

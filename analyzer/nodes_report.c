@@ -7,8 +7,9 @@
 #include "nodes.h"
 #include "json.h"
 
-static const char *const counter_key[CS_N_COUNTERS] = {
-    "xmit_bytes", "rcv_bytes", "symbol_errors", "rcv_errors", "link_downed", "xmit_discards"};
+const char *const cs__nodes_counter[CS_N_COUNTERS] = {"xmit_bytes", "rcv_bytes",   "symbol_errors",
+                                                      "rcv_errors", "link_downed", "xmit_discards"};
+#define counter_key cs__nodes_counter
 
 static const char *const gpu_reason =
     "the traces record no GPU per rank (an MPI job on CPUs, or GPUs not traced), so whether a "
@@ -20,7 +21,7 @@ static void ind(FILE *f, int d);
 /* Why no rank's GPU/NIC affinity could be checked: runs with GPU records (a Kineto import, CUPTI
  * without NCCL's communicator records) know each rank's CUDA device from its kernels, but not
  * the GPU's PCI address, and maybe no topology snapshot (where the GPUs and NICs sit). */
-static const char *aff_reason(const struct cs_report *rep, char *buf, size_t n)
+const char *cs__nodes_aff_reason(const struct cs_report *rep, char *buf, size_t n)
 {
     const struct cs_report_nodes *nd = rep->nodes;
     if (!rep->gpu)
@@ -80,7 +81,8 @@ static void affinity_json(const struct cs_report_nodes *nd, FILE *f, int d)
 {
     fprintf(f, "\"gpu_nic_affinity\": {\"checked\": %s, \"reason\": ",
             nd->aff_checked ? "true" : "false");
-    cs__json_str(f, nd->aff_checked ? "" : "no rank's GPU or NIC could be placed in its host's topology");
+    cs__json_str(
+        f, nd->aff_checked ? "" : "no rank's GPU or NIC could be placed in its host's topology");
     fprintf(f, ", \"hosts_with_gpus\": %d, \"ranks_checked\": %d, \"ranks\": [",
             nd->hosts_with_gpus, nd->aff_checked);
     for (size_t i = 0; i < nd->naff; i++) {
@@ -138,7 +140,7 @@ static void ind(FILE *f, int depth)
 }
 
 /* Difference of counter k of a port, or -1 when it cannot be given. */
-static int64_t diff(const struct cs_report_port *p, int k)
+int64_t cs__nodes_port_diff(const struct cs_report_port *p, int k)
 {
     if (!p->have_before || !p->have_after || p->after[k] < p->before[k])
         return -1;
@@ -221,7 +223,7 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
             fprintf(f, ", \"port\": %d, \"complete\": %s", p->port,
                     p->have_before && p->have_after ? "true" : "false");
             for (int c = 0; c < CS_N_COUNTERS; c++) {
-                int64_t v = diff(p, c);
+                int64_t v = cs__nodes_port_diff(p, c);
                 if (v < 0)
                     fprintf(f, ", \"%s\": null", counter_key[c]);
                 else
@@ -283,7 +285,7 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
     if (!nd->naff) {
         char why[400];
         fputs("\"gpu_nic_affinity\": {\"checked\": false, \"reason\": ", f);
-        cs__json_str(f, aff_reason(rep, why, sizeof why));
+        cs__json_str(f, cs__nodes_aff_reason(rep, why, sizeof why));
         fprintf(f, ", \"hosts_with_gpus\": %d, \"mismatches\": []}", nd->hosts_with_gpus);
     } else {
         affinity_json(nd, f, d + 1);
@@ -320,7 +322,7 @@ void cs__nodes_text(const struct cs_report *rep, FILE *out)
             const struct cs_report_port *p = &h->ports[k];
             fprintf(out, "  port %s/%d over the run:", p->nic, p->port);
             for (int n = 0; n < CS_N_COUNTERS; n++) {
-                int64_t v = diff(p, n);
+                int64_t v = cs__nodes_port_diff(p, n);
                 if (v < 0)
                     fprintf(out, " %s=?", counter_key[n]);
                 else
@@ -349,7 +351,8 @@ void cs__nodes_text(const struct cs_report *rep, FILE *out)
     }
     char why[400];
     if (!nd->naff)
-        fprintf(out, "gpu_nic_affinity: not checked: %s\n", aff_reason(rep, why, sizeof why));
+        fprintf(out, "gpu_nic_affinity: not checked: %s\n",
+                cs__nodes_aff_reason(rep, why, sizeof why));
     else
         affinity_text(nd, out);
 }

@@ -13,6 +13,7 @@
 
 #include "gpu.h"
 #include "internal.h"
+#include "nodes.h"
 #include "wire.h"
 #include "steps.h"
 
@@ -1068,6 +1069,7 @@ static const struct section {
     {"p2p", "Point-to-point bytes: rank &#215; rank", sec_p2p},
     {"bandwidth", "Bandwidth against message size", sec_bw},
     {"wire", "On the wire", cs__report_wire_html},
+    {"hosts", "Hosts and topology", cs__report_nodes_html},
     {"overlap", "Overlap of communication with compute", sec_overlap},
     {"steps", "Steps", sec_steps},
     {"groups", "Parallelism groups", sec_groups},
@@ -1089,7 +1091,7 @@ static const char css[] =
     "padding:2px 6px;text-align:right}th{background:#f4f4f4}table.facts th,table.facts td{"
     "text-align:left}.na{color:#8a5a00;background:#fff7e6;padding:6px 8px;border-left:3px solid "
     "#e0a030}.warn{color:#7a1616;background:#fdecec;padding:6px 8px;border-left:3px solid "
-    "#e15759}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
+    "#e15759}tr.bad td{background:#fdecec}td.l{text-align:left}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
     "h3{font-size:14px;margin:14px 0 4px}svg text.small{font-size:9px}svg "
     "text.axis{fill:#666}.legend span{margin-right:12px;"
     "font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}";

@@ -353,6 +353,18 @@ def check_html(exe, path, rep, shot=None):
             check((int(m.group(1)), int(m.group(2))) == (o["calls"], o["bytes"]) and
                   abs(float(m.group(3)) - o["time_s"]) <= 5e-7 + 1e-12,
                   "%s: %s row %s vs report.json %r" % (path, o["op"], m.groups(), o))
+    # The hosts-and-topology section: each host's row, each op's path and capacity row.
+    topo = rep.get("topology")
+    if check(topo is not None, "%s: report.json has its topology" % path):
+        for hst in topo["hosts"]:
+            want.append("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td>"
+                        % (hst["host"], hst["ranks"], hst["source"] if hst["snapshot"] else "none",
+                           hst["nic"] or "-"))
+        for o in topo["ops"]:
+            cap = o["capacity_gbps"]
+            want.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                        % (o["op"], o["comm"], o["scope"], o["path"],
+                           "\u2013" if cap is None else "%.1f" % cap))
     want.append("%d matched" % rep["instances"]["matched"])
     if rep["pop"]["load_balance"] is not None:
         has(rep["pop"]["load_balance"], 4, "load_balance")
