@@ -63,12 +63,15 @@ static void write_run(const char *dir, const char *xml, const char *hca)
     }
 }
 
+/* json: 0 the text section, 1 the JSON member, 2 the HTML section. */
 static char *render(const struct cs_report *rep, int json)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
-    if (json)
+    if (json == 2)
+        cs__report_nodes_html(rep, m);
+    else if (json)
         cs__nodes_json(rep, m, 0);
     else
         cs__nodes_text(rep, m);
@@ -139,6 +142,17 @@ int main(int argc, char **argv)
     CHECK_CONTAINS(j, "\"mismatches\": [2]}");
     CHECK_CONTAINS(j, "\"checked\": true");
     free(j);
+    /* The HTML section: the mismatch marked, the unchecked rank's reason, the counts. */
+    char *h = render(&rep, 2);
+    CHECK_CONTAINS(h, "<p>3 of 4 rank(s) with a GPU checked, 1 on another socket than the NIC");
+    CHECK_CONTAINS(h, "<tr class=\"bad\"><td>2</td><td>jwb0004</td><td>2</td><td>0000:c4:00.0"
+                      "</td><td>1</td><td>mlx5_0</td><td>NCCL_IB_HCA=mlx5_0</td><td>0</td><td>"
+                      "cross-socket</td><td>mlx5_3 (pcie-switch)</td><td>MISMATCH: cross-socket"
+                      "</td></tr>");
+    CHECK_CONTAINS(h, "<tr><td>3</td><td>jwb0004</td><td colspan=\"9\" class=\"l\">not checked: "
+                      "GPU 0000:99:00.0 (CUDA device 3) is not in jwb0004&#39;s topology</td>");
+    CHECK_CONTAINS(h, "<tr><td>jwb0004</td><td>4</td><td>hwloc-xml</td>");
+    free(h);
     cs__report_free(&rep);
     cs__run_free(&run);
 
