@@ -653,6 +653,9 @@ int cs__report_html(const struct cs_report *rep, FILE *out);
  * when it has no value; the series colours. */
 void cs__html_esc(FILE *f, const char *s);
 void cs__html_num(FILE *f, const char *fmt, double v);
+/* A table cell of text s, or of a number with fmt (an en dash when it has no value). */
+void cs__html_td(FILE *f, const char *s);
+void cs__html_td_num(FILE *f, const char *fmt, double v);
 #define CS__HTML_PALETTE 10
 extern const char *const cs__html_palette[CS__HTML_PALETTE];
 /* report_html_wire.c: the wire section (rep->wire), or why there is none; its body for a wire

@@ -79,6 +79,20 @@ static inline void num(FILE *f, const char *fmt, double v)
     cs__html_num(f, fmt, v);
 }
 
+void cs__html_td(FILE *f, const char *s)
+{
+    fputs("<td>", f);
+    cs__html_esc(f, s);
+    fputs("</td>", f);
+}
+
+void cs__html_td_num(FILE *f, const char *fmt, double v)
+{
+    fputs("<td>", f);
+    cs__html_num(f, fmt, v);
+    fputs("</td>", f);
+}
+
 static void na(FILE *f, const char *why)
 {
     fputs("<p class=\"na\">Not available in this report: ", f);

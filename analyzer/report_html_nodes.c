@@ -12,20 +12,6 @@
 #include "internal.h"
 #include "nodes.h"
 
-static void td(FILE *f, const char *s)
-{
-    fputs("<td>", f);
-    cs__html_esc(f, s);
-    fputs("</td>", f);
-}
-
-static void td_num(FILE *f, const char *fmt, double v)
-{
-    fputs("<td>", f);
-    cs__html_num(f, fmt, v);
-    fputs("</td>", f);
-}
-
 /* The error counters (all but the byte counts) that moved over the run are worth a look. */
 static int port_errors(const struct cs_report_port *p)
 {
@@ -43,13 +29,13 @@ static void hosts(const struct cs_report_nodes *nd, FILE *f)
     for (size_t i = 0; i < nd->nhosts; i++) {
         const struct cs_report_host *h = &nd->hosts[i];
         fputs("<tr>", f);
-        td(f, h->host);
+        cs__html_td(f, h->host);
         fprintf(f, "<td>%d</td>", h->nranks);
-        td(f, h->snapshot ? h->source : "none");
-        td(f, h->nic[0] ? h->nic : "-");
-        td_num(f, "%.1f", h->nic_gbps);
+        cs__html_td(f, h->snapshot ? h->source : "none");
+        cs__html_td(f, h->nic[0] ? h->nic : "-");
+        cs__html_td_num(f, "%.1f", h->nic_gbps);
         fprintf(f, "<td>%d</td>", h->ngpus);
-        td(f, h->note);
+        cs__html_td(f, h->note);
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -79,7 +65,7 @@ static void hosts(const struct cs_report_nodes *nd, FILE *f)
         for (size_t j = 0; j < nd->hosts[i].nports; j++) {
             const struct cs_report_port *p = &nd->hosts[i].ports[j];
             fputs(port_errors(p) ? "<tr class=\"bad\">" : "<tr>", f);
-            td(f, nd->hosts[i].host);
+            cs__html_td(f, nd->hosts[i].host);
             fputs("<td>", f);
             cs__html_esc(f, p->nic);
             fprintf(f, "/%d</td>", p->port);
@@ -106,11 +92,11 @@ static void scopes(const struct cs_report_nodes *nd, FILE *f)
         for (int k = 0; k < 2; k++) {
             const struct cs_report_scope *x = &nd->scope[s][k];
             fputs("<tr>", f);
-            td(f, sk[s]);
-            td(f, kk[k]);
+            cs__html_td(f, sk[s]);
+            cs__html_td(f, kk[k]);
             fprintf(f, "<td>%.0f</td>", x->bytes);
-            td_num(f, "%.3f", x->ns > 0 ? x->bytes / x->ns : NAN);
-            td_num(f, "%.3f", x->ns > 0 ? x->bus_bytes / x->ns : NAN);
+            cs__html_td_num(f, "%.3f", x->ns > 0 ? x->bytes / x->ns : NAN);
+            cs__html_td_num(f, "%.3f", x->ns > 0 ? x->bus_bytes / x->ns : NAN);
             fputs("</tr>\n", f);
         }
     fputs("</table>\n", f);
@@ -130,12 +116,12 @@ static void ops(const struct cs_report *rep, FILE *f)
     for (size_t i = 0; i < rep->nops; i++) {
         const struct cs_report_optopo *o = &nd->ops[i];
         fputs("<tr>", f);
-        td(f, rep->ops[i].op);
-        td(f, rep->ops[i].comm);
-        td(f, o->scope);
-        td(f, o->path);
-        td_num(f, "%.1f", o->capacity_gbps);
-        td_num(f, "%.2f", o->pct_of_capacity);
+        cs__html_td(f, rep->ops[i].op);
+        cs__html_td(f, rep->ops[i].comm);
+        cs__html_td(f, o->scope);
+        cs__html_td(f, o->path);
+        cs__html_td_num(f, "%.1f", o->capacity_gbps);
+        cs__html_td_num(f, "%.2f", o->pct_of_capacity);
         fputs("<td class=\"l\">", f);
         cs__html_esc(f, o->bottleneck);
         fputs("</td></tr>\n", f);
@@ -164,19 +150,19 @@ static void affinity(const struct cs_report *rep, FILE *f)
         const struct cs_report_affinity *a = &nd->aff[i];
         fputs(a->mismatch ? "<tr class=\"bad\">" : "<tr>", f);
         fprintf(f, "<td>%d</td>", a->rank);
-        td(f, a->host);
+        cs__html_td(f, a->host);
         if (!a->checked) {
             fputs("<td colspan=\"9\" class=\"l\">not checked: ", f);
             cs__html_esc(f, a->note);
             fputs("</td>", f);
         } else {
             fprintf(f, "<td>%d</td>", a->gpu);
-            td(f, a->gpu_pci);
+            cs__html_td(f, a->gpu_pci);
             fprintf(f, "<td>%d</td>", a->gpu_package);
-            td(f, a->nic);
-            td(f, a->nic_from);
+            cs__html_td(f, a->nic);
+            cs__html_td(f, a->nic_from);
             fprintf(f, "<td>%d</td>", a->nic_package);
-            td(f, a->distance);
+            cs__html_td(f, a->distance);
             fputs("<td>", f);
             cs__html_esc(f, a->nearest[0] ? a->nearest : "none");
             if (a->nearest[0]) {
@@ -185,7 +171,7 @@ static void affinity(const struct cs_report *rep, FILE *f)
                 fputs(")", f);
             }
             fputs("</td>", f);
-            td(f, a->mismatch ? "MISMATCH: cross-socket" : "ok");
+            cs__html_td(f, a->mismatch ? "MISMATCH: cross-socket" : "ok");
         }
         fputs("</tr>\n", f);
     }

@@ -18,20 +18,6 @@ static void cell_u64(FILE *f, uint64_t v)
     fprintf(f, "<td>%" PRIu64 "</td>", v);
 }
 
-static void cell_num(FILE *f, const char *fmt, double v)
-{
-    fputs("<td>", f);
-    cs__html_num(f, fmt, v);
-    fputs("</td>", f);
-}
-
-static void cell_str(FILE *f, const char *s)
-{
-    fputs("<td>", f);
-    cs__html_esc(f, s);
-    fputs("</td>", f);
-}
-
 static void captures(const struct cs_wire_report *w, FILE *f)
 {
     if (!w->ncaptures)
@@ -46,10 +32,10 @@ static void captures(const struct cs_wire_report *w, FILE *f)
     for (size_t i = 0; i < w->ncaptures; i++) {
         const struct cs_wire_report_capture *c = &w->captures[i];
         fputs("<tr>", f);
-        cell_str(f, c->host);
-        cell_str(f, c->no_capture ? "captured nothing"
-                    : c->complete ? "yes"
-                                  : "NO: ends early (a lower bound)");
+        cs__html_td(f, c->host);
+        cs__html_td(f, c->no_capture ? "captured nothing"
+                       : c->complete ? "yes"
+                                     : "NO: ends early (a lower bound)");
         if (c->complete) {
             const uint64_t v[] = {c->packets,       c->bytes,     c->ip_packets, c->non_ip,
                                   c->short_headers, c->untracked, c->bad_time};
@@ -74,13 +60,13 @@ static void interfaces(const struct cs_wire_report *w, FILE *f)
     for (size_t i = 0; i < w->nifaces; i++) {
         const struct cs_wire_report_iface *x = &w->ifaces[i];
         fputs("<tr>", f);
-        cell_str(f, x->host);
-        cell_str(f, x->name);
+        cs__html_td(f, x->host);
+        cs__html_td(f, x->name);
         cell_u64(f, x->bytes);
         cell_u64(f, x->pkts);
-        cell_num(f, "%.1f %%", 100 * x->share);
-        cell_str(f, x->expected < 0 ? "?" : x->expected ? "yes" : "NO");
-        cell_num(f, "%.0f", x->speed_mbps > 0 ? (double)x->speed_mbps : NAN);
+        cs__html_td_num(f, "%.1f %%", 100 * x->share);
+        cs__html_td(f, x->expected < 0 ? "?" : x->expected ? "yes" : "NO");
+        cs__html_td_num(f, "%.0f", x->speed_mbps > 0 ? (double)x->speed_mbps : NAN);
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -102,22 +88,22 @@ static void links(const struct cs_wire_report *w, FILE *f)
     for (size_t i = 0; i < w->npeers; i++) {
         const struct cs_wire_report_peer *p = &w->peers[i];
         fputs("<tr>", f);
-        cell_str(f, p->host);
-        cell_str(f, p->peer);
+        cs__html_td(f, p->host);
+        cs__html_td(f, p->peer);
         cell_u64(f, p->bytes_tx);
         cell_u64(f, p->bytes_rx);
         cell_u64(f, p->retransmits);
-        cell_num(f, "%.3f", 100 * p->retransmit_rate);
+        cs__html_td_num(f, "%.3f", 100 * p->retransmit_rate);
         cell_u64(f, p->dupacks_rx);
         cell_u64(f, p->roce_bytes);
-        cell_num(f, "%.3f", p->peak_gbps);
-        cell_num(f, "%.3f", p->collective_gbps);
-        cell_num(f, "%.0f", p->traced_p2p);
-        cell_num(f, "%.3f", p->p2p_ratio);
-        cell_str(f, p->verdict                 ? p->verdict
-                    : !isfinite(p->traced_p2p) ? "no trace"
-                    : p->coll_max > 0          ? "not compared: collectives crossed too"
-                                               : "not compared: nothing traced");
+        cs__html_td_num(f, "%.3f", p->peak_gbps);
+        cs__html_td_num(f, "%.3f", p->collective_gbps);
+        cs__html_td_num(f, "%.0f", p->traced_p2p);
+        cs__html_td_num(f, "%.3f", p->p2p_ratio);
+        cs__html_td(f, p->verdict                 ? p->verdict
+                       : !isfinite(p->traced_p2p) ? "no trace"
+                       : p->coll_max > 0          ? "not compared: collectives crossed too"
+                                                  : "not compared: nothing traced");
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -138,17 +124,17 @@ static void hosts(const struct cs_wire_report *w, FILE *f)
     for (size_t i = 0; i < w->nhosts; i++) {
         const struct cs_wire_report_host *x = &w->hosts[i];
         fputs("<tr>", f);
-        cell_str(f, x->host);
+        cs__html_td(f, x->host);
         cell_u64(f, x->wire_tx);
-        cell_num(f, "%.0f", x->p2p);
-        cell_num(f, "%.0f", x->coll_min);
-        cell_num(f, "%.0f", x->coll_max);
+        cs__html_td_num(f, "%.0f", x->p2p);
+        cs__html_td_num(f, "%.0f", x->coll_min);
+        cs__html_td_num(f, "%.0f", x->coll_max);
         fputs("<td>", f);
         cs__html_num(f, "%.3f", x->ratio_min);
         fputs("&ndash;", f);
         cs__html_num(f, "%.3f", x->ratio_max);
         fputs("</td>", f);
-        cell_str(f, x->verdict);
+        cs__html_td(f, x->verdict);
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
