@@ -404,6 +404,15 @@ def case_port_counters(a, tmp):
     text = run([COMMSCOPE, "analyze", rundir]).stdout
     check("port mlx5_0/1 over the run: xmit_bytes=4000 rcv_bytes=10000 symbol_errors=3" in text,
           "text report shows the differences")
+    # The HTML report's hosts section: the port whose error counters moved is marked.
+    with open(os.path.join(rundir, "report.html")) as f:
+        page = f.read()
+    check('<tr class="bad"><td>%s</td><td>mlx5_0/1</td><td>4000</td><td>10000</td><td>3</td>'
+          '<td>0</td><td>1</td><td>0</td></tr>' % os.uname().nodename in page,
+          "report.html marks mlx5_0/1 with its differences")
+    others = [k for k in ports if k != ("mlx5_0", 1)]
+    check(all('<tr><td>%s</td><td>%s/%d</td><td>0</td>' % (os.uname().nodename, n, q) in page
+              for n, q in others), "report.html shows the other ports unmarked: %r" % others)
 
 
 def case_node_snapshot_failures(a, tmp):
