@@ -261,7 +261,8 @@ int cs__analyze_wire_only(const char *json, const char *html, int quiet)
         fprintf(stderr, "commscope analyze: out of memory\n");
         return 3;
     }
-    int status = w->nsources == 0 ? 3 : w->nwarnings ? 1 : 0;
+    /* As for a run: 1 for input that could not be read (in full), not for what the wire shows */
+    int status = w->nsources == 0 ? 3 : w->input_problems ? 1 : 0;
     if (w->nsources == 0) {
         for (size_t i = 0; i < w->nwarnings; i++)
             fprintf(stderr, "commscope analyze: %s\n", w->warnings[i]);

@@ -53,6 +53,7 @@ struct cs__wire {
     struct cs__wire_expect *expect; /* per peer and per host expectations */
     char **warn;
     size_t nwarn;
+    size_t nbad; /* input files not read, or read only in part */
 };
 
 static char **g_pcaps;
@@ -148,6 +149,7 @@ static struct cs__wire *load(struct cs__run *run, const char *dir)
             if (run)
                 cs__problem(run, "wire capture: %s", err);
             warn(w, "%s; that node's wire data is left out", err);
+            w->nbad++;
         } else if (add_file(w, &f) != 0 || add_source(w, path) != 0) {
             cs_wire_file_free(&f);
         }
@@ -163,11 +165,14 @@ static struct cs__wire *load(struct cs__run *run, const char *dir)
             if (run)
                 cs__problem(run, "pcap: %s", err);
             warn(w, "%s", err);
+            w->nbad++;
             fclose(tmp);
             continue;
         }
-        if (rc == 1)
+        if (rc == 1) { /* read in part (cut short) */
             warn(w, "%s", err);
+            w->nbad++;
+        }
         rewind(tmp);
         struct cs_wire_file f;
         char e2[1200];
@@ -176,6 +181,7 @@ static struct cs__wire *load(struct cs__run *run, const char *dir)
                 cs_wire_file_free(&f);
         } else {
             warn(w, "%s", e2);
+            w->nbad++;
         }
         fclose(tmp);
     }
@@ -755,6 +761,7 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
     rp->nsources = w->nsources;
     w->sources = NULL;
     w->nsources = 0;
+    rp->input_problems = w->nbad;
     rp->warnings = w->warn;
     rp->nwarnings = w->nwarn;
     w->warn = NULL;

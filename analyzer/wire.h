@@ -73,6 +73,7 @@ struct cs_wire_report {
     uint64_t retransmits;
     char **warnings;
     size_t nwarnings;
+    size_t input_problems; /* capture files not read, or read only in part (said in warnings) */
 };
 
 void cs__wire_report_free(struct cs_wire_report *w);
