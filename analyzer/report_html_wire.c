@@ -140,13 +140,31 @@ static void hosts(const struct cs_wire_report *w, FILE *f)
     fputs("</table>\n", f);
 }
 
-/* Each link's send rate per point of its series (Gb/s), the first CS__HTML_PALETTE links. */
+/* Each link's send rate per point of its series (Gb/s), for the CS__HTML_PALETTE links that sent
+ * the most. */
 static void rates(const struct cs_wire_report *w, FILE *f)
 {
-    size_t n = w->nseries < CS__HTML_PALETTE ? w->nseries : CS__HTML_PALETTE;
+    /* the links that sent the most, in that order (as many as there are colours) */
+    size_t pick[CS__HTML_PALETTE], n = 0;
+    uint64_t sent[CS__HTML_PALETTE];
+    for (size_t s = 0; s < w->nseries; s++) {
+        uint64_t b = 0;
+        for (size_t i = 0; i < w->series[s].n; i++)
+            b += w->series[s].tx[i];
+        size_t k = n < CS__HTML_PALETTE ? n++ : CS__HTML_PALETTE;
+        for (; k > 0 && sent[k - 1] < b; k--)
+            if (k < CS__HTML_PALETTE) {
+                pick[k] = pick[k - 1];
+                sent[k] = sent[k - 1];
+            }
+        if (k < CS__HTML_PALETTE) {
+            pick[k] = s;
+            sent[k] = b;
+        }
+    }
     double t0 = INFINITY, t1 = -INFINITY, ymax = 0;
-    for (size_t s = 0; s < n; s++) {
-        const struct cs_wire_report_series *x = &w->series[s];
+    for (size_t c = 0; c < n; c++) {
+        const struct cs_wire_report_series *x = &w->series[pick[c]];
         if (!x->n || !(x->step_s > 0) || !isfinite(x->t0_s))
             continue;
         if (x->t0_s < t0)
@@ -162,8 +180,10 @@ static void rates(const struct cs_wire_report *w, FILE *f)
     ymax *= 1.1;
     fputs("<h3>Send rate over time</h3>\n<p>Each link's bytes sent per capture bucket, as Gb/s", f);
     if (n < w->nseries)
-        fprintf(f, " (the first %zu of %zu links; the JSON's <code>wire.series</code> has all)", n,
-                w->nseries);
+        fprintf(f,
+                " (the %zu of %zu links that sent the most; the JSON's <code>wire.series</code> "
+                "has all)",
+                n, w->nseries);
     fputs(". Times are on rank 0's trace clock where the node has a traced rank, else on the "
           "node's CLOCK_REALTIME.</p>\n",
           f);
@@ -183,12 +203,12 @@ static void rates(const struct cs_wire_report *w, FILE *f)
             "text-anchor=\"middle\">Gb/s</text>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
             "class=\"axis\">seconds after %.6f s</text>\n",
             top + ph / 2, top + ph / 2, lw + pw / 2, top + ph + 32, t0);
-    for (size_t s = 0; s < n; s++) {
-        const struct cs_wire_report_series *x = &w->series[s];
+    for (size_t c = 0; c < n; c++) {
+        const struct cs_wire_report_series *x = &w->series[pick[c]];
         if (!x->n || !(x->step_s > 0) || !isfinite(x->t0_s))
             continue;
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-                cs__html_palette[s]);
+                cs__html_palette[c]);
         for (size_t i = 0; i < x->n; i++)
             fprintf(f, "%.1f,%.1f ",
                     lw + (double)pw * (x->t0_s + ((double)i + 0.5) * x->step_s - t0) / (t1 - t0),
@@ -200,11 +220,11 @@ static void rates(const struct cs_wire_report *w, FILE *f)
         fputs("</title></polyline>\n", f);
     }
     fputs("</svg>\n<p class=\"legend\">", f);
-    for (size_t s = 0; s < n; s++) {
-        fprintf(f, "<span><i style=\"background:%s\"></i>", cs__html_palette[s]);
-        cs__html_esc(f, w->series[s].host);
+    for (size_t c = 0; c < n; c++) {
+        fprintf(f, "<span><i style=\"background:%s\"></i>", cs__html_palette[c]);
+        cs__html_esc(f, w->series[pick[c]].host);
         fputs(" &#8594; ", f);
-        cs__html_esc(f, w->series[s].peer);
+        cs__html_esc(f, w->series[pick[c]].peer);
         fputs("</span> ", f);
     }
     fputs("</p>\n", f);

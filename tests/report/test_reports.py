@@ -540,6 +540,32 @@ def case_html_wire(tmp):
     check("%d bytes; the traced communication implies %d" % (w["wire_bytes"], w["traced_bytes"])
           in sec, "wire and traced bytes shown")
     check(sec.count("<polyline") == len(w["series"]) > 0, "one rate line per link")
+    # More links than the chart has colours: the ten that sent the most, most first.
+    d3 = synthetic(tmp, "four")
+    os.rename(d3, os.path.join(tmp, "twelve"))
+    d3 = os.path.join(tmp, "twelve")
+    os.remove(os.path.join(d3, "wire-node1.csw"))
+    peers = {"10.0.1.%d" % k: "-" for k in range(1, 13)}
+    sends = {"10.0.1.%d" % k: 1000 * (1 + (k * 7) % 12) for k in range(1, 13)}
+    write_wire(os.path.join(d3, "wire-node0.csw"), "node0", "10.0.0.1", peers,
+               [(0, a, b, 1, 0, 0, 0) for a, b in sends.items()],
+               {"packets": 12, "bytes": sum(sends.values()), "ip": 12, "non_ip": 0, "short": 0,
+                "retrans": 0})
+    h3, js3 = os.path.join(tmp, "twelve.html"), os.path.join(tmp, "twelve.json")
+    must([COMMSCOPE, "analyze", d3, "-q", "--json", js3, "--html", h3])
+    w3 = json.load(open(js3))["wire"]
+    with open(h3) as f:
+        page = htmlmod.unescape(f.read())
+    top = sorted(w3["series"], key=lambda x: -sum(x["tx_bytes"]))[:10]
+    legend = re.findall(r"<span><i style=\"background:#\w+\"></i>node0 \u2192 ([\d.]+)</span>",
+                        page)
+    check(len(w3["series"]) == 12 and legend == [x["peer"] for x in top],
+          "legend = the 10 links that sent the most, most first: %r vs %r"
+          % (legend, [x["peer"] for x in top]))
+    wsec = page[page.find('<section id="wire">'):]
+    wsec = wsec[:wsec.find("</section>")]
+    check("the 10 of 12 links that sent the most" in wsec and wsec.count("<polyline") == 10,
+          "the chart says it draws 10 of 12, and does: %d" % wsec.count("<polyline"))
     # A run of two hosts without captures says how to get one; a run on one host, why there is
     # nothing to capture.
     for kind, want in (("broken", "no wire capture was recorded with this run"),
