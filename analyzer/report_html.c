@@ -130,6 +130,12 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
         esc(f, cs__finding_sentence(x, buf, sizeof buf));
         fprintf(f, " <a href=\"#%s\">evidence</a></li>\n", evidence[x->kind]);
     }
+    for (size_t i = 0; rep->wire && i < rep->wire->nwarnings; i++)
+        if (rep->wire->verdict && rep->wire->verdict[i]) {
+            fputs("<li>On the wire: ", f);
+            esc(f, rep->wire->warnings[i]);
+            fputs(" <a href=\"#wire\">evidence</a></li>\n", f);
+        }
     fputs("</ul>\n", f);
 }
 

@@ -250,10 +250,11 @@ void cs__report_wire_html(const struct cs_report *rep, FILE *f)
 
 void cs__report_wire_body(const struct cs_wire_report *w, FILE *f)
 {
-    /* The loud warning (traffic off the expected interface) comes first. */
+    /* Those about the job's traffic (the verdict's: off the expected interface, a lossy link)
+     * first, then those about the capture. */
     for (int loud = 1; loud >= 0; loud--)
         for (size_t i = 0; i < w->nwarnings; i++)
-            if ((strstr(w->warnings[i], "OFF THE EXPECTED INTERFACE") != NULL) == loud) {
+            if ((w->verdict && w->verdict[i]) == loud) {
                 fputs("<p class=\"warn\">", f);
                 cs__html_esc(f, w->warnings[i]);
                 fputs("</p>\n", f);

@@ -159,6 +159,12 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
             char text[512];
             cs__jw_str(&w, NULL, cs__finding_sentence(&rep->views->findings[i], text, sizeof text));
         }
+        for (size_t i = 0; rep->wire && i < rep->wire->nwarnings; i++)
+            if (rep->wire->verdict && rep->wire->verdict[i]) {
+                char text[1100];
+                snprintf(text, sizeof text, "On the wire: %s", rep->wire->warnings[i]);
+                cs__jw_str(&w, NULL, text);
+            }
         cs__jw_close(&w, ']');
     }
 

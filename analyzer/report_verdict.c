@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "wire.h"
 
 const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, size_t n)
 {
@@ -115,4 +116,7 @@ void cs__report_text_verdict(const struct cs_report *rep, FILE *out)
     }
     for (size_t i = 0; i < rep->views->nfindings; i++)
         fprintf(out, "- %s\n", cs__finding_sentence(&rep->views->findings[i], buf, sizeof buf));
+    for (size_t i = 0; rep->wire && i < rep->wire->nwarnings; i++)
+        if (rep->wire->verdict && rep->wire->verdict[i])
+            fprintf(out, "- On the wire: %s\n", rep->wire->warnings[i]);
 }

@@ -52,6 +52,7 @@ struct cs__wire {
     unsigned char is_send[CS_OP_MAX];
     struct cs__wire_expect *expect; /* per peer and per host expectations */
     char **warn;
+    unsigned char *loud; /* per warning: 1 for the verdict too (the job's traffic on the wire) */
     size_t nwarn;
     size_t nbad; /* input files not read, or read only in part */
 };
@@ -65,20 +66,41 @@ void cs__wire_set_pcaps(char **paths, int n)
     g_npcaps = n;
 }
 
-static void warn(struct cs__wire *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(struct cs__wire *w, const char *fmt, ...)
+static void vwarn(struct cs__wire *w, int loud, const char *fmt, va_list ap)
 {
     char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
     void *p = realloc(w->warn, (w->nwarn + 1) * sizeof *w->warn);
     if (!p)
         return;
     w->warn = p;
+    if (!(p = realloc(w->loud, w->nwarn + 1)))
+        return;
+    w->loud = p;
+    w->loud[w->nwarn] = (unsigned char)loud;
     if ((w->warn[w->nwarn] = strdup(buf)))
         w->nwarn++;
+}
+
+/* A warning of the wire section; warn_verdict: one about the job's traffic (not the capture),
+ * which the report's verdict repeats. */
+static void warn(struct cs__wire *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(struct cs__wire *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(w, 0, fmt, ap);
+    va_end(ap);
+}
+
+static void warn_verdict(struct cs__wire *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void warn_verdict(struct cs__wire *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(w, 1, fmt, ap);
+    va_end(ap);
 }
 
 static int add_source(struct cs__wire *w, const char *s)
@@ -202,6 +224,7 @@ static void wire_free(struct cs__wire *w)
     for (size_t i = 0; i < w->nwarn; i++)
         free(w->warn[i]);
     free(w->warn);
+    free(w->loud);
     free(w->iv);
     free(w->host_of);
     free(w->hosts);
@@ -648,11 +671,12 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
         coll_width = width;
         rp->retransmits += p->retransmits;
         if (p->pkts_tx >= 1 && p->retransmits >= RETRANS_MIN && p->retransmit_rate >= RETRANS_RATE)
-            warn(w,
-                 "%s -> %s: %.2f%% of the packets sent were TCP retransmissions (%llu of %llu); "
-                 "%llu duplicate ACKs came back: loss or congestion on this link",
-                 p->host, p->peer, 100 * p->retransmit_rate, (unsigned long long)p->retransmits,
-                 (unsigned long long)p->pkts_tx, (unsigned long long)p->dupacks_rx);
+            warn_verdict(
+                w,
+                "%s -> %s: %.2f%% of the packets sent were TCP retransmissions (%llu of %llu); "
+                "%llu duplicate ACKs came back: loss or congestion on this link",
+                p->host, p->peer, 100 * p->retransmit_rate, (unsigned long long)p->retransmits,
+                (unsigned long long)p->pkts_tx, (unsigned long long)p->dupacks_rx);
         /* The series: tx bytes per bucket from the first to the last with traffic, merged into
          * at most SERIES_MAX points. */
         if (!l->have_tx)
@@ -721,11 +745,11 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
         char speed[64] = "";
         if (ri->speed_mbps > 0)
             snprintf(speed, sizeof speed, " (%g Gb/s)", (double)ri->speed_mbps / 1000);
-        warn(w,
-             "OFF THE EXPECTED INTERFACE: rank traffic left %s through %s%s instead of %s: "
-             "%llu bytes, %.0f%% of the job's traffic captured on %s",
-             ri->host, ri->name, speed, exp[0] ? exp : "the expected data interface",
-             (unsigned long long)ri->bytes, 100 * ri->share, ri->host);
+        warn_verdict(w,
+                     "OFF THE EXPECTED INTERFACE: rank traffic left %s through %s%s instead of %s: "
+                     "%llu bytes, %.0f%% of the job's traffic captured on %s",
+                     ri->host, ri->name, speed, exp[0] ? exp : "the expected data interface",
+                     (unsigned long long)ri->bytes, 100 * ri->share, ri->host);
     }
     /* Hosts of the trace without wire data. */
     int live = 0;
@@ -763,8 +787,10 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
     w->nsources = 0;
     rp->input_problems = w->nbad;
     rp->warnings = w->warn;
+    rp->verdict = w->loud;
     rp->nwarnings = w->nwarn;
     w->warn = NULL;
+    w->loud = NULL;
     w->nwarn = 0;
     return rp;
 }
@@ -806,5 +832,6 @@ void cs__wire_report_free(struct cs_wire_report *rp)
     for (size_t i = 0; i < rp->nwarnings; i++)
         free(rp->warnings[i]);
     free(rp->warnings);
+    free(rp->verdict);
     free(rp);
 }

@@ -72,6 +72,7 @@ struct cs_wire_report {
     double collective_gbps; /* all links, in buckets inside collectives */
     uint64_t retransmits;
     char **warnings;
+    unsigned char *verdict; /* per warning: 1 about the job's traffic, repeated in the verdict */
     size_t nwarnings;
     size_t input_problems; /* capture files not read, or read only in part (said in warnings) */
 };

@@ -501,11 +501,11 @@ def case_html_wire(tmp):
         print("SKIP: chromium not installed (Debian package chromium)")
         return 77
     d = synthetic(tmp, "four")  # ranks 0, 1 on node0 and 2, 3 on node1
-    b0 = [(k, "10.0.0.2", 150000 + 1000 * k, 100 + k, 90000, 60, 3 if k == 2 else 0)
+    b0 = [(k, "10.0.0.2", 150000 + 1000 * k, 100 + k, 90000, 60, 20 if k == 2 else 0)
           for k in range(5)]
     write_wire(os.path.join(d, "wire-node0.csw"), "node0", "10.0.0.1", {"10.0.0.2": "node1"}, b0,
                {"packets": 900, "bytes": 1300000, "ip": 860, "non_ip": 20, "short": 20,
-                "retrans": 3})
+                "retrans": 20})
     b1 = [(k, "10.0.0.1", 90000, 60, 150000 + 1000 * k, 100 + k, 0) for k in range(5)]
     write_wire(os.path.join(d, "wire-node1.csw"), "node1", "10.0.0.2", {"10.0.0.1": "node0"}, b1,
                {"packets": 830, "bytes": 1200000, "ip": 830, "non_ip": 0, "short": 0,
@@ -539,6 +539,23 @@ def case_html_wire(tmp):
         check('<p class="warn">%s</p>' % x in sec, "warning shown: %r" % x)
     check("%d bytes; the traced communication implies %d" % (w["wire_bytes"], w["traced_bytes"])
           in sec, "wire and traced bytes shown")
+    # The lossy link is the job's business: first among the section's warnings, and in the
+    # verdict of every report (text, JSON, HTML) with a link to the evidence.
+    lossy = [x for x in w["warnings"] if x.startswith("node0 -> node1: 3.92% of the packets sent "
+                                                        "were TCP retransmissions (20 of 510)")]
+    if check(len(lossy) == 1, "the lossy link warned: %r" % w["warnings"]):
+        check(sec.find('<p class="warn">') == sec.find('<p class="warn">%s' % lossy[0]),
+              "the lossy link's warning comes first in the section")
+        check("On the wire: " + lossy[0] in rep["verdict"], "JSON verdict: %r" % rep["verdict"])
+        vsec = text[text.find('<section id="verdict">'):]
+        vsec = vsec[:vsec.find("</section>")]
+        check('<li>On the wire: %s <a href="#wire">evidence</a></li>' % lossy[0] in vsec,
+              "HTML verdict names the lossy link")
+        out = run([COMMSCOPE, "analyze", d]).stdout
+        v = out[out.find("Verdict"):out.find("Per-rank time")]
+        check("- On the wire: " + lossy[0] in v, "text verdict names the lossy link: %r" % v)
+    check(not any(x.startswith("On the wire") and "captured too short" in x
+                  for x in rep["verdict"]), "the capture's own warnings stay out of the verdict")
     check(sec.count("<polyline") == len(w["series"]) > 0, "one rate line per link")
     # More links than the chart has colours: the ten that sent the most, most first.
     d3 = synthetic(tmp, "four")
