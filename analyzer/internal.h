@@ -646,6 +646,10 @@ const char *cs__vsteps_role(struct cs__run *run, uint64_t comm);
 const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, size_t n);
 /* The verdict section of the text report. */
 void cs__report_text_verdict(const struct cs_report *rep, FILE *out);
+/* The verdict's sentence for wire warning i ("On the wire: ...") in buf, or NULL when that
+ * warning is about the capture rather than the job's traffic (it stays in the wire section). */
+#define CS__WIRE_SENTENCE 1100
+const char *cs__wire_verdict_sentence(const struct cs_report *rep, size_t i, char *buf, size_t n);
 
 /* report_html.c: the self-contained HTML report.  Returns 0 or CS_EIO. */
 int cs__report_html(const struct cs_report *rep, FILE *out);

@@ -130,10 +130,11 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
         esc(f, cs__finding_sentence(x, buf, sizeof buf));
         fprintf(f, " <a href=\"#%s\">evidence</a></li>\n", evidence[x->kind]);
     }
+    char wb[CS__WIRE_SENTENCE];
     for (size_t i = 0; rep->wire && i < rep->wire->nwarnings; i++)
-        if (rep->wire->verdict && rep->wire->verdict[i]) {
-            fputs("<li>On the wire: ", f);
-            esc(f, rep->wire->warnings[i]);
+        if (cs__wire_verdict_sentence(rep, i, wb, sizeof wb)) {
+            fputs("<li>", f);
+            esc(f, wb);
             fputs(" <a href=\"#wire\">evidence</a></li>\n", f);
         }
     fputs("</ul>\n", f);

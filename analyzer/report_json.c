@@ -159,12 +159,10 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
             char text[512];
             cs__jw_str(&w, NULL, cs__finding_sentence(&rep->views->findings[i], text, sizeof text));
         }
+        char wb[CS__WIRE_SENTENCE];
         for (size_t i = 0; rep->wire && i < rep->wire->nwarnings; i++)
-            if (rep->wire->verdict && rep->wire->verdict[i]) {
-                char text[1100];
-                snprintf(text, sizeof text, "On the wire: %s", rep->wire->warnings[i]);
-                cs__jw_str(&w, NULL, text);
-            }
+            if (cs__wire_verdict_sentence(rep, i, wb, sizeof wb))
+                cs__jw_str(&w, NULL, wb);
         cs__jw_close(&w, ']');
     }
 

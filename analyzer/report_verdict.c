@@ -116,7 +116,17 @@ void cs__report_text_verdict(const struct cs_report *rep, FILE *out)
     }
     for (size_t i = 0; i < rep->views->nfindings; i++)
         fprintf(out, "- %s\n", cs__finding_sentence(&rep->views->findings[i], buf, sizeof buf));
+    char wb[CS__WIRE_SENTENCE];
     for (size_t i = 0; rep->wire && i < rep->wire->nwarnings; i++)
-        if (rep->wire->verdict && rep->wire->verdict[i])
-            fprintf(out, "- On the wire: %s\n", rep->wire->warnings[i]);
+        if (cs__wire_verdict_sentence(rep, i, wb, sizeof wb))
+            fprintf(out, "- %s\n", wb);
+}
+
+const char *cs__wire_verdict_sentence(const struct cs_report *rep, size_t i, char *buf, size_t n)
+{
+    const struct cs_wire_report *w = rep->wire;
+    if (!w || i >= w->nwarnings || !w->verdict || !w->verdict[i])
+        return NULL;
+    snprintf(buf, n, "On the wire: %s", w->warnings[i]);
+    return buf;
 }
