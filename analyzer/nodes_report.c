@@ -9,7 +9,6 @@
 
 const char *const cs__nodes_counter[CS_N_COUNTERS] = {"xmit_bytes", "rcv_bytes",   "symbol_errors",
                                                       "rcv_errors", "link_downed", "xmit_discards"};
-#define counter_key cs__nodes_counter
 
 static const char *const gpu_reason =
     "the traces record no GPU per rank (an MPI job on CPUs, or GPUs not traced), so whether a "
@@ -225,9 +224,9 @@ void cs__nodes_json(const struct cs_report *rep, FILE *f, int d)
             for (int c = 0; c < CS_N_COUNTERS; c++) {
                 int64_t v = cs__nodes_port_diff(p, c);
                 if (v < 0)
-                    fprintf(f, ", \"%s\": null", counter_key[c]);
+                    fprintf(f, ", \"%s\": null", cs__nodes_counter[c]);
                 else
-                    fprintf(f, ", \"%s\": %" PRId64, counter_key[c], v);
+                    fprintf(f, ", \"%s\": %" PRId64, cs__nodes_counter[c], v);
             }
             fputs(k + 1 < h->nports ? "}," : "}", f);
         }
@@ -324,9 +323,9 @@ void cs__nodes_text(const struct cs_report *rep, FILE *out)
             for (int n = 0; n < CS_N_COUNTERS; n++) {
                 int64_t v = cs__nodes_port_diff(p, n);
                 if (v < 0)
-                    fprintf(out, " %s=?", counter_key[n]);
+                    fprintf(out, " %s=?", cs__nodes_counter[n]);
                 else
-                    fprintf(out, " %s=%" PRId64, counter_key[n], v);
+                    fprintf(out, " %s=%" PRId64, cs__nodes_counter[n], v);
             }
             fputc('\n', out);
         }

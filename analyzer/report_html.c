@@ -29,7 +29,6 @@ static const char *const seg_color[CS_SEG_N] = {
 const char *const cs__html_palette[CS__HTML_PALETTE] = {
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
     "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-#define palette cs__html_palette
 
 void cs__html_esc(FILE *f, const char *s)
 {
@@ -493,7 +492,7 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
             lw + pw / 2, top + ph + 32);
     for (size_t c = 0; c < v->nbw; c++) {
         const struct cs_report_bw_curve *cv = &v->bw[c];
-        const char *col = palette[c % (sizeof palette / sizeof *palette)];
+        const char *col = cs__html_palette[c % CS__HTML_PALETTE];
         fprintf(f,
                 "<g class=\"curve\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
                 "points=\"",
@@ -541,7 +540,7 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
     fputs("</svg>\n<p class=\"legend\">", f);
     for (size_t c = 0; c < v->nbw; c++) {
         fprintf(f, "<span><i style=\"background:%s\"></i>",
-                palette[c % (sizeof palette / sizeof *palette)]);
+                cs__html_palette[c % CS__HTML_PALETTE]);
         esc(f, v->bw[c].op);
         fputs(" on ", f);
         esc(f, v->bw[c].comm);
@@ -1112,7 +1111,8 @@ static const char css[] =
     "padding:2px 6px;text-align:right}th{background:#f4f4f4}table.facts th,table.facts td{"
     "text-align:left}.na{color:#8a5a00;background:#fff7e6;padding:6px 8px;border-left:3px solid "
     "#e0a030}.warn{color:#7a1616;background:#fdecec;padding:6px 8px;border-left:3px solid "
-    "#e15759}tr.bad td{background:#fdecec}td.l{text-align:left}svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
+    "#e15759}tr.bad td{background:#fdecec}td.l{text-align:left}"
+    "svg.chart{display:block;margin:6px 0}svg text{font-size:11px;fill:#333}"
     "h3{font-size:14px;margin:14px 0 4px}svg text.small{font-size:9px}svg "
     "text.axis{fill:#666}.legend span{margin-right:12px;"
     "font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}";
