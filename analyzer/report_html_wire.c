@@ -1,9 +1,10 @@
 /*
- * The HTML report's wire section (runs captured with `commscope run --capture`): the capture's
- * warnings, the wire against the traced communication, each capture file's own totals, the
- * interfaces, the links (bytes, retransmissions, rates), each host's sends against the range the
- * trace allows, and each link's send rate over time.  Formatting only: the numbers are wire.c's
- * (docs/metrics.md "Wire"; how to read them: docs/wire.md "Reading the wire section").
+ * The HTML report's wire section (runs captured with `commscope run --capture`): the warnings
+ * (those about the job's traffic first), the wire against the traced communication, each capture
+ * file's own totals, the interfaces, the links (bytes, retransmissions, rates), each host's sends
+ * against the range the trace allows, and each link's send rate over time.  Formatting only: the
+ * numbers are wire.c's (docs/metrics.md "Wire"; how to read them: docs/wire.md "Reading the wire
+ * section").
  */
 #include <inttypes.h>
 #include <math.h>
@@ -140,6 +141,25 @@ static void hosts(const struct cs_wire_report *w, FILE *f)
     fputs("</table>\n", f);
 }
 
+/* A series the chart can place: points, a width and a start. */
+static int drawable(const struct cs_wire_report_series *x)
+{
+    return x->n && x->step_s > 0 && isfinite(x->t0_s);
+}
+
+/* Point i of series x as Gb/s. */
+static double gbps(const struct cs_wire_report_series *x, size_t i)
+{
+    return (double)x->tx[i] * 8 / x->step_s / 1e9;
+}
+
+static void link_name(FILE *f, const struct cs_wire_report_series *x)
+{
+    cs__html_esc(f, x->host);
+    fputs(" &#8594; ", f);
+    cs__html_esc(f, x->peer);
+}
+
 /* Each link's send rate per point of its series (Gb/s), for the CS__HTML_PALETTE links that sent
  * the most. */
 static void rates(const struct cs_wire_report *w, FILE *f)
@@ -165,15 +185,15 @@ static void rates(const struct cs_wire_report *w, FILE *f)
     double t0 = INFINITY, t1 = -INFINITY, ymax = 0;
     for (size_t c = 0; c < n; c++) {
         const struct cs_wire_report_series *x = &w->series[pick[c]];
-        if (!x->n || !(x->step_s > 0) || !isfinite(x->t0_s))
+        if (!drawable(x))
             continue;
         if (x->t0_s < t0)
             t0 = x->t0_s;
         if (x->t0_s + (double)x->n * x->step_s > t1)
             t1 = x->t0_s + (double)x->n * x->step_s;
         for (size_t i = 0; i < x->n; i++)
-            if ((double)x->tx[i] * 8 / x->step_s / 1e9 > ymax)
-                ymax = (double)x->tx[i] * 8 / x->step_s / 1e9;
+            if (gbps(x, i) > ymax)
+                ymax = gbps(x, i);
     }
     if (!(t1 > t0) || !isfinite(t0) || !(ymax > 0))
         return;
@@ -205,26 +225,22 @@ static void rates(const struct cs_wire_report *w, FILE *f)
             top + ph / 2, top + ph / 2, lw + pw / 2, top + ph + 32, t0);
     for (size_t c = 0; c < n; c++) {
         const struct cs_wire_report_series *x = &w->series[pick[c]];
-        if (!x->n || !(x->step_s > 0) || !isfinite(x->t0_s))
+        if (!drawable(x))
             continue;
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
                 cs__html_palette[c]);
         for (size_t i = 0; i < x->n; i++)
             fprintf(f, "%.1f,%.1f ",
                     lw + (double)pw * (x->t0_s + ((double)i + 0.5) * x->step_s - t0) / (t1 - t0),
-                    top + ph - (double)ph * ((double)x->tx[i] * 8 / x->step_s / 1e9) / ymax);
+                    top + ph - (double)ph * gbps(x, i) / ymax);
         fputs("\"><title>", f);
-        cs__html_esc(f, x->host);
-        fputs(" &#8594; ", f);
-        cs__html_esc(f, x->peer);
+        link_name(f, x);
         fputs("</title></polyline>\n", f);
     }
     fputs("</svg>\n<p class=\"legend\">", f);
     for (size_t c = 0; c < n; c++) {
         fprintf(f, "<span><i style=\"background:%s\"></i>", cs__html_palette[c]);
-        cs__html_esc(f, w->series[pick[c]].host);
-        fputs(" &#8594; ", f);
-        cs__html_esc(f, w->series[pick[c]].peer);
+        link_name(f, &w->series[pick[c]]);
         fputs("</span> ", f);
     }
     fputs("</p>\n", f);
