@@ -115,6 +115,19 @@ static void build(struct tourney *t, const struct cs__run *run, u128 *wins, uint
     t->win64 = w64[1];
 }
 
+/* The next winner is most often the best of the losers on the winner's path (unless the winner's
+ * own next event comes first): fetch that rank's record and next event while this event is
+ * processed.  With many ranks they are no longer in the first-level cache when the rank wins
+ * again, and the merge would wait for them at the top of the next round. */
+static inline void prefetch_runner_up(const struct tourney *t, const struct cs__run *run, int x)
+{
+    uint64_t ru = DONE_KEY64;
+    for (int i = (x + t->m) >> 1; i > 0; i >>= 1)
+        ru = t->lose64[i] < ru ? t->lose64[i] : ru;
+    if (ru != DONE_KEY64)
+        __builtin_prefetch(run->ranks[ru & ((1ull << t->rbits) - 1)].next);
+}
+
 /* The rank's next event for the merge: from a batch of the reader's (the rest of a block for a
  * one-thread file), so most events cost no call. */
 static inline const struct cs_event *rank_next(struct cs__rank *rk)
@@ -237,6 +250,8 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         int r = h.wide ? (int)(uint32_t)h.win : (int)(h.win64 & ((1ull << h.rbits) - 1));
         struct cs__rank *rk = &run->ranks[r];
         const struct cs_event *ev = rk->next;
+        if (!h.wide)
+            prefetch_runner_up(&h, run, r);
         /* Each timestamp is mapped once here and handed on. */
         int64_t tb = rk->next_key, te = cs__clock_map_near(&rk->clkm, &rk->clk, ev->t_end);
         if (run->events_out)
