@@ -46,6 +46,7 @@ struct tourney {
     int wide; /* 128-bit packs */
     int rbits;
     int64_t base;
+    const struct cs_event **next; /* [world]: each rank's next event (its record's next) */
 };
 
 /* (key, rank) as a 64-bit pack into *out; 0 when it does not fit. */
@@ -118,14 +119,20 @@ static void build(struct tourney *t, const struct cs__run *run, u128 *wins, uint
 /* The next winner is most often the best of the losers on the winner's path (unless the winner's
  * own next event comes first): fetch that rank's record and next event while this event is
  * processed.  With many ranks they are no longer in the first-level cache when the rank wins
- * again, and the merge would wait for them at the top of the next round. */
+ * again, and the merge would wait for them at the top of the next round.  The event's address
+ * comes from t->next (hot: one pointer per rank), not from the record, whose load would hold up
+ * the instructions behind it until the record came. */
 static inline void prefetch_runner_up(const struct tourney *t, const struct cs__run *run, int x)
 {
     uint64_t ru = DONE_KEY64;
     for (int i = (x + t->m) >> 1; i > 0; i >>= 1)
         ru = t->lose64[i] < ru ? t->lose64[i] : ru;
-    if (ru != DONE_KEY64)
-        __builtin_prefetch(run->ranks[ru & ((1ull << t->rbits) - 1)].next);
+    if (ru != DONE_KEY64) {
+        size_t q = ru & ((1ull << t->rbits) - 1);
+        __builtin_prefetch(t->next[q]);
+        __builtin_prefetch(&run->ranks[q]);
+        __builtin_prefetch((const char *)&run->ranks[q] + 64);
+    }
 }
 
 /* The rank's next event for the merge: from a batch of the reader's (the rest of a block for a
@@ -213,7 +220,9 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     h.lose64 = malloc((size_t)h.m * sizeof *h.lose64);
     u128 *wins = malloc(2 * (size_t)h.m * sizeof *wins);
     uint64_t *w64 = malloc(2 * (size_t)h.m * sizeof *w64);
-    if (!h.lose || !h.lose64 || !wins || !w64) {
+    h.next = calloc((size_t)h.m, sizeof *h.next);
+    if (!h.lose || !h.lose64 || !wins || !w64 || !h.next) {
+        free(h.next);
         free(h.lose);
         free(h.lose64);
         free(wins);
@@ -228,6 +237,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (!rk->present)
             continue;
         rk->next = rank_next(rk);
+        h.next[x] = rk->next;
         if (rk->next) {
             rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
             if (!have_base || rk->next_key < h.base)
@@ -276,6 +286,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
             cs__gpu_event(run, r, ev, k, tb, te);
         rk->next = rank_next(rk);
+        h.next[r] = rk->next;
         if (rk->next) {
             rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
         } else {
@@ -290,6 +301,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         else
             build(&h, run, wins, w64); /* sets h.wide */
     }
+    free(h.next);
     free(h.lose);
     free(h.lose64);
     free(wins);
