@@ -1,10 +1,11 @@
 /*
- * cs_bench_allreduce: the cost of one 8-byte MPI_Allreduce on one rank, the figure that measures
- * what an interception layer adds to every call (run with and without the collector preloaded by
- * bench/overhead.sh).  Prints "ns_per_call=X" for the fastest of R repetitions of M calls, so a
- * descheduled repetition does not count.
+ * cs_bench_allreduce: the cost of one MPI_Allreduce of doubles, run with and without the collector
+ * preloaded.  With one rank and 8 bytes (the defaults) it measures what an interception layer
+ * adds to every call (bench/overhead.sh); with several ranks and large messages, what the
+ * collector costs a job (bench/job_overhead.sh).  Rank 0 prints "ns_per_call=X" for the fastest
+ * of R repetitions of M calls, so a descheduled repetition does not count.
  *
- * usage: cs_bench_allreduce [CALLS [REPEATS]]   (defaults 200000 and 5)
+ * usage: cs_bench_allreduce [CALLS [REPEATS [BYTES]]]   (defaults 200000, 5 and 8)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -35,26 +36,45 @@ int main(int argc, char **argv)
 {
     long calls = arg(argv, 1, argc, 200000);
     long repeats = arg(argv, 2, argc, 5);
+    long bytes = arg(argv, 3, argc, 8);
+    int n = bytes / 8 > 0 ? (int)(bytes / 8) : 1;
+    if (bytes / 8 > 1L << 27) {
+        fprintf(stderr, "cs_bench_allreduce: %ld bytes is more than this benchmark allocates\n",
+                bytes);
+        return 2;
+    }
+    double *in = malloc((size_t)n * sizeof *in), *out = calloc((size_t)n, sizeof *out);
+    if (!in || !out) {
+        fprintf(stderr, "cs_bench_allreduce: out of memory for %d doubles\n", n);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        in[i] = 1.0;
     MPI_Init(&argc, &argv);
-    double in = 1.0, out = 0.0, best = 1e300;
+    double best = 1e300;
     /* Warm up caches, the collective's setup and the collector's first block. */
     for (long i = 0; i < calls / 10 + 1; i++)
-        MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(in, out, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     for (long r = 0; r < repeats; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
         double t0 = now_ns();
         for (long i = 0; i < calls; i++)
-            MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(in, out, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         double ns = (now_ns() - t0) / (double)calls;
         if (ns < best)
             best = ns;
     }
-    int size;
+    int size, rank;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Finalize();
-    if (out != (double)size) {
-        fprintf(stderr, "cs_bench_allreduce: wrong result %g\n", out);
-        return 1;
-    }
-    printf("ns_per_call=%.2f calls=%ld repeats=%ld\n", best, calls, repeats);
-    return 0;
+    int ok = out[0] == (double)size && out[n - 1] == (double)size;
+    if (!ok)
+        fprintf(stderr, "cs_bench_allreduce: wrong result %g, %g\n", out[0], out[n - 1]);
+    else if (rank == 0)
+        printf("ns_per_call=%.2f calls=%ld repeats=%ld bytes=%ld ranks=%d\n", best, calls,
+               repeats, (long)n * 8, size);
+    free(in);
+    free(out);
+    return !ok;
 }

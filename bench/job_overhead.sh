@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# What the collector costs a job that moves large messages (DESIGN: < 1 % for messages of 128 KiB
+# and more): an MPI job of RANKS ranks doing MPI_Allreduce of each SIZE, run alternately with and
+# without the collector preloaded (PAIRS interleaved pairs, so drift in machine load hits both
+# sides alike).  Per size: the median time per call of each side and the relative difference.
+# The collector's run also has to leave one trace per rank, so a preload that did not take is
+# caught rather than measured as "no overhead".
+#
+# usage: bench/job_overhead.sh [BUILD_DIR [PAIRS [RANKS [SIZE...]]]]
+#        (defaults: build, 9, 2, 131072 1048576 16777216)
+set -euo pipefail
+
+build=${1:-build}
+pairs=${2:-9}
+ranks=${3:-2}
+shift $(($# < 3 ? $# : 3))
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(131072 1048576 16777216)
+bench="$build/bin/cs_bench_allreduce"
+lib="$build/lib"
+for f in "$bench" "$lib/libcommscope.so" "$lib/libcommscope_mpi.so"; do
+    if [ ! -e "$f" ]; then
+        echo "job_overhead.sh: $f not found; build first (cmake --build $build)" >&2
+        exit 1
+    fi
+done
+command -v mpirun >/dev/null || { echo "job_overhead.sh: mpirun not found" >&2; exit 1; }
+lib=$(cd "$lib" && pwd)
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# One run of CALLS calls of SIZE bytes: prints ns per call (rank 0, best of 3 repetitions).
+one() { # $1: with|without $2: size $3: calls
+    local out
+    if [ "$1" = with ]; then
+        mkdir -p "$tmp/run"
+        out=$(LD_PRELOAD="$lib/libcommscope_mpi.so:$lib/libcommscope.so" COMMSCOPE_DIR="$tmp/run" \
+              mpirun --oversubscribe -np "$ranks" -x LD_PRELOAD -x COMMSCOPE_DIR "$bench" "$3" 3 "$2")
+        local n
+        n=$(find "$tmp/run" -name 'rank-*.cst' | wc -l)
+        if [ "$n" -ne "$ranks" ]; then
+            echo "job_overhead.sh: the collector wrote $n traces for $ranks ranks" >&2
+            exit 1
+        fi
+        rm -rf "$tmp/run"
+    else
+        out=$(mpirun --oversubscribe -np "$ranks" "$bench" "$3" 3 "$2")
+    fi
+    sed -n 's/^ns_per_call=\([0-9.]*\).*/\1/p' <<<"$out"
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+
+echo "ranks $ranks, $pairs interleaved pairs per size, best of 3 repetitions per run"
+for size in "${sizes[@]}"; do
+    # About 0.3 s per repetition at a few GB/s; at least 50 calls.
+    calls=$((1000000000 / (size > 1 ? size : 1)))
+    [ "$calls" -ge 50 ] || calls=50
+    [ "$calls" -le 200000 ] || calls=200000
+    with=() without=()
+    for ((i = 0; i < pairs; i++)); do
+        without+=("$(one without "$size" "$calls")")
+        with+=("$(one with "$size" "$calls")")
+        [ -z "${CS_VERBOSE:-}" ] || echo "  pair $((i + 1)): without ${without[-1]} with ${with[-1]}"
+    done
+    mo=$(median "${without[@]}")
+    mw=$(median "${with[@]}")
+    awk -v s="$size" -v c="$calls" -v a="$mw" -v b="$mo" 'BEGIN {
+        printf "%10d bytes, %6d calls: without %12.1f ns/call  with %12.1f ns/call  overhead %+.2f %%\n",
+               s, c, b, a, 100 * (a - b) / b }'
+done
