@@ -16,19 +16,9 @@ ranks=${3:-2}
 shift $(($# < 3 ? $# : 3))
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(131072 1048576 16777216)
-bench="$build/bin/cs_bench_allreduce"
-lib="$build/lib"
-for f in "$bench" "$lib/libcommscope.so" "$lib/libcommscope_mpi.so"; do
-    if [ ! -e "$f" ]; then
-        echo "job_overhead.sh: $f not found; build first (cmake --build $build)" >&2
-        exit 1
-    fi
-done
+. "$(dirname "$0")/common.sh"
+cs_bench_setup job_overhead.sh "$build"
 command -v mpirun >/dev/null || { echo "job_overhead.sh: mpirun not found" >&2; exit 1; }
-lib=$(cd "$lib" && pwd)
-if [ "$(id -u)" = 0 ]; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -51,8 +41,6 @@ one() { # $1: with|without $2: size $3: calls
     fi
     sed -n 's/^ns_per_call=\([0-9.]*\).*/\1/p' <<<"$out"
 }
-
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
 echo "ranks $ranks, $pairs interleaved pairs per size, best of 3 repetitions per run"
 for size in "${sizes[@]}"; do

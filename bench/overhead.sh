@@ -9,19 +9,8 @@ set -euo pipefail
 build=${1:-build}
 pairs=${2:-11}
 calls=${3:-200000}
-bench="$build/bin/cs_bench_allreduce"
-lib="$build/lib"
-for f in "$bench" "$lib/libcommscope.so" "$lib/libcommscope_mpi.so"; do
-    if [ ! -e "$f" ]; then
-        echo "overhead.sh: $f not found; build first (cmake --build $build)" >&2
-        exit 1
-    fi
-done
-lib=$(cd "$lib" && pwd)
-if [ "$(id -u)" = 0 ]; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
-
+. "$(dirname "$0")/common.sh"
+cs_bench_setup overhead.sh "$build"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -51,7 +40,6 @@ for ((i = 0; i < pairs; i++)); do
     printf 'pair %2d: without %8s ns  with %8s ns\n' "$((i + 1))" "${without[-1]}" "${with[-1]}"
 done
 
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 mw=$(median "${with[@]}")
 mo=$(median "${without[@]}")
 echo "median without: $mo ns/call"
