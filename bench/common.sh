@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by overhead.sh and job_overhead.sh (sourced): the build's benchmark and collector, and
 # the median of a list.
 

@@ -16,6 +16,7 @@ ranks=${3:-2}
 shift $(($# < 3 ? $# : 3))
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(131072 1048576 16777216)
+# shellcheck source=bench/common.sh
 . "$(dirname "$0")/common.sh"
 cs_bench_setup job_overhead.sh "$build"
 command -v mpirun >/dev/null || { echo "job_overhead.sh: mpirun not found" >&2; exit 1; }

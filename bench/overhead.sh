@@ -9,6 +9,7 @@ set -euo pipefail
 build=${1:-build}
 pairs=${2:-11}
 calls=${3:-200000}
+# shellcheck source=bench/common.sh
 . "$(dirname "$0")/common.sh"
 cs_bench_setup overhead.sh "$build"
 tmp=$(mktemp -d)
