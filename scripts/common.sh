@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/demo.sh and scripts/test.sh: packages, MPI-as-root settings, configure+build.
 
 # Debian 12 packages commscope needs to build and test.
