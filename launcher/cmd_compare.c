@@ -1,8 +1,10 @@
 /*
  * `commscope compare RUN_DIR RUN_DIR... [--strong | --weak] [--json FILE] [--quiet]`: runs of one
  * program at different scales, held against the smallest (the reference) with the POP scaling
- * metrics (docs/metrics.md, "Scaling across runs").  Each run is analysed in turn and only its
- * numbers are kept, so memory is that of one analysis.
+ * metrics (docs/metrics.md, "Scaling across runs"), and each run's time per step, part by part,
+ * against the reference's (what changed: the same comparison serves runs at one scale before and
+ * after a change).  Each run is analysed in turn and only its numbers are kept, so memory is
+ * that of one analysis.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,15 +23,29 @@ static const char *const term_names[T_N] = {
     [T_SCAL] = "computation_scalability",
 };
 
+/* The parts of a step (the step budget's mean per rank-step over all ranks, report.json
+ * "budget"), as the text report's "Time per step" table shows them. */
+enum { B_COMPUTE, B_GRAD, B_TP, B_OTHER, B_WAIT, B_MPI, B_IDLE, B_N };
+static const char *const part_names[B_N] = {
+    [B_COMPUTE] = "compute_s",  [B_GRAD] = "gradient_sync_s", [B_TP] = "tp_comm_s",
+    [B_OTHER] = "other_comm_s", [B_WAIT] = "wait_s",          [B_MPI] = "other_mpi_s",
+    [B_IDLE] = "idle_s",
+};
+
 struct crun {
     const char *dir;
+    int order; /* position on the command line: among runs of equal ranks the first is the
+                * reference */
     char program[CS_PROGRAM_MAX];
     int ranks;
     double runtime_s, compute_s, lb, ce, pe, ser, xfer, step_s;
+    double part[B_N]; /* NaN: not known (no timed steps; idle without a GPU timeline) */
     size_t problems;
     /* against the reference */
     double scal, ge, speed_eff, rel[T_N];
-    int worst; /* index into term_names, -1 for the reference */
+    int worst;      /* index into term_names, -1 for the reference */
+    double speedup; /* reference's step time over this run's */
+    int changed;    /* index into part_names of the largest change per step, -1 none */
 };
 
 static void usage(FILE *f)
@@ -40,7 +56,10 @@ static void usage(FILE *f)
             "Compare runs of the same program at different scales (POP metrics): scaling\n"
             "efficiency, load balance, communication efficiency, computation scalability and\n"
             "global efficiency of each run against the run with the fewest ranks, and which term\n"
-            "degrades most.\n\n"
+            "degrades most; and each run's time per step, part by part (compute, gradient sync,\n"
+            "other communication, waiting), against the reference's, with its speedup and the\n"
+            "part that changed most.  Runs with the same number of ranks (before and after a\n"
+            "change) compare the same way; among them the first given is the reference.\n\n"
             "options:\n"
             "  --strong     the runs share the total work (default: detected from the total\n"
             "               compute time of the smallest and the largest run)\n"
@@ -50,14 +69,17 @@ static void usage(FILE *f)
             "  -h, --help   this text\n\n"
             "examples:\n"
             "  commscope compare runs/np8 runs/np16 runs/np32\n"
-            "  commscope compare runs/np8 runs/np64 --weak --json scaling.json\n\n"
+            "  commscope compare runs/np8 runs/np64 --weak --json scaling.json\n"
+            "  commscope compare runs/before runs/after\n\n"
             "exit status: 0 compared; 2 usage error; 3 a run could not be analysed.\n");
 }
 
 static int by_ranks(const void *a, const void *b)
 {
     const struct crun *x = a, *y = b;
-    return (x->ranks > y->ranks) - (x->ranks < y->ranks);
+    if (x->ranks != y->ranks)
+        return (x->ranks > y->ranks) - (x->ranks < y->ranks);
+    return (x->order > y->order) - (x->order < y->order);
 }
 
 /* Analyse dir into c.  Returns 0, or the analyzer's error (message on stderr). */
@@ -98,6 +120,21 @@ static int load(const char *dir, struct crun *c)
     c->ser = rep.steps ? rep.steps->serialization_efficiency : NAN;
     c->xfer = rep.steps ? rep.steps->transfer_efficiency : NAN;
     c->step_s = rep.steps ? rep.steps->mean_s : NAN;
+    for (int k = 0; k < B_N; k++)
+        c->part[k] = NAN;
+    if (rep.steps && rep.steps->timed > 0) {
+        const struct cs_report_budget *b = &rep.steps->total;
+        double comm = 0;
+        for (int d = 0; d < CS_DIM_N; d++)
+            comm += b->comm_s[d];
+        c->part[B_COMPUTE] = b->compute_s;
+        c->part[B_GRAD] = b->grad_sync_s;
+        c->part[B_TP] = b->comm_s[CS_DIM_TP];
+        c->part[B_OTHER] = comm - b->comm_s[CS_DIM_TP];
+        c->part[B_WAIT] = b->wait_s;
+        c->part[B_MPI] = b->other_mpi_s;
+        c->part[B_IDLE] = b->idle_s;
+    }
     c->problems = rep.nproblems;
     cs__report_free(&rep);
     cs__run_free(&run);
@@ -111,6 +148,54 @@ static const char *fmt(char *b, size_t n, double v)
     else
         snprintf(b, n, "-");
     return b;
+}
+
+static const char *fmt6(char *b, size_t n, double v)
+{
+    if (isfinite(v))
+        snprintf(b, n, "%.6f", v);
+    else
+        snprintf(b, n, "-");
+    return b;
+}
+
+/* The step table: each run's time per step, part by part, and what changed most. */
+static void steps_text(const struct crun *c, int n)
+{
+    const struct crun *ref = &c[0];
+    int idle = 0;
+    for (int i = 0; i < n; i++)
+        idle |= isfinite(c[i].part[B_IDLE]);
+    printf("\n@--- Time per step against the reference (seconds, mean over timed steps and ranks)"
+           " ---\n");
+    printf("%6s %10s %10s %10s %10s %10s %10s %10s", "Ranks", "Step", "Compute", "Grad_sync",
+           "TP_comm", "Other_comm", "Wait", "Other_MPI");
+    if (idle)
+        printf(" %10s", "Idle");
+    printf(" %8s  %s\n", "Speedup", "Changed most");
+    for (int i = 0; i < n; i++) {
+        const struct crun *x = &c[i];
+        char b[B_N + 2][32];
+        printf("%6d %10s", x->ranks, fmt6(b[0], 32, x->step_s));
+        for (int k = 0; k < B_N; k++)
+            if (k != B_IDLE || idle)
+                printf(" %10s", fmt6(b[k + 1], 32, x->part[k]));
+        printf(" %8s  ", fmt(b[B_N + 1], 32, x->speedup));
+        if (i == 0) {
+            printf("(reference: %s)\n", x->dir);
+        } else if (x->changed >= 0) {
+            int k = x->changed;
+            double d = x->part[k] - ref->part[k];
+            printf("%s %+.6f s", part_names[k], d);
+            if (ref->part[k] > 0)
+                printf(" (%+.0f %%)", 100 * d / ref->part[k]);
+            printf(": %s\n", x->dir);
+        } else {
+            printf("%s: %s\n", isfinite(x->step_s) && isfinite(ref->step_s) ? "none" : "-", x->dir);
+        }
+    }
+    if (!isfinite(ref->step_s))
+        printf("(the reference has no timed steps: nothing to hold the steps against)\n");
 }
 
 static int write_json(FILE *f, const struct crun *c, int n, const char *mode, int detected,
@@ -144,6 +229,21 @@ static int write_json(FILE *f, const struct crun *c, int n, const char *mode, in
             cs__jw_num(&w, term_names[t], c[i].rel[t]);
         cs__jw_close(&w, '}');
         cs__jw_str_or_null(&w, "degrades_most", c[i].worst >= 0 ? term_names[c[i].worst] : "");
+        cs__jw_open(&w, "step_parts", '{');
+        for (int k = 0; k < B_N; k++)
+            cs__jw_num(&w, part_names[k], c[i].part[k]);
+        cs__jw_close(&w, '}');
+        cs__jw_num(&w, "step_speedup", c[i].speedup);
+        if (c[i].changed >= 0) {
+            int k = c[i].changed;
+            cs__jw_open(&w, "changed_most", '{');
+            cs__jw_str(&w, "part", part_names[k]);
+            cs__jw_num(&w, "delta_s", c[i].part[k] - c[0].part[k]);
+            cs__jw_num(&w, "reference_s", c[0].part[k]);
+            cs__jw_close(&w, '}');
+        } else {
+            cs__jw_str_or_null(&w, "changed_most", "");
+        }
         cs__jw_u64(&w, "problems", c[i].problems);
         cs__jw_close(&w, '}');
     }
@@ -220,6 +320,7 @@ int cs__cmd_compare(int argc, char **argv)
             free(dirs);
             return 3;
         }
+        c[i].order = i;
     }
     qsort(c, (size_t)n, sizeof *c, by_ranks);
     for (int i = 1; i < n; i++) {
@@ -253,6 +354,16 @@ int cs__cmd_compare(int argc, char **argv)
         x->rel[T_LB] = x->lb / ref->lb;
         x->rel[T_CE] = x->ce / ref->ce;
         x->rel[T_SCAL] = x->scal / ref->scal;
+        /* The step: speedup, and the part whose time per step moved most either way (none
+         * when no part moved). */
+        x->speedup = x->step_s > 0 ? ref->step_s / x->step_s : NAN;
+        x->changed = -1;
+        for (int k = 0; i > 0 && k < B_N; k++) {
+            double d = fabs(x->part[k] - ref->part[k]);
+            if (isfinite(d) && d > 0 &&
+                (x->changed < 0 || d > fabs(x->part[x->changed] - ref->part[x->changed])))
+                x->changed = k;
+        }
         if (i == 0)
             continue;
         /* the term furthest below the reference's; none when none is below it */
@@ -292,6 +403,10 @@ int cs__cmd_compare(int argc, char **argv)
         else
             printf("At %d ranks the terms could not be computed against the reference.\n",
                    last->ranks);
+        if (n > 1 && c[1].ranks == ref->ranks)
+            printf("(ScaleE of a run with the reference's ranks is its speedup: the reference's"
+                   " runtime over its own)\n");
+        steps_text(c, n);
     }
     int rc = 0;
     if (json) {

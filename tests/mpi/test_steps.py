@@ -348,6 +348,50 @@ def case_compare(a, tmp):
         check(same["degrades_most"] is None and same["runs"][1]["degrades_most"] is None,
               "nothing degrades against itself: %r" % same)
         check("no term degrades" in p.stdout, "the text says so: %r" % p.stdout)
+    # Before and after, at one scale: 4 ranks, then rank 1 computing 4 times as long.  Given
+    # slow first, the slow run is the reference (among equal ranks the first given); its step
+    # parts are its report's budget, and against it the even run is faster, by less waiting.
+    ab = []
+    for name, extra in (("slow", ["--slow-rank", "1", "--slow-factor", "4"]), ("even", [])):
+        rundir = os.path.join(tmp, "ab-" + name)
+        t.commscope_run(rundir, t.MPIRUN + ["-np", "4", t.TRAIN, "--steps", "6"] + extra)
+        ab.append(rundir)
+    p = subprocess.run([t.COMMSCOPE, "compare", "--json", out] + ab, capture_output=True,
+                       text=True)
+    check(p.returncode == 0, "before/after compare exit %d: %s" % (p.returncode, p.stderr))
+    with open(out) as f:
+        c = json.load(f)
+    check(c["reference"] == ab[0] and [r["dir"] for r in c["runs"]] == ab,
+          "the first given is the reference: %r" % [r["dir"] for r in c["runs"]])
+    names = {"compute_s": None, "gradient_sync_s": None, "tp_comm_s": "tp", "wait_s": None,
+             "other_mpi_s": None}
+    parts = []
+    for r in c["runs"]:
+        b = t.load_report(r["dir"])["budget"]["total"]
+        want = {k: (b["comm_s"][v] if v else b[k]) for k, v in names.items()}
+        want["other_comm_s"] = sum(b["comm_s"].values()) - b["comm_s"]["tp"]
+        for k, v in want.items():
+            near(r["step_parts"][k], v, "%s of %s" % (k, r["dir"]))
+        check(r["step_parts"]["idle_s"] is None, "no idle time without a GPU timeline")
+        parts.append(want)
+    ref, run = c["runs"]
+    near(run["step_speedup"], ref["step_s"] / run["step_s"], "step speedup")
+    near(ref["step_speedup"], 1.0, "the reference's own speedup")
+    check(ref["changed_most"] is None, "the reference changes nothing: %r" % ref["changed_most"])
+    delta = {k: parts[1][k] - parts[0][k] for k in parts[0]}
+    big = max(delta, key=lambda k: abs(delta[k]))
+    cm = run["changed_most"]
+    check(cm is not None and cm["part"] == big, "changed most %r, recomputed %s" % (cm, big))
+    if cm:
+        near(cm["delta_s"], delta[big], "changed most: delta")
+        near(cm["reference_s"], parts[0][big], "changed most: the reference's")
+    # What the slowed rank did: the even run's step is shorter, most of all by waiting less.
+    check(run["step_speedup"] > 1.2, "the even run is faster: %r" % run["step_speedup"])
+    check(cm is not None and cm["part"] == "wait_s" and cm["delta_s"] < 0,
+          "less waiting changed most: %r" % cm)
+    check("Time per step against the reference" in p.stdout and "wait_s -" in p.stdout and
+          "its speedup" in p.stdout, "text: the step table and the ScaleE note: %r" % p.stdout)
+
     # A run missing a rank's trace is compared, with a warning that its numbers may be incomplete.
     cut = os.path.join(tmp, "np2-cut")
     shutil.copytree(dirs[2], cut)
