@@ -141,22 +141,19 @@ static int load(const char *dir, struct crun *c)
     return 0;
 }
 
-static const char *fmt(char *b, size_t n, double v)
+/* v with `digits` decimals, "-" when not finite. */
+static const char *fmtd(char *b, size_t n, int digits, double v)
 {
     if (isfinite(v))
-        snprintf(b, n, "%.4f", v);
+        snprintf(b, n, "%.*f", digits, v);
     else
         snprintf(b, n, "-");
     return b;
 }
 
-static const char *fmt6(char *b, size_t n, double v)
+static const char *fmt(char *b, size_t n, double v)
 {
-    if (isfinite(v))
-        snprintf(b, n, "%.6f", v);
-    else
-        snprintf(b, n, "-");
-    return b;
+    return fmtd(b, n, 4, v);
 }
 
 /* The step table: each run's time per step, part by part, and what changed most. */
@@ -176,10 +173,10 @@ static void steps_text(const struct crun *c, int n)
     for (int i = 0; i < n; i++) {
         const struct crun *x = &c[i];
         char b[B_N + 2][32];
-        printf("%6d %10s", x->ranks, fmt6(b[0], 32, x->step_s));
+        printf("%6d %10s", x->ranks, fmtd(b[0], 32, 6, x->step_s));
         for (int k = 0; k < B_N; k++)
             if (k != B_IDLE || idle)
-                printf(" %10s", fmt6(b[k + 1], 32, x->part[k]));
+                printf(" %10s", fmtd(b[k + 1], 32, 6, x->part[k]));
         printf(" %8s  ", fmt(b[B_N + 1], 32, x->speedup));
         if (i == 0) {
             printf("(reference: %s)\n", x->dir);
