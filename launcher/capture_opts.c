@@ -16,15 +16,17 @@ const char *cs__capture_usage(void)
 {
     return "  --capture IFACE[,IFACE...]|auto\n"
            "                    capture packet headers on these interfaces of every node\n"
-           "                    (auto: those routing to the job's other hosts and those the\n"
-           "                    MPI/NCCL configuration names); needs CAP_NET_RAW on the nodes,\n"
-           "                    without it the run goes on without capture (one warning)\n"
+           "                    (auto: those routing to the job's other hosts and those\n"
+           "                    the MPI/NCCL configuration names); needs CAP_NET_RAW on\n"
+           "                    the nodes, without it the run goes on without capture\n"
+           "                    (one warning)\n"
            "  --capture-expect IFACE[,IFACE...]\n"
-           "                    the data interfaces traffic should use (default: RDMA-capable\n"
-           "                    ones, else the fastest captured); traffic elsewhere is flagged\n"
+           "                    the data interfaces traffic should use (default:\n"
+           "                    RDMA-capable ones, else the fastest captured); traffic\n"
+           "                    elsewhere is flagged\n"
            "  --capture-bucket-ms N  time bucket of the aggregation (default 10)\n"
-           "  --capture-raw     also keep raw pcap files, payloads included "
-           "(wire-HOST-IFACE.pcap)\n"
+           "  --capture-raw     also keep raw pcap files, payloads included\n"
+           "                    (wire-HOST-IFACE.pcap)\n"
            "  --capture-raw-max BYTES  cap on each node's raw files (default 104857600)\n";
 }
 

@@ -21,43 +21,45 @@ enum { EXIT_INCOMPLETE = 1, EXIT_SLOW = 3 };
 
 static void usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: commscope fabric [OPTIONS] -- LAUNCHER [LAUNCHER ARGS...]\n\n"
-        "Run commscope's MPI benchmark across the allocation with LAUNCHER (mpirun -np N\n"
-        "--map-by ppr:1:node ..., srun ...): node-to-node latency and bandwidth for every pair\n"
-        "of nodes (sampled above 64 nodes) and a sweep of all-reduce, all-gather,\n"
-        "reduce-scatter, all-to-all and send/recv; then a verdict per node and link (ok or\n"
-        "slow, with measured vs expected vs median) and a ranked list of suspects.\n\n"
-        "  --json FILE             write commscope-fabric/1 JSON to FILE ('-': stdout)\n"
-        "  --raw FILE              keep the benchmark's result lines in FILE\n"
-        "  --min-bytes N           smallest collective size (default 8)\n"
-        "  --max-bytes N           largest collective size (default 64M; 0: no sweep)\n"
-        "  --step-factor N         sweep step (default 2)\n"
-        "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
-        "  --pair-iters N          messages per direction and pair (default 8)\n"
-        "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
-        "  --nccl auto|off         also sweep the collectives over NCCL, one GPU per rank,\n"
-        "                          where every rank has a GPU and libnccl (default auto)\n"
-        "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
-        "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
-        "  -q, --quiet             no text report\n"
-        "  -h, --help              this text\n"
-        "  -o, --output DIR        with --capture: the run directory of the benchmark's\n"
-        "                          traces and wire files (default ./commscope-fabric-\n"
-        "                          YYYYmmdd-HHMMSS)\n"
-        "%s\n"
-        "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or cs_fabric\n"
-        "next to the commscope executable; it must be reachable on every node.\n"
-        "With --capture the benchmark runs under `commscope run --capture` and every link's\n"
-        "verdict gets the wire evidence of its pair test (docs/wire.md).\n\n"
-        "examples:\n"
-        "  commscope fabric -- mpirun -np 16 --map-by ppr:1:node --hostfile hosts\n"
-        "  commscope fabric --json fabric.json --max-bytes 16M -- srun -N 16 --ntasks-per-node 1\n"
-        "  commscope fabric --capture auto -o fab -- mpirun -np 4 --map-by ppr:1:node\n\n"
-        "exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
-        "finish (what it measured is still reported), 2 usage error, 127 launcher not found.\n",
-        cs__capture_usage());
+    fprintf(f,
+            "usage: commscope fabric [OPTIONS] -- LAUNCHER [LAUNCHER ARGS...]\n\n"
+            "Run commscope's MPI benchmark across the allocation with LAUNCHER (mpirun -np N\n"
+            "--map-by ppr:1:node ..., srun ...): node-to-node latency and bandwidth for every\n"
+            "pair of nodes (sampled above 64 nodes) and a sweep of all-reduce, all-gather,\n"
+            "reduce-scatter, all-to-all and send/recv; then a verdict per node and link (ok\n"
+            "or slow, with measured vs expected vs median) and a ranked list of suspects.\n\n"
+            "  --json FILE             write commscope-fabric/1 JSON to FILE ('-': stdout)\n"
+            "  --raw FILE              keep the benchmark's result lines in FILE\n"
+            "  --min-bytes N           smallest collective size (default 8)\n"
+            "  --max-bytes N           largest collective size (default 64M; 0: no sweep)\n"
+            "  --step-factor N         sweep step (default 2)\n"
+            "  --pair-bytes N          message size of the node-to-node test (default 4M)\n"
+            "  --pair-iters N          messages per direction and pair (default 8)\n"
+            "  --max-rounds N          rounds of pairs above 64 nodes (default 16)\n"
+            "  --nccl auto|off         also sweep the collectives over NCCL, one GPU per\n"
+            "                          rank, where every rank has a GPU and libnccl\n"
+            "                          (default auto)\n"
+            "  --peer-fraction F       slow below F x the peers' median (default 0.75)\n"
+            "  --capacity-fraction F   slow below F x the capacity model (default 0.5)\n"
+            "  -q, --quiet             no text report\n"
+            "  -h, --help              this text\n"
+            "  -o, --output DIR        with --capture: the run directory of the benchmark's\n"
+            "                          traces and wire files (default ./commscope-fabric-\n"
+            "                          YYYYmmdd-HHMMSS)\n"
+            "%s\n"
+            "Sizes take K, M, G suffixes.  The benchmark is $COMMSCOPE_FABRIC_BENCH or\n"
+            "cs_fabric next to the commscope executable; it must be reachable on every node.\n"
+            "With --capture the benchmark runs under `commscope run --capture` and every\n"
+            "link's verdict gets the wire evidence of its pair test (docs/wire.md).\n\n"
+            "examples:\n"
+            "  commscope fabric -- mpirun -np 16 --map-by ppr:1:node --hostfile hosts\n"
+            "  commscope fabric --json fabric.json --max-bytes 16M -- \\\n"
+            "                   srun -N 16 --ntasks-per-node 1\n"
+            "  commscope fabric --capture auto -o fab -- mpirun -np 4 --map-by ppr:1:node\n\n"
+            "exit status: 0 all ok, 3 a node or link is slow, 1 the job failed or did not\n"
+            "finish (what it measured is still reported), 2 usage error, 127 launcher not\n"
+            "found.\n",
+            cs__capture_usage());
 }
 
 /* Lines of one of the job's pipes, read as they come. */
@@ -223,14 +225,22 @@ int cs__cmd_fabric(int argc, char **argv)
             i += used - 1;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "commscope fabric: %s needs a value\n", a);
-            return CS__EXIT_USAGE;
-        }
-        const char *val = argv[++i];
         int k;
         for (k = 0; k < NPASS && strcmp(a, pass_names[k]); k++)
             ;
+        if (k == NPASS && strcmp(a, "--json") && strcmp(a, "--raw") && strcmp(a, "-o") &&
+            strcmp(a, "--output") && strcmp(a, "--peer-fraction") &&
+            strcmp(a, "--capacity-fraction")) {
+            fprintf(stderr,
+                    "commscope fabric: unknown option '%s'; see 'commscope fabric --help'\n", a);
+            return CS__EXIT_USAGE;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "commscope fabric: %s needs a value; see 'commscope fabric --help'\n",
+                    a);
+            return CS__EXIT_USAGE;
+        }
+        const char *val = argv[++i];
         if (k < NPASS)
             pass[k] = val;
         else if (!strcmp(a, "--json"))
@@ -248,10 +258,6 @@ int cs__cmd_fabric(int argc, char **argv)
                 return CS__EXIT_USAGE;
             }
             *(a[2] == 'p' ? &lim.peer_fraction : &lim.capacity_fraction) = v;
-        } else {
-            fprintf(stderr,
-                    "commscope fabric: unknown option '%s'; see 'commscope fabric --help'\n", a);
-            return CS__EXIT_USAGE;
         }
     }
     if (pass[NPASS - 1] && strcmp(pass[NPASS - 1], "auto") && strcmp(pass[NPASS - 1], "off")) {

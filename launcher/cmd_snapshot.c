@@ -138,7 +138,7 @@ int cs__cmd_node_snapshot(int argc, char **argv)
     if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc == 2 ? stdout : stderr,
                 "usage: commscope node-snapshot PREFIX\n\nInternal: started by the MPI "
-                "collector on each node's first rank; writes PREFIX.xml and PREFIX.ports.\n\n"
+                "collector on each node's first rank;\nwrites PREFIX.xml and PREFIX.ports.\n\n"
                 "example:\n"
                 "  commscope node-snapshot RUN_DIR/topology/node1\n\n"
                 "exit status: 0 (problems are written into PREFIX.ports as error lines), 1 when\n"

@@ -10,26 +10,25 @@
 #include "internal.h"
 #include "topology.h"
 
-
 static void usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: commscope topo [--topology FILE]... [--json FILE] [--quiet]\n\n"
-        "Print a node's topology: GPUs, NICs, each GPU's nearest NIC and how far it is\n"
-        "(pcie-switch, host-bridge, numa, socket, cross-socket), NIC port states and rates,\n"
-        "NVLink bandwidth, and warnings (ports down, degraded rate, GPUs without a near NIC).\n\n"
-        "  --topology FILE  read an hwloc XML export or an NCCL topology file instead of this\n"
-        "                   machine (repeatable; default $COMMSCOPE_TOPOLOGY, else live)\n"
-        "  --json FILE      also write commscope-topology/1 JSON to FILE ('-': stdout)\n"
-        "  -q, --quiet      no text summary\n"
-        "  -h, --help       this text\n\n"
-        "examples:\n"
-        "  commscope topo\n"
-        "  commscope topo --json node.json --quiet\n"
-        "  commscope topo --topology RUN_DIR/topology/node1.xml\n\n"
-        "exit status: 0, 1 when a topology could not be read (the others are still shown),\n"
-        "2 on a usage error.\n");
+    fprintf(f, "usage: commscope topo [--topology FILE]... [--json FILE] [--quiet]\n\n"
+               "Print a node's topology: GPUs, NICs, each GPU's nearest NIC and how far it is\n"
+               "(pcie-switch, host-bridge, numa, socket, cross-socket), NIC port states and\n"
+               "rates, NVLink bandwidth, and warnings (ports down, degraded rate, GPUs without a\n"
+               "near NIC).\n\n"
+               "  --topology FILE  read an hwloc XML export or an NCCL topology file instead of\n"
+               "                   this machine (repeatable; default $COMMSCOPE_TOPOLOGY, else\n"
+               "                   live)\n"
+               "  --json FILE      also write commscope-topology/1 JSON to FILE ('-': stdout)\n"
+               "  -q, --quiet      no text summary\n"
+               "  -h, --help       this text\n\n"
+               "examples:\n"
+               "  commscope topo\n"
+               "  commscope topo --json node.json --quiet\n"
+               "  commscope topo --topology RUN_DIR/topology/node1.xml\n\n"
+               "exit status: 0, 1 when a topology could not be read (the others are still\n"
+               "shown), 2 on a usage error.\n");
 }
 
 int cs__cmd_topo(int argc, char **argv)

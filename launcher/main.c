@@ -9,16 +9,14 @@
 #include "internal.h"
 
 static const struct cs__cmd commands[] = {
-    {"run", cs__cmd_run,
-     "run a program (mpirun, srun, torchrun, ...) with the collector, then analyse"},
-    {"analyze", cs_cmd_analyze,
-     "analyse a run directory: text summary, JSON and HTML reports, Perfetto trace"},
-    {"version", cs__cmd_version, "print the version of commscope and of its trace format"},
-    {"topo", cs__cmd_topo, "print a node's topology: GPUs, NICs, GPU-NIC pairing, rates, warnings"},
-    {"fabric", cs__cmd_fabric, "benchmark the fabric over MPI: verdict per node and link, suspects"},
-    {"compare", cs__cmd_compare, "compare runs at different scales: POP scaling efficiencies"},
+    {"run", cs__cmd_run, "run a job (mpirun, srun, torchrun) under the collector, analyse"},
+    {"analyze", cs_cmd_analyze, "analyse a run: text summary, JSON and HTML reports, Perfetto"},
+    {"version", cs__cmd_version, "the version of commscope and of its trace format"},
+    {"topo", cs__cmd_topo, "a node's topology: GPUs, NICs, GPU-NIC pairing, link rates"},
+    {"fabric", cs__cmd_fabric, "benchmark the fabric: a verdict per node and link, suspects"},
+    {"compare", cs__cmd_compare, "compare runs: scaling efficiencies, time per step before/after"},
     {"node-snapshot", cs__cmd_node_snapshot,
-     "(internal) the collector's per-node topology and port-counter helper"},
+     "(internal) the collector's per-node topology and port helper"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -28,7 +26,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: commscope COMMAND [ARGS...]\n"
                "       commscope COMMAND --help\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nexamples:\n"
                "  commscope run -- mpirun -np 8 ./train\n"
                "  commscope analyze RUN_DIR --html report.html --perfetto trace.json\n"
