@@ -31,6 +31,12 @@
  *                   instance's transfer time (max_i x_i) and best the shortest transfer time of
  *                   any instance of the same op, communicator class and size in the run
  *
+ * The scenarios change the timed steps only (the windows first .. end - 1): before and after them
+ * every scenario keeps the measured times, so all begin the first timed step as measured (a
+ * warm-up shortened on some ranks only would make them wait in the first timed step, which would
+ * count as a longer step).  Gaps after a step's end marker are outside the step: not compute,
+ * never scaled.
+ *
  * A dependency whose partner is not in the same window (a receive of the next step's message) is
  * cut: the item keeps its measured time.  The same matching gives the step budget its waits at
  * point-to-point calls (s_i - a_i of a send or receive, and of a completion call from its
@@ -235,6 +241,7 @@ struct item {
     unsigned char arr;  /* replayed arrival known (the item is at or before its rank's cursor) */
     unsigned char wk;   /* what the replay waits for (enum wait): set with the fields it reads */
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
+    unsigned char out;  /* its gap is outside a step (after an end marker): never scaled */
     unsigned char dim;  /* point-to-point items: the budget's dimension of their communicator */
 };
 
@@ -247,8 +254,10 @@ struct wrank {
     int started;                 /* first event seen (prev_e valid) */
     double prev_e;
     uint64_t occ;
-    double comp; /* compute of the window: its gaps after the first item, in order, + next_gap */
+    double comp; /* compute of the window's step: its gaps after the first item, in order, +
+                  * next_gap, up to an end marker */
     double next_gap, f_cur, f_prev;
+    int ended;   /* an end marker was read in the window (from its second item on) */
     struct lanes fv_cur, fv_prev; /* {1, f, 1, 1}: the gap factor in each scenario */
     int fin_seen;
     /* per scenario, carried across windows */
@@ -511,6 +520,8 @@ struct replay {
     struct cs__run *run;
     struct cs__steps *S;
     int world;
+    int timed; /* the window being replayed is a timed step's: the scenarios change it */
+    struct lanes ones; /* the gap factor outside steps: 1 in every scenario */
     double origin;
     struct wrank *w;
     struct item *it; /* the window's items */
@@ -676,8 +687,13 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     it->init = it->nbp = it->arr = 0;
     it->wk = W_NONE;
     it->bnd = (signed char)bnd;
-    if (w->n++)
+    it->out = (unsigned char)w->ended; /* the first item: the last window's end marker */
+    if (!w->n++)
+        w->ended = 0;
+    else if (!w->ended)
         w->comp += it->gap;
+    if (bnd == -1)
+        w->ended = 1;
     w->prev_e = e;
     return it;
 }
@@ -1431,7 +1447,7 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
                 b = cs__steps_boundary_of(P->run, P->S, ev, k, &w->occ);
                 if (b == 1 && (first_window || w->n > 0)) {
                     w->peek = ev;
-                    w->next_gap = a - w->prev_e;
+                    w->next_gap = w->ended ? 0 : a - w->prev_e;
                     break;
                 }
             }
@@ -1800,6 +1816,8 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
     /* full overlap: no time after the dependencies for communication calls; best bandwidth:
      * a collective member's scaled */
     v2d x01 = {x, x}, x23 = {it->comm ? 0 : x, x * scale};
+    if (!P->timed)
+        x23 = x01;
     w->R.v[0] = vmax(it->A.v[0], S->v[0] + x01);
     w->R.v[1] = vmax(it->A.v[1], S->v[1] + x23);
     return 1;
@@ -1823,6 +1841,8 @@ static __attribute__((noinline)) void replay_window(struct replay *P, int k)
                 if (!it->arr) {
                     it->arr = 1;
                     const struct lanes *f = cur == w->off ? &w->fv_prev : &w->fv_cur;
+                    if (it->out)
+                        f = &P->ones;
                     it->A.v[0] = w->R.v[0] + it->gap * f->v[0];
                     it->A.v[1] = w->R.v[1] + it->gap * f->v[1];
                     if (it->bnd)
@@ -1947,7 +1967,7 @@ static void straggler_factors(struct replay *P, int k)
     double med = cs__whatif_median(P->med, m);
     for (int r = 0; r < P->world; r++) {
         struct wrank *w = &P->w[r];
-        if (w->n && k >= 0 && w->comp > 0)
+        if (w->n && P->timed && w->comp > 0)
             w->f_cur = med / w->comp;
         for (int sc = 0; sc < SC_N; sc++) {
             LANE(w->fv_prev, sc) = sc == SC_NOSTRAG ? w->f_prev : 1;
@@ -2017,6 +2037,8 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         .pcause = p2p_run ? p2p_run + 2 * (size_t)run->world : NULL,
         .pwb = replay ? p2p_wait : NULL, /* only timed steps count in the budget */
         .replay = replay, .cap_n = cap_n, .hfree = -1, .dfree = -1};
+    for (int sc = 0; sc < SC_N; sc++)
+        LANE(P.ones, sc) = 1;
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
@@ -2075,6 +2097,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
             break;
         resolve(&P);
         if (replay) {
+            P.timed = k >= first && k < end;
             straggler_factors(&P, k);
             replay_window(&P, k);
         }

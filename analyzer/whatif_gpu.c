@@ -5,7 +5,8 @@
  *
  * Each rank's step window (its host step boundaries) holds the GPU records that start in it, on
  * lanes: one per (device, stream) for compute kernels and one per (device, communicator) for NCCL
- * kernels (a communicator's kernels run in order on its stream).  On a lane, an item's replayed
+ * kernels (a communicator's kernels run in order on its stream), linked in the order of their
+ * measured starts (relink(): records come in CUPTI buffers).  On a lane, an item's replayed
  * start is the previous item's replayed end plus the measured gap; the first item of a lane keeps
  * its measured offset from the step's begin.  A compute kernel lasts its measured duration; an
  * NCCL kernel is its rank's member of the collective instance (communicator, sequence) of the
@@ -16,7 +17,8 @@
  * after the latest start among its own and theirs, x measured the same way; a counterpart outside
  * the step window is not waited for.  The rank's step ends a fixed time
  * after its GPU's last work of the step (the measured slack): the host waits for the GPU at the
- * end of a step.  Memory: one step window of GPU records of all ranks.
+ * end of a step.  The scenarios change the timed steps only, as in the host replay.  Memory: one
+ * step window of GPU records of all ranks.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +34,7 @@ struct gi {
     double x;         /* NCCL: e - measured sync point; compute: e - a */
     double scale;     /* best-bandwidth factor of x */
     int prev;         /* previous item on its lane in this window, -1 first */
+    int lane;         /* its lane in the window (struct gr's lane) */
     int comp;         /* compute kernel */
     int32_t inst, idx; /* NCCL: instance in the window and comm rank, -1 none */
     double A, E;
@@ -46,6 +49,9 @@ struct gr {
     uint64_t *lane; /* lane keys of this window, parallel to last */
     int *last;
     size_t nl, capl;
+    int unsorted; /* an item began before the previous one read on its lane */
+    struct lane_ord *ord; /* relink(): the items by lane and start */
+    size_t capord;
     const struct cs_event *peek;
     const struct cs_event *bp, *be; /* cs_reader_next_batch()'s events not read yet */
     int done_reading;
@@ -295,6 +301,43 @@ static int p2p_sync(struct gp *P, const struct gr *w, const struct gi *it, doubl
     return 1;
 }
 
+struct lane_ord {
+    int lane, idx;
+    double a;
+};
+
+static int lane_ord_cmp(const void *x, const void *y)
+{
+    const struct lane_ord *p = x, *q = y;
+    if (p->lane != q->lane)
+        return p->lane < q->lane ? -1 : 1;
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    return (p->idx > q->idx) - (p->idx < q->idx);
+}
+
+/* Links the window's items on each lane in the order they started: GPU records come in CUPTI
+ * buffers, not always in start order, and a lane runs its kernels one after the other.
+ * 0, or -1 out of memory. */
+static int relink(struct gr *w)
+{
+    if (!w->unsorted)
+        return 0;
+    w->unsorted = 0;
+    if (cs__grow((void **)&w->ord, &w->capord, w->n, sizeof *w->ord))
+        return -1;
+    for (size_t i = 0; i < w->n; i++)
+        w->ord[i] = (struct lane_ord){.lane = w->it[i].lane, .idx = (int)i, .a = w->it[i].a};
+    qsort(w->ord, w->n, sizeof *w->ord, lane_ord_cmp);
+    for (size_t j = 0; j < w->n; j++) {
+        struct gi *it = &w->it[w->ord[j].idx];
+        int prev = j > 0 && w->ord[j - 1].lane == it->lane ? w->ord[j - 1].idx : -1;
+        it->prev = prev;
+        it->gap = prev < 0 ? it->a - w->b : it->a - w->it[prev].e;
+    }
+    return 0;
+}
+
 /* Read rank r's GPU records of its next step window (the events up to the boundary that begins
  * the step after it); 0, or -1 out of memory. */
 static int read_window(struct gp *P, int r)
@@ -305,6 +348,7 @@ static int read_window(struct gp *P, int r)
     w->nl = 0;
     w->npl = 0;
     w->fresh = 0;
+    w->unsorted = 0;
     if (w->peek) {
         /* The boundary read last begins this window's step. */
         w->step++;
@@ -381,8 +425,11 @@ static int read_window(struct gp *P, int r)
                           .x = e - a,
                           .scale = 1,
                           .prev = prev,
+                          .lane = lane,
                           .comp = ev->op == CS_OP_GPU_KERNEL,
                           .inst = -1};
+        if (prev >= 0 && a < w->it[prev].a)
+            w->unsorted = 1;
         w->last[lane] = (int)w->n;
         w->n++;
         if (ev->op == CS_OP_GPU_NCCL && ev->request && p2p_item(P, r, ev->request))
@@ -511,6 +558,8 @@ static void replay(struct gp *P, int sc)
         int progress = 0, left = 0;
         for (int r = 0; r < world; r++) {
             struct gr *w = &P->r[r];
+            /* the scenarios change the timed steps only: all begin the first one alike */
+            int timed = w->step >= P->first && w->step < P->end;
             for (size_t i = 0; i < w->n; i++) {
                 struct gi *it = &w->it[i];
                 if (it->done)
@@ -530,7 +579,7 @@ static void replay(struct gp *P, int sc)
                 }
                 double S = it->A, x = it->x;
                 if (it->comp) {
-                    if (sc == SC_NOSTRAG)
+                    if (sc == SC_NOSTRAG && timed)
                         x *= w->f;
                 } else {
                     if (it->inst >= 0) {
@@ -555,9 +604,9 @@ static void replay(struct gp *P, int sc)
                         left = 1;
                         continue;
                     }
-                    if (sc == SC_OVERLAP)
+                    if (sc == SC_OVERLAP && timed)
                         x = 0;
-                    else if (sc == SC_BESTBW && it->inst >= 0)
+                    else if (sc == SC_BESTBW && timed && it->inst >= 0)
                         x *= it->scale;
                 }
                 it->E = S + x > it->A ? S + x : it->A;
@@ -648,7 +697,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
         for (int r = 0; r < world && !bad; r++) {
             int was = P.r[r].step;
             double c_prev = P.r[r].c;
-            bad |= read_window(&P, r) != 0;
+            bad |= read_window(&P, r) != 0 || relink(&P.r[r]) != 0;
             if (P.r[r].fresh) {
                 /* A new step: its replayed begin keeps the measured gap after the last one. */
                 for (int sc = 0; sc < SC_N; sc++)
@@ -693,6 +742,7 @@ void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end
             free(P.r[r].it);
             free(P.r[r].lane);
             free(P.r[r].last);
+            free(P.r[r].ord);
             cs__map_free(&P.r[r].launch);
             cs__map_free(&P.r[r].lbytes);
             for (size_t i = 0; i < P.r[r].p2pl.cap; i++)

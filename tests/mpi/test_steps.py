@@ -197,7 +197,9 @@ def whatif(rep):
 
 def case_replay(a, tmp):
     """The replay reproduces the measured step time (within 5 %) on real cs_train and cs_train2d
-    runs, blocking and overlapped; removing communication time never lengthens a step."""
+    runs, blocking and overlapped; removing communication time never lengthens a step (the
+    scenarios change the timed steps only, so none can be longer than the replayed run: up to
+    the nanosecond rounding of the JSON's numbers)."""
     for name, prog, np_, extra in (("train", t.TRAIN, a.np, []),
                                    ("train-overlap", t.TRAIN, a.np, ["--overlap"]),
                                    ("train2d", TRAIN2D, 4, []),
@@ -217,7 +219,7 @@ def case_replay(a, tmp):
               "%s: replay_error: %r" % (name, w))
         check(w["full_overlap_step_s"] < w["replayed_step_s"],
               "%s: hiding all communication shortens the step: %r" % (name, w))
-        check(w["best_bandwidth_step_s"] <= w["replayed_step_s"] * 1.01,
+        check(w["best_bandwidth_step_s"] <= w["replayed_step_s"] + 1e-9,
               "%s: faster collectives do not lengthen the step: %r" % (name, w))
 
 
@@ -237,7 +239,7 @@ def case_replay_nb(a, tmp):
         err = abs(w["replayed_step_s"] - w["measured_step_s"]) / w["measured_step_s"]
         check(err <= 0.05, "%s: replay within 5%% of the measured step (%.6f): %r"
               % (name, err, w))
-        check(w["full_overlap_step_s"] <= w["replayed_step_s"] * 1.0001,
+        check(w["full_overlap_step_s"] <= w["replayed_step_s"] + 1e-9,
               "%s: hiding all communication does not lengthen the step: %r" % (name, w))
         check(w["note"] is None, "%s: no dependency cut: %r" % (name, w["note"]))
 
@@ -571,7 +573,7 @@ def case_replay_sendrecv(a, tmp):
                                        100 * err, w["no_straggler_step_s"],
                                        w["full_overlap_step_s"]))
         check(w["note"] is None, "halo-%s: no dependency cut: %r" % (name, w["note"]))
-        check(w["full_overlap_step_s"] <= w["replayed_step_s"] * 1.0001,
+        check(w["full_overlap_step_s"] <= w["replayed_step_s"] + 1e-9,
               "halo-%s: hiding all communication does not lengthen the step: %r" % (name, w))
         ev = os.path.join(rundir, "events.csv")
         t.run([t.COMMSCOPE, "analyze", rundir, "--events", ev, "--quiet"], check_rc=None)

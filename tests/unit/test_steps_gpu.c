@@ -361,19 +361,22 @@ int main(int argc, char **argv)
         CHECK_NEAR(s->overlap_ratio, 50.0 / 490.0, 1e-12);
         const struct cs_report_whatif *wi = &s->whatif;
         /* The what-if replay on the GPU timelines (docs/metrics.md, "What-if"): unchanged it
-         * gives the measured step.  Full overlap (NCCL kernels cost nothing after their sync):
-         * rank 1's steps end 150 after its broadcast, which now ends at 680 of its step (830),
-         * until it is held by rank 0's all-reduce arrival at 450 of rank 0's step (which stays
-         * 1000 long: its last compute kernel is launched 450 after the one before): rank 1's
-         * timed steps 850, 1000, 1000, rank 0's 1000 -> mean 975.  Best bandwidth (the
-         * all-reduces' transfer at the best all-reduce of that size, 20 instead of 100): rank 1
-         * 920, 930, 1000 -> 975.  No straggler (compute kernels x 575/550 and 575/600): rank 0
-         * 1025 per step (its crossing kernel ends 25 later), rank 1 1000 -> 1012.5. */
+         * gives the measured step.  The scenarios change the timed steps 1 to 3, which both
+         * ranks begin as measured; each NCCL lane runs its kernels in start order (the records
+         * were written out of order).  Full overlap (NCCL kernels cost nothing after their
+         * sync): rank 1's steps end 150 after its broadcast, which now ends at 680 of its step
+         * (830), until it is held by rank 0's all-reduce arrival at 450 of rank 0's step (which
+         * stays 1000 long: its last compute kernel is launched 450 after the one before): rank
+         * 1's timed steps 830, 850, 1000, rank 0's 1000 -> mean 946.7.  Best bandwidth (the
+         * first all-reduce's transfer at the best all-reduce of that size, 20 instead of 100):
+         * rank 1 920, 920 (arriving 520 into rank 0's step, after rank 0's 450), 930 (arriving
+         * at 440: it waits 10) -> 961.7.  No straggler (compute kernels x 575/550 and 575/600):
+         * rank 0 1025 per step (its crossing kernel ends 25 later), rank 1 1000 -> 1012.5. */
         CHECK_NEAR(wi->measured_step_s, 1000 * u, eps);
         CHECK_NEAR(wi->replayed_step_s, 1000 * u, eps);
         CHECK_NEAR(wi->replay_error, 0, 1e-9);
-        CHECK_NEAR(wi->full_overlap_step_s, 975 * u, eps);
-        CHECK_NEAR(wi->best_bandwidth_step_s, 975 * u, eps);
+        CHECK_NEAR(wi->full_overlap_step_s, 5680.0 / 6 * u, eps);
+        CHECK_NEAR(wi->best_bandwidth_step_s, 5770.0 / 6 * u, eps);
         CHECK_NEAR(wi->no_straggler_step_s, 1012.5 * u, eps);
         CHECK_STR(wi->note, "replayed on the GPU timelines");
     }
