@@ -230,6 +230,13 @@ def main():
     err = w.get("replay_error")
     T.check(isinstance(err, (int, float)) and abs(err) <= 0.05,
             "replay within 5 %% of the measured step: %r" % w)
+    # The scenarios change the timed steps only: hiding or speeding up communication never
+    # lengthens a step (up to the JSON's rounding).
+    rp = w.get("replayed_step_s")
+    for k in ("full_overlap_step_s", "best_bandwidth_step_s"):
+        v = w.get(k)
+        T.check(isinstance(v, float) and isinstance(rp, float) and v <= rp + 1e-9,
+                "GPU what-if %s %r <= replayed %r" % (k, v, rp))
     if not T.failures:
         shutil.rmtree(tmp, ignore_errors=True)
     return finish()
