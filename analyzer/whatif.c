@@ -521,7 +521,6 @@ struct replay {
     struct cs__steps *S;
     int world;
     int timed; /* the window being replayed is a timed step's: the scenarios change it */
-    struct lanes ones; /* the gap factor outside steps: 1 in every scenario */
     double origin;
     struct wrank *w;
     struct item *it; /* the window's items */
@@ -1823,6 +1822,9 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
     return 1;
 }
 
+/* The gap factor outside steps: 1 in every scenario. */
+static const struct lanes ones = {{{1, 1}, {1, 1}}};
+
 /* Replay window k (-1: before the first step) in every scenario. */
 static __attribute__((noinline)) void replay_window(struct replay *P, int k)
 {
@@ -1842,7 +1844,7 @@ static __attribute__((noinline)) void replay_window(struct replay *P, int k)
                     it->arr = 1;
                     const struct lanes *f = cur == w->off ? &w->fv_prev : &w->fv_cur;
                     if (it->out)
-                        f = &P->ones;
+                        f = &ones;
                     it->A.v[0] = w->R.v[0] + it->gap * f->v[0];
                     it->A.v[1] = w->R.v[1] + it->gap * f->v[1];
                     if (it->bnd)
@@ -2037,8 +2039,6 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         .pcause = p2p_run ? p2p_run + 2 * (size_t)run->world : NULL,
         .pwb = replay ? p2p_wait : NULL, /* only timed steps count in the budget */
         .replay = replay, .cap_n = cap_n, .hfree = -1, .dfree = -1};
-    for (int sc = 0; sc < SC_N; sc++)
-        LANE(P.ones, sc) = 1;
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);

@@ -913,7 +913,9 @@ static int check_whatif(yajl_val v, char *why, size_t cap)
     return 0;
 }
 
-static int check_json(const char *path, const char *what, char *why, size_t cap)
+/* path parses as JSON, and passes rule (when not NULL); 0, or -1 with the reason in why. */
+static int check_json(const char *path, const char *what, int (*rule)(yajl_val, char *, size_t),
+                      char *why, size_t cap)
 {
     char *s = slurp(path, NULL);
     if (!s) {
@@ -930,7 +932,7 @@ static int check_json(const char *path, const char *what, char *why, size_t cap)
                 *p = ' ';
         return -1;
     }
-    int rc = strcmp(what, "JSON report") == 0 ? check_whatif(v, why, cap) : 0;
+    int rc = rule ? rule(v, why, cap) : 0;
     yajl_tree_free(v);
     return rc;
 }
@@ -1009,8 +1011,8 @@ static int analyse(const char dir[64], char *why, size_t cap, int *code)
     else if (WEXITSTATUS(st) == 3)
         rc = 0;
     else if (check_text(out, "text report", why, cap) == 0 &&
-             check_json(json, "JSON report", why, cap) == 0 &&
-             check_json(pf, "Perfetto", why, cap) == 0 &&
+             check_json(json, "JSON report", check_whatif, why, cap) == 0 &&
+             check_json(pf, "Perfetto", NULL, why, cap) == 0 &&
              check_text(csv, "events CSV", why, cap) == 0) {
         char *h = slurp(html, NULL);
         if (!h || !strstr(h, "</html>"))
