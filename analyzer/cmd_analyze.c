@@ -10,6 +10,7 @@
 
 #include "cmd.h"
 #include "internal.h"
+#include "outfile.h"
 #include "wire.h"
 #include "kineto.h"
 
@@ -106,22 +107,46 @@ static int parse_steps(const char *s, int *from, int *to)
     return 0;
 }
 
-/* Write one report file with fn; returns 0, or 1 after saying why on stderr. */
+/* Write one report file with fn, whole or not at all; returns 0, or 1 after saying why on
+ * stderr. */
 static int write_report(const char *what, const char *path, const struct cs_report *rep,
                         int (*fn)(const struct cs_report *, FILE *))
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "commscope analyze: cannot write the %s report to %s: %s\n", what, path,
-                strerror(errno));
+    struct cs__outfile o;
+    char err[PATH_MAX + 128];
+    if (cs__out_open(&o, path, err, sizeof err) != 0) {
+        fprintf(stderr, "commscope analyze: the %s report: %s\n", what, err);
         return 1;
     }
-    int wr = fn(rep, f);
-    if ((f != stdout && fclose(f) != 0) || wr) {
-        fprintf(stderr, "commscope analyze: error writing %s\n", path);
+    errno = 0;
+    if (fn(rep, o.f) != 0) {
+        int e = errno;
+        cs__out_abort(&o);
+        fprintf(stderr, "commscope analyze: error writing the %s report %s: %s; not written\n",
+                what, path, e ? strerror(e) : "write error");
+        return 1;
+    }
+    if (cs__out_commit(&o, err, sizeof err) != 0) {
+        fprintf(stderr, "commscope analyze: the %s report: %s\n", what, err);
         return 1;
     }
     return 0;
+}
+
+/* Finish a streamed output (events CSV, Perfetto) after the analysis; 0 or 1 (said why). */
+static int finish_stream(struct cs__outfile *o, int keep)
+{
+    if (!o->f)
+        return 0;
+    if (!keep) {
+        cs__out_abort(o);
+        return 0;
+    }
+    char err[PATH_MAX + 128];
+    if (cs__out_commit(o, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "commscope analyze: %s\n", err);
+    return 1;
 }
 
 int cs_cmd_analyze(int argc, char **argv)
@@ -233,34 +258,31 @@ int cs_cmd_analyze(int argc, char **argv)
 
     struct cs__run run;
     struct cs_report rep;
-    FILE *ev = NULL;
-    if (events && !(ev = fopen(events, "w"))) {
-        fprintf(stderr, "commscope analyze: cannot write events to %s: %s\n", events,
-                strerror(errno));
+    /* The streamed outputs are written while the traces are read: through temporary files too,
+     * renamed into place once the analysis is done. */
+    struct cs__outfile evo = {0}, pfo = {0};
+    if (events && cs__out_open(&evo, events, err, sizeof err) != 0) {
+        fprintf(stderr, "commscope analyze: events: %s\n", err);
         return 3;
     }
-    if (po.path && !(po.out = fopen(po.path, "w"))) {
-        fprintf(stderr, "commscope analyze: cannot write the Perfetto trace to %s: %s\n", po.path,
-                strerror(errno));
-        if (ev)
-            fclose(ev);
+    if (po.path && cs__out_open(&pfo, po.path, err, sizeof err) != 0) {
+        fprintf(stderr, "commscope analyze: the Perfetto trace: %s\n", err);
+        cs__out_abort(&evo);
         return 3;
     }
-    struct cs__analyze_opts ao = {.events_out = ev,
+    err[0] = '\0';
+    po.out = pfo.f;
+    struct cs__analyze_opts ao = {.events_out = evo.f,
                                   .perfetto = po.path ? &po : NULL,
                                   .progress_out = !quiet && isatty(2) ? stderr : NULL,
                                   .timeline = html != NULL};
     int rc = from ? cs__analyze_kineto(inputs, ninputs, &run, &rep, err, sizeof err, &ao)
                   : cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
-    if (ev && fclose(ev) != 0) {
-        fprintf(stderr, "commscope analyze: error writing %s\n", events);
-        rc = rc ? rc : CS_EIO;
-    }
-    if (po.out && fclose(po.out) != 0) {
-        fprintf(stderr, "commscope analyze: error writing %s\n", po.path);
-        rc = rc ? rc : CS_EIO;
-    }
-    if (rc == CS_ENOENT || rc == CS_EIO || (rc && !run.ranks)) {
+    int hard = rc == CS_ENOENT || rc == CS_EIO || (rc && !run.ranks);
+    /* Nothing analysed: no empty events or Perfetto file is left behind. */
+    int keep = !hard && rep.ranks_found != 0;
+    int stream_bad = finish_stream(&evo, keep) | finish_stream(&pfo, keep);
+    if (hard) {
         for (size_t i = 0; i < run.nproblems; i++)
             fprintf(stderr, "commscope analyze: %s\n", run.problems[i]);
         fprintf(stderr, "commscope analyze: %s\n", err[0] ? err : cs_strerror(rc));
@@ -270,7 +292,7 @@ int cs_cmd_analyze(int argc, char **argv)
     }
     for (size_t i = 0; i < run.nproblems; i++)
         fprintf(stderr, "commscope analyze: %s\n", run.problems[i]);
-    int status = rep.ranks_found == 0 ? 3 : (rc || run.nproblems) ? 1 : 0;
+    int status = rep.ranks_found == 0 ? 3 : (rc || run.nproblems || stream_bad) ? 1 : 0;
     if (status == 3) {
         fprintf(stderr, "commscope analyze: nothing to analyse in %s\n", dir);
     } else {

@@ -230,7 +230,12 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
                         " unclaimed blocks skipped, %" PRIu64 " unsealed blocks",
                         f[i].name, h->rank, st->events, st->event_blocks, st->empty_blocks,
                         st->unsealed_blocks);
-        if (h->dropped)
+        if (h->flags & CS_FLAG_STORAGE)
+            cs__problem(run,
+                        "%s: recording stopped at a storage fault (%s); %" PRIu64
+                        " later events were not recorded (counted as dropped)",
+                        f[i].name, h->note[0] ? h->note : "no reason recorded", h->dropped);
+        else if (h->dropped)
             cs__problem(run, "%s: %" PRIu64 " events dropped at the buffer cap", f[i].name,
                         h->dropped);
         if (h->flags & CS_FLAG_DISABLED)

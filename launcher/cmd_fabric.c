@@ -338,6 +338,7 @@ int cs__cmd_fabric(int argc, char **argv)
         return 1;
     }
     if (pid == 0) {
+        cs__restore_child_signals();
         dup2(fd[1], 1);
         dup2(efd[1], 2);
         close(fd[0]);

@@ -569,6 +569,7 @@ static int run_program(char *const *cav, int *sig, int *not_started)
     }
     if (pid == 0) {
         set_forwarding(0);
+        cs__restore_child_signals();
         sigprocmask(SIG_SETMASK, &old, NULL);
         close(pfd[0]);
         execvp(cav[0], cav);

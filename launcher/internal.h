@@ -20,6 +20,10 @@ enum {
     CS__EXIT_NOTFOUND = 127 /* PROGRAM not found (as a shell does) */
 };
 
+/* In a child about to exec a program: give it back the signal dispositions commscope changed
+ * for itself (SIGXFSZ, ignored by commscope; main.c). */
+void cs__restore_child_signals(void);
+
 int cs__cmd_run(int argc, char **argv);
 int cs__cmd_version(int argc, char **argv);
 int cs__cmd_topo(int argc, char **argv);

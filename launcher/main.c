@@ -2,6 +2,7 @@
  * `commscope COMMAND ...`: the user's entry point.  Subcommands come from one table, one file each
  * (perf style), so later commands (compare, topo, fabric) are one row and one file.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,14 @@ static void usage(FILE *f)
     fprintf(f, "\nSee docs/user-guide.md for the environment variables and exit statuses.\n");
 }
 
+/* SIGXFSZ as the user's shell left it, for the programs commscope starts. */
+static struct sigaction xfsz_orig;
+
+void cs__restore_child_signals(void)
+{
+    sigaction(SIGXFSZ, &xfsz_orig, NULL);
+}
+
 static const struct cs__cmd *find_command(const char *name)
 {
     for (size_t i = 0; i < N_COMMANDS; i++)
@@ -46,6 +55,14 @@ static const struct cs__cmd *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    /*
+     * A file-size limit (ulimit -f) must make a report fail with a message, not kill commscope:
+     * ignored, SIGXFSZ turns a write past the limit into the error EFBIG.  The programs it starts
+     * get the disposition back (cs__restore_child_signals).
+     */
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGXFSZ, &ign, &xfsz_orig);
     if (argc < 2) {
         usage(stderr);
         return CS__EXIT_USAGE;

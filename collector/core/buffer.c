@@ -59,8 +59,9 @@ void cs__prefault(void *addr, size_t len)
 }
 
 /*
- * Make the file at least `blocks` blocks long; with `populate`, also populate what was added.
- * Returns 0 or an errno value.
+ * Make the file at least `blocks` blocks long (in CS__GROW_BLOCKS steps, or exactly `blocks` when
+ * a whole step does not fit the disk or the file-size limit); with `populate`, also populate what
+ * was added.  Returns 0 or an errno value; the file is unchanged on failure.
  */
 static int grow_file(uint64_t blocks, int populate)
 {
@@ -73,26 +74,22 @@ static int grow_file(uint64_t blocks, int populate)
         uint64_t want = (blocks + CS__GROW_BLOCKS - 1) / CS__GROW_BLOCKS * CS__GROW_BLOCKS;
         if (want > cs__t.max_blocks)
             want = cs__t.max_blocks;
-        off_t from = (off_t)(CS_HEADER_SIZE + have * CS_BLOCK_SIZE);
-        off_t to = (off_t)(CS_HEADER_SIZE + want * CS_BLOCK_SIZE);
+        uint64_t from = CS_HEADER_SIZE + have * CS_BLOCK_SIZE;
         /*
-         * fallocate reserves the disk space, so a full disk fails here, where we can turn
-         * tracing off, rather than as SIGBUS when a page of the mapping is first written.
+         * The blocks are allocated (cs__extend) before anyone can store into their pages, so a
+         * full disk or the file-size limit fails here, where recording can stop, never as SIGBUS
+         * or SIGXFSZ in the program.
          */
-        int rc = -1;
-        if (cs__t.fallocate_works) {
-            rc = fallocate(cs__t.fd, 0, from, to - from);
-            if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
-                cs__t.fallocate_works = 0;
-            }
+        err = cs__extend(cs__t.fd, from, CS_HEADER_SIZE + want * CS_BLOCK_SIZE,
+                         &cs__t.fallocate_works);
+        if (err && want > blocks) {
+            want = blocks;
+            err = cs__extend(cs__t.fd, from, CS_HEADER_SIZE + want * CS_BLOCK_SIZE,
+                             &cs__t.fallocate_works);
         }
-        if (rc != 0 && !cs__t.fallocate_works)
-            rc = ftruncate(cs__t.fd, to);
-        if (rc != 0) {
-            err = errno;
-        } else {
+        if (!err) {
             if (populate)
-                cs__prefault(cs__t.base + from, (size_t)(to - from));
+                cs__prefault(cs__t.base + from, (size_t)(want - have) * CS_BLOCK_SIZE);
             atomic_store_explicit(&cs__t.file_blocks, want, memory_order_release);
         }
     }
@@ -102,14 +99,34 @@ static int grow_file(uint64_t blocks, int populate)
 
 int64_t cs__claim_blocks(uint64_t n)
 {
-    /* A CAS loop rather than fetch_add: a failed claim at the cap must not advance the counter,
-     * or a later smaller claim would leave a hole of unclaimed blocks inside a closed file. */
+    /*
+     * A CAS loop rather than fetch_add: a failed claim must not advance the counter, or a later
+     * smaller claim would leave a hole of unclaimed blocks inside a closed file.  A claim is
+     * made only of blocks the file already holds (growing it first when needed), so every
+     * claimed block lies inside the file: nothing ever stores past its end, and close reads
+     * only blocks that exist.
+     */
     uint64_t first = atomic_load_explicit(&cs__t.next_block, memory_order_relaxed);
-    do {
-        if (n > cs__t.max_blocks || first > cs__t.max_blocks - n)
+    for (;;) {
+        if (atomic_load_explicit(&cs__t.storage_failed, memory_order_relaxed) ||
+            n > cs__t.max_blocks || first > cs__t.max_blocks - n)
             return -1;
-    } while (!atomic_compare_exchange_weak_explicit(&cs__t.next_block, &first, first + n,
-                                                    memory_order_relaxed, memory_order_relaxed));
+        if (first + n > atomic_load_explicit(&cs__t.file_blocks, memory_order_acquire)) {
+            int err = grow_file(first + n, !cs__t.helper_running);
+            if (err) {
+                cs__storage_failed("cannot extend trace file %s to %llu blocks (%llu MiB): %s",
+                                   cs__t.path, (unsigned long long)(first + n),
+                                   (unsigned long long)((first + n) * CS_BLOCK_SIZE >> 20),
+                                   strerror(err));
+                return -1;
+            }
+            first = atomic_load_explicit(&cs__t.next_block, memory_order_relaxed);
+            continue;
+        }
+        if (atomic_compare_exchange_weak_explicit(&cs__t.next_block, &first, first + n,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            break;
+    }
     /* Seq-cst, with the helper's store of wake_at and its reload of next_block: either this
      * claim sees the helper's wake_at, or the helper sees this claim (no lost wake-up). */
     uint64_t wake = atomic_load(&cs__t.wake_at);
@@ -117,12 +134,6 @@ int64_t cs__claim_blocks(uint64_t n)
         atomic_compare_exchange_strong(&cs__t.wake_at, &wake, UINT64_MAX)) {
         atomic_fetch_add(&cs__t.helper_seq, 1);
         syscall(SYS_futex, &cs__t.helper_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-    }
-    int err = grow_file(first + n, !cs__t.helper_running);
-    if (err) {
-        cs_disable("cannot extend trace file %s to %llu blocks: %s", cs__t.path,
-                   (unsigned long long)(first + n), strerror(err));
-        return -1;
     }
     return (int64_t)first;
 }

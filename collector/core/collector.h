@@ -99,6 +99,13 @@ CS_EXPORT const char *cs_local_dir(void);
 /* The header of the open trace (for the front end's read-only use), or NULL. */
 CS_EXPORT const struct cs_file_header *cs_trace_header(void);
 
+/*
+ * Write n bytes at fd's offset, retrying short writes and EINTR, refusing with EFBIG anything that
+ * would cross the file-size limit (RLIMIT_FSIZE) instead of letting the kernel send SIGXFSZ.  For
+ * every file the collector writes besides the trace.  Returns 0 or an errno value.
+ */
+CS_EXPORT int cs_write_all(int fd, const void *buf, size_t n);
+
 /* Print "commscope[rank N]: <message>" on stderr with write(2). */
 CS_EXPORT void cs_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -83,7 +83,8 @@ struct cs__trace {
     _Atomic uint64_t next_block;      /* blocks claimed so far (never above max_blocks) */
     _Atomic uint64_t file_blocks;     /* blocks the file currently holds */
     _Atomic uint32_t next_thread;     /* next thread index */
-    int fallocate_works;              /* 0 once fallocate said EOPNOTSUPP: use ftruncate */
+    int fallocate_works;              /* 0 once fallocate said EOPNOTSUPP: write zeros */
+    _Atomic int storage_failed;       /* the file could not grow: record nothing more */
     _Atomic uint64_t ready_blocks;    /* blocks populated (page-table entries in place) */
     _Atomic uint64_t wake_at;         /* a claim reaching this block wakes the helper */
     _Atomic uint32_t helper_seq;      /* futex word: bumped to wake the helper */
@@ -138,5 +139,23 @@ void cs__helper_forget(void);
 
 /* Count one dropped event in the header. */
 void cs__count_drop(void);
+
+/*
+ * Stop recording after a storage fault (out of space, the file-size limit, an I/O error): warn
+ * once with the reason, put it in the header note with CS_FLAG_STORAGE, and from now on count
+ * every event as dropped.  The program goes on untouched.
+ */
+void cs__storage_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- storage.c: writing files without SIGXFSZ or SIGBUS ---- */
+
+/* The soft RLIMIT_FSIZE in bytes (read now), UINT64_MAX when there is none. */
+uint64_t cs__fsize_limit(void);
+/*
+ * Give fd real disk blocks over [from, to): fallocate, or written zeros where the filesystem has
+ * none (then *fallocate_works is cleared).  Never past the file-size limit.  Returns 0 or an
+ * errno value (EFBIG at the limit, ENOSPC, EIO, ...).
+ */
+int cs__extend(int fd, uint64_t from, uint64_t to, int *fallocate_works);
 
 #endif

@@ -125,18 +125,6 @@ static uint64_t random_nonce(void)
     return v ? v : 1;
 }
 
-/* Give the file its header page and `blocks` blocks.  Returns 0 or an errno value. */
-static int size_file(int fd, uint64_t blocks)
-{
-    off_t len = (off_t)(CS_HEADER_SIZE + blocks * CS_BLOCK_SIZE);
-    if (fallocate(fd, 0, 0, len) == 0)
-        return 0;
-    if (errno != EOPNOTSUPP && errno != ENOSYS)
-        return errno;
-    cs__t.fallocate_works = 0;
-    return ftruncate(fd, len) == 0 ? 0 : errno;
-}
-
 static void fill_header(struct cs_file_header *h, const struct cs_trace_params *p, uint64_t t_init,
                         int skewed)
 {
@@ -205,14 +193,40 @@ int cs_trace_open(const struct cs_trace_params *p)
         return -1;
     }
 
-    uint64_t max_blocks = (cfg->max_bytes - CS_HEADER_SIZE) / CS_BLOCK_SIZE;
+    /* The trace stays below the file-size limit (ulimit -f): the kernel answers a write past it
+     * with SIGXFSZ, which would kill the program. */
+    uint64_t cap = cfg->max_bytes, limit = cs__fsize_limit();
+    if (limit < cap) {
+        cap = limit;
+        if (cap >= CS_HEADER_SIZE + CS_BLOCK_SIZE)
+            cs_warn("trace file capped at %llu KiB by the file-size limit (ulimit -f), below "
+                    "COMMSCOPE_MAX_MB",
+                    (unsigned long long)(cap >> 10));
+    }
+    if (cap < CS_HEADER_SIZE + CS_BLOCK_SIZE) {
+        cs_warn("the file-size limit (ulimit -f) of %llu bytes leaves no room for a trace file "
+                "(at least %u bytes); not tracing",
+                (unsigned long long)cap, CS_HEADER_SIZE + CS_BLOCK_SIZE);
+        close(fd);
+        unlink(cs__t.path);
+        return -1;
+    }
+    uint64_t max_blocks = (cap - CS_HEADER_SIZE) / CS_BLOCK_SIZE;
     /* The file starts with the helper's whole reserve, populated below, so writers find their
-     * pages ready from the first event on (see CS__AHEAD_BLOCKS). */
+     * pages ready from the first event on (see CS__AHEAD_BLOCKS); on a disk with less room it
+     * starts smaller. */
     uint64_t initial = max_blocks < CS__AHEAD_BLOCKS ? max_blocks : CS__AHEAD_BLOCKS;
     cs__t.fallocate_works = 1;
-    if ((err = size_file(fd, initial)) != 0) {
+    for (;;) {
+        err = cs__extend(fd, 0, CS_HEADER_SIZE + initial * CS_BLOCK_SIZE, &cs__t.fallocate_works);
+        if (!err || initial <= 1)
+            break;
+        initial /= 16;
+    }
+    if (err) {
         cs_warn("cannot size trace file %s: %s; not tracing", cs__t.path, strerror(err));
         close(fd);
+        unlink(cs__t.path);
         return -1;
     }
     if (stale_base) {
@@ -241,6 +255,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     atomic_store(&cs__t.file_blocks, initial);
     atomic_store(&cs__t.ready_blocks, initial);
     atomic_store(&cs__t.next_thread, 0);
+    atomic_store(&cs__t.storage_failed, 0);
     cs__t.comm_blk = NULL;
     cs__t.comm_seq = 0;
     cs__t.comm_full_warned = 0;
@@ -291,7 +306,8 @@ int cs_trace_add_comm(const struct cs_comm_record *rec)
             len <= CS__BLOCK_PAYLOAD ? 1 : (len + sizeof *b + CS_BLOCK_SIZE - 1) / CS_BLOCK_SIZE;
         int64_t i = cs__claim_blocks(span);
         if (i < 0) {
-            if (!cs__t.comm_full_warned && __atomic_load_n(&cs_active, __ATOMIC_RELAXED)) {
+            if (!cs__t.comm_full_warned && __atomic_load_n(&cs_active, __ATOMIC_RELAXED) &&
+                !atomic_load(&cs__t.storage_failed)) {
                 cs__t.comm_full_warned = 1;
                 cs_warn("trace file %s is at its cap (COMMSCOPE_MAX_MB): communicator %llu "
                         "(and later ones) not recorded",
@@ -369,12 +385,21 @@ void cs_trace_close(uint64_t t_finalize)
             cs__block_seal(b);
         i += span;
     }
-    h->blocks = nb;
-    h->events = events;
-    __atomic_fetch_and(&h->flags, ~(uint32_t)CS_FLAG_PARTIAL, __ATOMIC_RELAXED);
-    h->header_crc = 0;
-    h->header_crc = cs_crc32(0, h, CS_HEADER_SIZE);
-
+    /*
+     * The closed header is written last, through the file, after the file was trimmed: a reader
+     * (a live analysis) sees either the partial header of a file that may still shrink, which it
+     * reads by copy, or the closed header of a file that will not change again.
+     */
+    union {
+        struct cs_file_header h;
+        unsigned char page[CS_HEADER_SIZE];
+    } fin;
+    memcpy(fin.page, h, CS_HEADER_SIZE);
+    fin.h.blocks = nb;
+    fin.h.events = events;
+    fin.h.flags &= ~(uint32_t)CS_FLAG_PARTIAL;
+    fin.h.header_crc = 0;
+    fin.h.header_crc = cs_crc32(0, fin.page, CS_HEADER_SIZE);
     size_t bytes = CS_HEADER_SIZE + nb * CS_BLOCK_SIZE;
     /* MS_SYNC so rank 0 on another node of a shared filesystem reads the final bytes. */
     if (msync(cs__t.base, bytes, MS_SYNC) != 0)
@@ -382,7 +407,11 @@ void cs_trace_close(uint64_t t_finalize)
     detach_mapping();
     if (ftruncate(cs__t.fd, (off_t)bytes) != 0)
         cs_warn("cannot trim trace file %s to %zu bytes: %s", cs__t.path, bytes, strerror(errno));
-    close(cs__t.fd);
+    if (pwrite(cs__t.fd, fin.page, CS_HEADER_SIZE, 0) != (ssize_t)CS_HEADER_SIZE)
+        cs_warn("cannot write the closed header of trace file %s: %s; it stays marked partial",
+                cs__t.path, strerror(errno));
+    if (close(cs__t.fd) != 0)
+        cs_warn("closing trace file %s: %s", cs__t.path, strerror(errno));
     cs__t.fd = -1;
     cs__t.open = 0;
     cs__t.hdr = NULL;

@@ -59,6 +59,26 @@ void cs_disable(const char *fmt, ...)
     }
 }
 
+void cs__storage_failed(const char *fmt, ...)
+{
+    if (atomic_exchange(&cs__t.storage_failed, 1))
+        return;
+    char reason[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    cs_warn("recording stopped: %s; the program goes on, and the events it makes from now on are "
+            "counted as dropped",
+            reason);
+    if (cs__t.open) {
+        struct cs_file_header *h = cs__t.hdr;
+        memcpy(h->note, reason, sizeof h->note);
+        h->note[sizeof h->note - 1] = '\0';
+        __atomic_fetch_or(&h->flags, CS_FLAG_STORAGE, __ATOMIC_RELEASE);
+    }
+}
+
 int cs__disable_requested(void)
 {
     return atomic_load(&disable_latch);

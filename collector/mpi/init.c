@@ -258,7 +258,7 @@ static void copy_local(const struct file_info *fi, char *buf)
     int ok = in >= 0 && out >= 0;
     for (uint64_t off = 0; ok && off < fi->size;) {
         ssize_t n = pread(in, buf, CHUNK, (off_t)off);
-        ok = n > 0 && write(out, buf, (size_t)n) == n;
+        ok = n > 0 && (errno = cs_write_all(out, buf, (size_t)n)) == 0;
         off += n > 0 ? (uint64_t)n : 0;
     }
     if (in >= 0)
@@ -296,10 +296,9 @@ static void receive_file(int r, const struct file_info *fi, char *buf)
             ok = 0; /* the sender could not read its file and stopped */
             break;
         }
-        if (ok && write(out, buf + 8, (size_t)len) != (ssize_t)len) {
+        /* cs_write_all: a full disk or a file-size limit fails the copy, never the rank. */
+        if (ok && (werr = cs_write_all(out, buf + 8, (size_t)len)) != 0)
             ok = 0;
-            werr = errno;
-        }
         got += (uint64_t)len;
     }
     if (out >= 0 && close(out) != 0)

@@ -269,8 +269,8 @@ static void stop_helper(char *buf[2], int64_t len[2])
     }
 }
 
-/* Rank 0: open RUN_DIR/topology/.HOST.SUFFIX.tmp; path gets the final name.  NULL on failure. */
-static FILE *open_node_file(const char *host, int i, char *path, char *tmp, size_t cap)
+/* Rank 0: open RUN_DIR/topology/.HOST.SUFFIX.tmp; path gets the final name.  -1 on failure. */
+static int open_node_file(const char *host, int i, char *path, char *tmp, size_t cap)
 {
     char dir[PATH_MAX], safe[CS_HOST_MAX];
     /* Host names are [A-Za-z0-9.-]; anything else would not make a safe file name. */
@@ -283,17 +283,17 @@ static FILE *open_node_file(const char *host, int i, char *path, char *tmp, size
     mkdir(dir, 0755);
     snprintf(path, cap, "%s/%s%s", dir, safe, suffix[i]);
     snprintf(tmp, cap, "%s/.%s%s.tmp", dir, safe, suffix[i]);
-    FILE *f = fopen(tmp, "wbe");
-    if (!f)
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
         cs_warn("could not write %s: %s", tmp, strerror(errno));
-    return f;
+    return fd;
 }
 
-static void close_node_file(FILE *f, int ok, const char *path, const char *tmp)
+static void close_node_file(int fd, int ok, const char *path, const char *tmp)
 {
-    if (!f)
+    if (fd < 0)
         return;
-    if (fclose(f) != 0)
+    if (close(fd) != 0)
         ok = 0;
     if (ok && rename(tmp, path) == 0)
         return;
@@ -336,8 +336,8 @@ void cs__node_finish(MPI_Comm priv, int rank, int size)
                     continue;
                 all[r].host[CS_HOST_MAX - 1] = '\0';
                 char path[PATH_MAX + 128], tmp[PATH_MAX + 128];
-                FILE *f = open_node_file(all[r].host, i, path, tmp, sizeof path);
-                int ok = f != NULL;
+                int fd = open_node_file(all[r].host, i, path, tmp, sizeof path);
+                int ok = fd >= 0;
                 for (int64_t off = 0; off < n; off += CHUNK) {
                     int len = (int)(n - off < CHUNK ? n - off : CHUNK);
                     const char *src = r == 0 ? buf[i] + off : chunk;
@@ -346,10 +346,11 @@ void cs__node_finish(MPI_Comm priv, int rank, int size)
                         ok = 0;
                         break;
                     }
-                    if (ok && fwrite(src, 1, (size_t)len, f) != (size_t)len)
+                    /* cs_write_all: a file-size limit fails the write, not the rank. */
+                    if (ok && cs_write_all(fd, src, (size_t)len) != 0)
                         ok = 0;
                 }
-                close_node_file(f, ok, path, tmp);
+                close_node_file(fd, ok, path, tmp);
             }
         }
     } else if (go) {

@@ -50,6 +50,9 @@ enum {
     CS_FLAG_CLOCK_ROOT = 1u << 7,  /* with NO_MPI: the clock samples were measured by TCP
                                       ping-pong against the root service's CLOCK_REALTIME
                                       (else against the rank's own host's CLOCK_REALTIME) */
+    CS_FLAG_STORAGE = 1u << 8,     /* recording stopped at a storage fault (full disk, file-size
+                                      limit, I/O error; reason in note): the events after it are
+                                      counted in dropped */
 };
 
 /* How a rank's GPU work was timed (cs_file_header.gpu_timing). */
