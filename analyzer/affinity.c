@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commscope/input.h"
+
 #include "internal.h"
 #include "nodes.h"
 #include "reader.h"
@@ -77,7 +79,7 @@ static void run_hca(const char *dir, char *out, size_t len)
     char path[4200], line[1024];
     out[0] = 0;
     snprintf(path, sizeof path, "%s/commscope-run.txt", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = cs_input_fopen(path);
     if (!f)
         return;
     while (fgets(line, sizeof line, f))

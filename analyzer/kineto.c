@@ -50,6 +50,14 @@ struct input {
     struct cs_report_kineto_rank rr;
 };
 
+/* qsort of n elements; qsort's array may not be NULL even for none (C11 7.22.5), and an empty
+ * vector's is. */
+static void ksort(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(v, n, size, cmp);
+}
+
 static const char *base(const char *p)
 {
     const char *s = strrchr(p, '/');
@@ -106,7 +114,7 @@ static int collect(const char *const *paths, int n, char ***out, char *err, size
             }
             closedir(d);
             if (nn)
-                qsort(names, (size_t)nn, sizeof *names, str_cmp);
+                ksort(names, (size_t)nn, sizeof *names, str_cmp);
             if (!nn) {
                 free(names);
                 snprintf(err, errlen, "%s: no *.json or *.json.gz files", paths[i]);
@@ -430,8 +438,8 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     struct cs__kfile *f = &in->f;
     const char *name = in->file;
     struct cs_report_kineto_rank *rr = &in->rr;
-    qsort(f->launches.v, f->launches.n, sizeof *f->launches.v, launch_cmp);
-    qsort(f->flows.v, f->flows.n, sizeof *f->flows.v, flow_cmp);
+    ksort(f->launches.v, f->launches.n, sizeof *f->launches.v, launch_cmp);
+    ksort(f->flows.v, f->flows.n, sizeof *f->flows.v, flow_cmp);
     /* record_param_comms by thread and time, and by External id */
     struct cs__kcomm **byt = malloc((f->comms.n + 1) * sizeof *byt);
     size_t nbyt = 0;
@@ -450,7 +458,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     for (size_t i = 0; i < f->comms.n; i++)
         if (f->comms.v[i].pid != -1)
             byt[nbyt++] = &f->comms.v[i];
-    qsort(byt, nbyt, sizeof *byt, comm_cmp);
+    ksort(byt, nbyt, sizeof *byt, comm_cmp);
 
     size_t nn = 0, ne = 0;
     uint64_t unknown_pg = 0, not_member = 0, no_sizes = 0, no_comm = 0;
@@ -518,7 +526,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
         }
         nks[nn++] = x;
     }
-    qsort(nks, nn, sizeof *nks, nk_cmp);
+    ksort(nks, nn, sizeof *nks, nk_cmp);
     /* sequence numbers per communicator in issue order; communicator records */
     pgs = malloc((nn + 1) * sizeof *pgs);
     pgseq = calloc(nn + 1, sizeof *pgseq);
@@ -595,7 +603,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
                                      .peer = -1,
                                      .op = CS_OP_PCONTROL,
                                      .aux = 1};
-    qsort(ev, ne, sizeof *ev, ev_cmp);
+    ksort(ev, ne, sizeof *ev, ev_cmp);
     if (no_comm && nbyt)
         note(ns,
              "%s: %" PRIu64 " of %" PRIu64 " NCCL kernels have no record_param_comms "
@@ -611,9 +619,13 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
              "%s: %" PRIu64 " NCCL kernels name a process group that does not contain rank "
              "%d; they count as communication time but are not matched",
              name, not_member, in->rank);
-    if (f->negative)
-        note(ns, "%s: %" PRIu64 " events with a negative duration skipped (first: %s)", name,
-             f->negative, f->first_negative);
+    for (int k = 0; k < CS_KSKIP_N; k++)
+        if (f->skipped[k])
+            note(ns, "%s: %" PRIu64 " %s skipped (first: %s)", name, f->skipped[k],
+                 cs__kskip_what[k], f->first_skipped[k]);
+    if (f->bad_base)
+        note(ns, "%s: baseTimeNanoseconds is not a number below 2^61; ignored (times taken as "
+             "they are)", name);
 
     /* the file */
     char path[4200];
@@ -731,7 +743,7 @@ static void align(struct input *ins, int n, int64_t *off, double *unc, uint64_t 
         for (size_t k = 0; ins[i].ok && k < ins[i].nends; k++)
             t[nt++] = (struct tup){ins[i].ends[k].comm, ins[i].ends[k].seq, ins[i].ends[k].size, i,
                                    ins[i].ends[k].end};
-    qsort(t, nt, sizeof *t, tup_cmp);
+    ksort(t, nt, sizeof *t, tup_cmp);
     int ref = -1;
     for (int i = 0; i < n && ref < 0; i++)
         if (ins[i].ok)
@@ -758,12 +770,12 @@ static void align(struct input *ins, int n, int64_t *off, double *unc, uint64_t 
                     a = b;
                     continue;
                 }
-                for (size_t k = a; k < b; k++) {
-                    if (t[k].r == r) {
-                        mine = t[k].end;
+                for (const struct tup *x = t + a, *xe = t + b; x < xe; x++) {
+                    if (x->r == r) {
+                        mine = x->end;
                         have_mine = 1;
-                    } else if (known[t[k].r] == 1 && !have_known) {
-                        theirs = t[k].end + off[t[k].r];
+                    } else if (known[x->r] == 1 && !have_known) {
+                        theirs = x->end + off[x->r];
                         have_known = 1;
                     }
                 }
@@ -773,7 +785,7 @@ static void align(struct input *ins, int n, int64_t *off, double *unc, uint64_t 
             }
             if (!nd)
                 continue;
-            qsort(d, nd, sizeof *d, i64_cmp);
+            ksort(d, nd, sizeof *d, i64_cmp);
             off[r] = nd % 2 ? d[nd / 2] : d[nd / 2 - 1] + (d[nd / 2] - d[nd / 2 - 1]) / 2;
             unc[r] = (double)(d[nd - 1] - d[0]) / 2;
             used[r] = nd;
@@ -1027,19 +1039,56 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
                 continue;
             }
         }
-        /* times on one scale: ts + baseTimeNanoseconds */
-        for (size_t k = 0; k < in->f.kernels.n; k++)
-            in->f.kernels.v[k].ts += in->f.base_ns;
-        for (size_t k = 0; k < in->f.launches.n; k++)
-            in->f.launches.v[k].ts += in->f.base_ns;
-        for (size_t k = 0; k < in->f.comms.n; k++)
-            in->f.comms.v[k].ts += in->f.base_ns;
-        for (size_t k = 0; k < in->f.steps.n; k++)
-            in->f.steps.v[k].ts += in->f.base_ns;
-        for (size_t k = 0; k < in->f.flows.n; k++)
-            in->f.flows.v[k].ts += in->f.base_ns;
-        in->f.t_min += in->f.base_ns;
-        in->f.t_max += in->f.base_ns;
+        /* Times on one scale: ts + baseTimeNanoseconds, which must land in the trace format's
+         * range [0, 2^62) (both are within 2^61 of zero: the sums cannot overflow); records
+         * outside it are skipped and counted. */
+        struct cs__kfile *kf = &in->f;
+        uint64_t out_of_range = 0;
+#define CS__KSHIFT(vec, DUR)                                                                       \
+    do {                                                                                           \
+        size_t keep_ = 0;                                                                          \
+        for (size_t k = 0; k < (vec).n; k++) {                                                     \
+            int64_t t_ = (vec).v[k].ts + kf->base_ns;                                              \
+            if (t_ < 0 || t_ + (DUR) >= (int64_t)CS_TIME_LIMIT) {                                  \
+                out_of_range++;                                                                    \
+                continue;                                                                          \
+            }                                                                                      \
+            (vec).v[keep_] = (vec).v[k];                                                           \
+            (vec).v[keep_++].ts = t_;                                                              \
+        }                                                                                          \
+        (vec).n = keep_;                                                                           \
+    } while (0)
+        CS__KSHIFT(kf->kernels, kf->kernels.v[k].dur);
+        CS__KSHIFT(kf->launches, kf->launches.v[k].dur);
+        CS__KSHIFT(kf->comms, kf->comms.v[k].dur);
+        CS__KSHIFT(kf->steps, kf->steps.v[k].dur);
+        CS__KSHIFT(kf->flows, 0);
+#undef CS__KSHIFT
+        if (out_of_range)
+            note(&ns,
+                 "%s: %" PRIu64 " records skipped whose time with baseTimeNanoseconds lies "
+                 "before 0 or beyond 2^62 ns",
+                 in->file, out_of_range);
+        kf->t_min += kf->base_ns;
+        kf->t_max += kf->base_ns;
+        if (kf->t_min <= kf->t_max && (kf->t_min < 0 || kf->t_max >= (int64_t)CS_TIME_LIMIT)) {
+            /* The span came from events out of range too: take it from the records kept. */
+            kf->t_min = INT64_MAX;
+            kf->t_max = INT64_MIN;
+#define CS__KSPAN(vec, DUR)                                                                        \
+    for (size_t k = 0; k < (vec).n; k++) {                                                         \
+        if (kf->t_min > (vec).v[k].ts)                                                             \
+            kf->t_min = (vec).v[k].ts;                                                             \
+        if (kf->t_max < (vec).v[k].ts + (DUR))                                                     \
+            kf->t_max = (vec).v[k].ts + (DUR);                                                     \
+    }
+            CS__KSPAN(kf->kernels, kf->kernels.v[k].dur)
+            CS__KSPAN(kf->launches, kf->launches.v[k].dur)
+            CS__KSPAN(kf->comms, kf->comms.v[k].dur)
+            CS__KSPAN(kf->steps, kf->steps.v[k].dur)
+            CS__KSPAN(kf->flows, 0)
+#undef CS__KSPAN
+        }
         if (convert(in, dir, run_id, &ns)) {
             in->ok = 0;
         } else {

@@ -135,6 +135,21 @@ struct cs__kcand {
         size_t n, cap;                                                                             \
     }
 
+/*
+ * Why an event of a trace was skipped (counted per file, reported with the first of each).  Times
+ * must be finite numbers within 2^61 ns (73 years) of zero, so that a time, a duration and the
+ * file's baseTimeNanoseconds always add up without overflow.
+ */
+enum cs__kskip {
+    CS_KSKIP_NEGATIVE_DUR, /* "dur" below zero */
+    CS_KSKIP_BAD_TS,       /* "ts" not a finite number (NaN, infinite, a string) */
+    CS_KSKIP_TS_RANGE,     /* "ts" beyond 2^61 ns, or its time with the base before 0 or past 2^62 */
+    CS_KSKIP_BAD_DUR,      /* "dur" not a finite number, or beyond 2^61 ns */
+    CS_KSKIP_N
+};
+/* The reason as a phrase: "events with a negative duration" ... */
+extern const char *const cs__kskip_what[CS_KSKIP_N];
+
 struct cs__kfile {
     const char *path;
     int has_dist, rank, world; /* distributedInfo (rank, world -1 when absent) */
@@ -147,8 +162,11 @@ struct cs__kfile {
     CS__KVEC(struct cs__kflow) flows;
     CS__KVEC(struct cs__kpg) pgs;
     CS__KVEC(struct cs__kcand) cands;
-    uint64_t events, negative;
-    char first_negative[160]; /* "event 17 (name)" */
+    uint64_t events;
+    /* Events skipped, by reason (CS_KSKIP_*), each with the first one ("event 17 (name)"). */
+    uint64_t skipped[CS_KSKIP_N];
+    char first_skipped[CS_KSKIP_N][160];
+    int bad_base; /* baseTimeNanoseconds was out of range and is ignored */
     int64_t t_min, t_max;     /* over all complete events, ns (t_min > t_max: none) */
 };
 

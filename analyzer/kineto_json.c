@@ -13,21 +13,36 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
+#include "commscope/input.h"
 #include "kineto.h"
 
+/* Levels whose keys and types are tracked (the events are at 3, their args at 4); deeper ones are
+ * skipped.  A document nested deeper than NEST_LIMIT is refused: no Kineto trace comes near it. */
 #define MAXDEPTH 16
+#define NEST_LIMIT 1000
+/* Times within 2^61 ns of zero (73 years): a time, a duration and a base add up in int64. */
+#define TIME_MAX (1ll << 61)
+
+const char *const cs__kskip_what[CS_KSKIP_N] = {
+    [CS_KSKIP_NEGATIVE_DUR] = "events with a negative duration",
+    [CS_KSKIP_BAD_TS] = "events whose \"ts\" is not a finite number",
+    [CS_KSKIP_TS_RANGE] = "events whose time lies beyond 2^61 ns (73 years) of zero",
+    [CS_KSKIP_BAD_DUR] = "events whose \"dur\" is not a finite number below 2^61 ns",
+};
 
 struct cur {
     char ph;
     char cat[32];
     char name[256];
     int64_t pid, tid, ts, dur;
-    int have_ts, have_dur, neg_dur;
+    int have_ts, have_dur;
+    int bad_ts, bad_dur; /* the field was there but is no usable number: 1 not a number, 2 range */
     uint64_t id;
     /* args */
     int32_t dev, stream;
@@ -43,6 +58,7 @@ struct ctx {
     char type[MAXDEPTH + 1];
     char key[MAXDEPTH + 1][64];
     int top_object, saw_events, events_array;
+    int too_deep; /* NEST_LIMIT reached: the parse was cancelled */
     struct cur e;
     struct cs__kpg pg;
     int oom;
@@ -64,7 +80,10 @@ static int grow(void **v, size_t *cap, size_t size)
     return 1;
 }
 
-/* Decimal microseconds ("1694128201429795", "4458676524648.797", "-3", "1.5e3") -> ns. */
+/*
+ * Decimal microseconds ("1694128201429795", "4458676524648.797", "-3", "1.5e3") -> ns.  Returns 0,
+ * -1 when the text is not a finite number, -2 when it is one beyond TIME_MAX ns.
+ */
 static int parse_ns(const char *s, size_t n, int64_t *out)
 {
     size_t i = 0;
@@ -73,10 +92,12 @@ static int parse_ns(const char *s, size_t n, int64_t *out)
         neg = s[i++] == '-';
     int64_t v = 0;
     size_t d0 = i;
+    int big = 0;
     for (; i < n && isdigit((unsigned char)s[i]); i++) {
-        if (v > (INT64_MAX - 9) / 10 / 1000)
-            return -1;
-        v = v * 10 + (s[i] - '0');
+        if (v > TIME_MAX / 1000)
+            big = 1; /* keep scanning: an exponent may still follow */
+        else
+            v = v * 10 + (s[i] - '0');
     }
     if (i == d0)
         return -1;
@@ -96,12 +117,19 @@ static int parse_ns(const char *s, size_t n, int64_t *out)
         b[n] = '\0';
         char *e;
         double x = strtod(b, &e);
-        if (*e || !(x * 1e3 < 9.2e18 && x * 1e3 > -9.2e18))
+        if (*e || !isfinite(x))
             return -1;
-        *out = (int64_t)(x * 1e3 + (x >= 0 ? 0.5 : -0.5));
+        x *= 1e3;
+        if (!(x < (double)TIME_MAX && x > -(double)TIME_MAX))
+            return -2;
+        *out = (int64_t)(x + (x >= 0 ? 0.5 : -0.5));
         return 0;
     }
-    v = v * 1000 + frac;
+    if (big || v > TIME_MAX / 1000)
+        return -2;
+    v = v * 1000 + frac; /* below TIME_MAX + 999: no overflow */
+    if (v >= TIME_MAX)
+        return -2;
     *out = neg ? -v : v;
     return 0;
 }
@@ -196,6 +224,11 @@ static int dtype_size(const char *s, size_t n)
 /* The key a scalar at the current depth belongs to (for array elements: the array's key). */
 static const char *scalar_key(struct ctx *x, int *in_array)
 {
+    /* Below the tracked levels nothing is read: no key. */
+    if (x->depth > MAXDEPTH) {
+        *in_array = 0;
+        return "";
+    }
     *in_array = x->type[x->depth] == '[';
     return *in_array ? x->key[x->depth - 1] : x->key[x->depth];
 }
@@ -231,9 +264,13 @@ static void event_scalar(struct ctx *x, const char *k, const char *s, size_t n, 
             else
                 e->tid = h;
         } else if (!strcmp(k, "ts")) {
-            e->have_ts = parse_ns(s, n, &e->ts) == 0;
+            int rc = parse_ns(s, n, &e->ts);
+            e->have_ts = rc == 0;
+            e->bad_ts = rc == 0 ? 0 : rc == -1 ? 1 : 2;
         } else if (!strcmp(k, "dur")) {
-            e->have_dur = parse_ns(s, n, &e->dur) == 0;
+            int rc = parse_ns(s, n, &e->dur);
+            e->have_dur = rc == 0;
+            e->bad_dur = rc != 0;
         } else if (!strcmp(k, "id")) {
             uint64_t v;
             e->id = (!is_str && parse_u64(s, n, &v) == 0)
@@ -320,8 +357,10 @@ static int on_scalar(struct ctx *x, const char *s, size_t n, int is_str)
     const char *k = scalar_key(x, &in_array);
     if (x->depth == 1 && !strcmp(k, "baseTimeNanoseconds") && !is_str) {
         uint64_t v;
-        if (parse_u64(s, n, &v) == 0)
+        if (parse_u64(s, n, &v) == 0 && v < (uint64_t)TIME_MAX)
             x->f->base_ns = (int64_t)v;
+        else
+            x->f->bad_base = 1;
     } else if (in_events(x)) {
         event_scalar(x, k, s, n, is_str);
     } else if (in_dist(x)) {
@@ -360,6 +399,10 @@ static int open_container(struct ctx *x, char t)
     if (x->depth == 1 && t == '[' && !strcmp(x->key[1], "traceEvents")) {
         x->saw_events = 1;
         x->events_array = 1;
+    }
+    if (x->depth >= NEST_LIMIT) {
+        x->too_deep = 1;
+        return 0; /* cancels the parse: said as an error by cs__kineto_parse */
     }
     if (x->depth >= MAXDEPTH) {
         x->depth++; /* deeper levels are skipped (their type is not tracked) */
@@ -413,13 +456,20 @@ static void event_done(struct ctx *x)
     struct cs__kfile *f = x->f;
     struct cur *e = &x->e;
     f->events++;
+    int timed = e->ph == 'X' || ((e->ph == 's' || e->ph == 'f') && !strcmp(e->cat, "ac2g"));
+    int why = !timed                            ? -1
+              : e->bad_ts == 1                  ? CS_KSKIP_BAD_TS
+              : e->bad_ts == 2                  ? CS_KSKIP_TS_RANGE
+              : e->ph == 'X' && e->bad_dur      ? CS_KSKIP_BAD_DUR
+              : e->ph == 'X' && e->have_dur && e->dur < 0 ? CS_KSKIP_NEGATIVE_DUR
+                                                          : -1;
+    if (why >= 0) {
+        if (!f->skipped[why]++)
+            snprintf(f->first_skipped[why], sizeof f->first_skipped[why],
+                     "event %" PRIu64 " (%.100s)", f->events - 1, e->name);
+        return;
+    }
     if (e->ph == 'X' && e->have_ts) {
-        if (e->have_dur && e->dur < 0) {
-            if (!f->negative++)
-                snprintf(f->first_negative, sizeof f->first_negative, "event %" PRIu64 " (%.100s)",
-                         f->events - 1, e->name);
-            return;
-        }
         int64_t dur = e->have_dur ? e->dur : 0;
         if (f->t_min > e->ts)
             f->t_min = e->ts;
@@ -554,9 +604,13 @@ int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t er
 {
     *f = (struct cs__kfile){
         .path = path, .rank = -1, .world = -1, .t_min = INT64_MAX, .t_max = INT64_MIN};
-    gzFile g = gzopen(path, "rb");
+    int fd = cs_input_open(path);
+    gzFile g = fd >= 0 ? gzdopen(fd, "rb") : NULL;
     if (!g) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : ENOMEM));
+        int e = errno ? errno : ENOMEM;
+        if (fd >= 0)
+            close(fd);
+        snprintf(err, errlen, "%s: cannot open: %s", path, cs_input_strerror(e));
         return CS_EIO;
     }
     gzbuffer(g, 1 << 17);
@@ -592,6 +646,12 @@ int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t er
     if (x->oom) {
         snprintf(err, errlen, "%s: out of memory after %" PRIu64 " events", path, f->events);
         rc = CS_ENOMEM;
+    } else if (x->too_deep) {
+        snprintf(err, errlen,
+                 "%s: not a Kineto trace: arrays and objects nested more than %d levels deep "
+                 "(at byte %" PRIu64 ")",
+                 base(path), NEST_LIMIT, off + (uint64_t)yajl_get_bytes_consumed(h));
+        rc = CS_EFORMAT;
     } else if (st != yajl_status_ok) {
         unsigned char *m = yajl_get_error(h, 0, buf, (size_t)n);
         size_t at = yajl_get_bytes_consumed(h);

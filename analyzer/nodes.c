@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commscope/input.h"
+
 #include "internal.h"
 #include "nodes.h"
 #include "topology.h"
@@ -121,7 +123,7 @@ static const char *const counter_name[CS_N_COUNTERS] = {
 static void read_ports(struct cs__run *run, struct cs_report_host *h, const char *path,
                        struct cs_topo *t)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = cs_input_fopen(path);
     if (!f)
         return; /* optional: an older collector or a helper that did not finish */
     char line[1024];
@@ -222,7 +224,7 @@ void cs__nodes_report(struct cs__run *run, struct cs_report *rep)
         char path[4200], err[512];
         snprintf(path, sizeof path, "%s/topology/%s.xml", run->dir, h->host);
         h->nic_gbps = NAN;
-        FILE *probe = fopen(path, "r");
+        FILE *probe = cs_input_fopen(path);
         if (!probe) {
             snprintf(h->note, sizeof h->note, "no topology snapshot (%s/topology/%s.xml)",
                      "RUN_DIR", h->host);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@ struct cs_reader {
     char name[256];
     const unsigned char *map;
     size_t size;
+    int copied; /* map is a malloc'ed copy of the file, not a mapping */
     struct cs_file_header hdr;
     struct cs_reader_stats st;
     struct blk *blk; /* event blocks, sorted by (thread, seq) */
@@ -594,6 +596,98 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- loading ---- */
+
+/*
+ * 1 when the process that wrote the header may still be writing its file: a partial file whose
+ * writer runs on this host (same host name, the pid alive), or on another host (no way to
+ * tell).  0 when it is known to be gone: the file no longer changes.
+ */
+static int writer_may_write(const struct cs_file_header *h)
+{
+    char host[CS_HOST_MAX + 1] = "";
+    if (h->pid <= 0 || gethostname(host, sizeof host - 1) != 0 ||
+        strncmp(host, h->host, sizeof h->host) != 0)
+        return 1;
+    return kill(h->pid, 0) == 0 || errno != ESRCH;
+}
+
+/*
+ * Read the file at fd (size bytes by fstat) into a private buffer: a file still being written or
+ * trimmed can shrink under a mapping, and touching a page past its new end is SIGBUS.  A copy
+ * only gets shorter (the reader then sees a partial file cut short).
+ */
+static int copy_in(struct cs_reader *r, int fd, size_t size, char *err, size_t errlen)
+{
+    unsigned char *buf = malloc(size ? size : 1);
+    if (!buf)
+        return fail(r, err, errlen, CS_ENOMEM, "out of memory reading %zu bytes", size);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(fd, buf + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            free(buf);
+            return fail(r, err, errlen, CS_EIO, "read error at byte %zu: %s", got, strerror(e));
+        }
+        if (n == 0)
+            break; /* trimmed while read */
+        got += (size_t)n;
+    }
+    r->map = buf;
+    r->size = got;
+    r->copied = 1;
+    return 0;
+}
+
+/*
+ * Open path without blocking (a FIFO or device would hang open or read), refuse what is not a
+ * regular file, and bring its bytes in: mapped when the file can no longer change (closed, or
+ * its writer gone), else copied.
+ */
+static int load(struct cs_reader *r, const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return fail(r, err, errlen, errno == ENOENT ? CS_ENOENT : CS_EIO, "cannot open: %s",
+                    strerror(errno));
+    struct stat sb;
+    int rc = 0;
+    if (fstat(fd, &sb) != 0) {
+        rc = fail(r, err, errlen, CS_EIO, "cannot stat: %s", strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        rc = fail(r, err, errlen, CS_EIO, "not a regular file but %s; not read",
+                  S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                  : S_ISDIR(sb.st_mode)  ? "a directory"
+                  : S_ISSOCK(sb.st_mode) ? "a socket"
+                  : S_ISCHR(sb.st_mode)  ? "a character device"
+                  : S_ISBLK(sb.st_mode)  ? "a block device"
+                                         : "not a file");
+    } else if (sb.st_size > 0) {
+        size_t size = (size_t)sb.st_size;
+        struct cs_file_header h;
+        int live = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+                   memcmp(h.magic, CS_TRACE_MAGIC, sizeof h.magic) == 0 &&
+                   (h.flags & CS_FLAG_PARTIAL) && writer_may_write(&h);
+        if (live) {
+            rc = copy_in(r, fd, size, err, errlen);
+        } else {
+            /* Populated: every page is read (the CRCs below), and one call maps them for less
+             * than a fault per few pages. */
+            void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+            if (m == MAP_FAILED)
+                rc = fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", size,
+                          strerror(errno));
+            else
+                r->map = m, r->size = size;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
 /* ---- public ---- */
 
 int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t errlen)
@@ -610,33 +704,9 @@ int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t e
     }
     const char *slash = strrchr(path, '/');
     snprintf(r->name, sizeof r->name, "%s", slash ? slash + 1 : path);
-    int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = fail(r, err, errlen, errno == ENOENT ? CS_ENOENT : CS_EIO, "cannot open: %s",
-                  strerror(errno));
+    int rc = load(r, path, err, errlen);
+    if (rc)
         goto out;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        rc = fail(r, err, errlen, CS_EIO, "not a regular file");
-        close(fd);
-        goto out;
-    }
-    r->size = (size_t)sb.st_size;
-    if (r->size) {
-        /* Populated: every page is read (the CRCs below), and one call maps them for less than
-         * a fault per few pages. */
-        void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        if (m == MAP_FAILED) {
-            rc = fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", r->size,
-                      strerror(errno));
-            close(fd);
-            goto out;
-        }
-        r->map = m;
-    }
-    close(fd);
     rc = check_header(r, err, errlen);
     if (rc)
         goto out;
@@ -655,7 +725,9 @@ void cs_reader_close(struct cs_reader *r)
 {
     if (!r)
         return;
-    if (r->map)
+    if (r->copied)
+        free((void *)r->map);
+    else if (r->map)
         munmap((void *)r->map, r->size);
     free(r->blk);
     free(r->comm);

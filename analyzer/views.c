@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commscope/input.h"
+
 #include "internal.h"
 #include "nodes.h"
 #include "steps_internal.h"
@@ -370,7 +372,7 @@ static void read_command(const char *dir, char *out, size_t n)
 {
     char path[4200], line[2048];
     snprintf(path, sizeof path, "%s/commscope-run.txt", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = cs_input_fopen(path);
     if (!f)
         return;
     while (fgets(line, sizeof line, f)) {

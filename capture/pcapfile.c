@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "commscope/input.h"
+
 #include "wire.h"
 
 static uint32_t le32(const unsigned char *p)
@@ -24,9 +26,9 @@ static uint16_t le16(const unsigned char *p)
 /* Check the file's first bytes.  Returns 0 or -1 with err filled. */
 static int check_head(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = cs_input_fopen(path);
     if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, cs_input_strerror(errno));
         return -1;
     }
     unsigned char h[24];

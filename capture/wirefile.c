@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commscope/input.h"
+
 #include "wire.h"
 
 void cs_wire_file_free(struct cs_wire_file *f)
@@ -271,10 +273,10 @@ oom:
 
 int cs_wire_file_read(const char *path, struct cs_wire_file *f, char *err, size_t errlen)
 {
-    FILE *in = fopen(path, "r");
+    FILE *in = cs_input_fopen(path);
     if (!in) {
         memset(f, 0, sizeof *f);
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, cs_input_strerror(errno));
         return -1;
     }
     int rc = cs_wire_file_read_stream(in, path, f, err, errlen);

@@ -62,7 +62,9 @@ int cs__capture_arg(struct cs__capture_opts *o, int argc, char **argv, int i, co
         const char *v = NULL;
         int used;
         if (strcmp(a, names[k]) == 0) {
-            if (i + 1 >= argc) {
+            /* "--capture -- mpirun ...": the next word is an option or the end of commscope's
+             * options, never a value (no interface name or number starts with '-'). */
+            if (i + 1 >= argc || argv[i + 1][0] == '-') {
                 fprintf(stderr, "commscope %s: %s needs a value; see 'commscope %s --help'\n", cmd,
                         a, cmd);
                 return -1;

@@ -3,6 +3,7 @@
  * next to this executable) with the user's launcher (mpirun, srun), read its result lines from
  * the job's stdout, and judge every node and link.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -190,6 +191,23 @@ static int wrap_prefix(const char *out_dir, char *self, char *dir)
     return 0;
 }
 
+/*
+ * A value the benchmark takes: a size (digits with an optional fraction and a K, M or G suffix)
+ * when `size`, else a whole number; both at most 2^40 and above zero unless zero_ok.
+ */
+static int valid_number(const char *v, int size, int zero_ok)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)v[0]))
+        return 0;
+    double d = size ? strtod(v, &end) : (double)strtol(v, &end, 10);
+    if (size && (*end == 'K' || *end == 'k' || *end == 'M' || *end == 'm' || *end == 'G' ||
+                 *end == 'g'))
+        end++;
+    return !errno && *end == '\0' && d <= 1099511627776.0 && (d > 0 || (zero_ok && d == 0));
+}
+
 int cs__cmd_fabric(int argc, char **argv)
 {
     const char *json = NULL, *raw = NULL;
@@ -259,6 +277,22 @@ int cs__cmd_fabric(int argc, char **argv)
             }
             *(a[2] == 'p' ? &lim.peer_fraction : &lim.capacity_fraction) = v;
         }
+    }
+    for (int k = 0; k < NPASS - 1; k++)
+        if (pass[k] && !valid_number(pass[k], k < 4 && k != 2, k == 1)) {
+            fprintf(stderr,
+                    "commscope fabric: %s wants %s, not '%s'; see 'commscope fabric --help'\n",
+                    pass_names[k],
+                    k == 1   ? "a size in bytes >= 0 (K, M or G suffix allowed; 0: no sweep)"
+                    : k < 4 && k != 2 ? "a size in bytes > 0 (K, M or G suffix allowed)"
+                                      : "a whole number > 0",
+                    pass[k]);
+            return CS__EXIT_USAGE;
+        }
+    if (pass[2] && atoi(pass[2]) < 2) {
+        fprintf(stderr, "commscope fabric: --step-factor wants a whole number >= 2, not '%s'\n",
+                pass[2]);
+        return CS__EXIT_USAGE;
     }
     if (pass[NPASS - 1] && strcmp(pass[NPASS - 1], "auto") && strcmp(pass[NPASS - 1], "off")) {
         fprintf(stderr, "commscope fabric: --nccl wants auto or off, not '%s'\n", pass[NPASS - 1]);

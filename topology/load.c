@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "commscope/input.h"
+
 #include "internal.h"
 
 static struct cs_topo *new_topo(const char *file)
@@ -66,10 +68,11 @@ int cs_topo_load(const char *path, struct cs_topo **out, char *err, size_t errle
 {
     *out = NULL;
     if (path) {
-        FILE *f = fopen(path, "rb");
+        FILE *f = cs_input_fopen(path);
         if (!f) {
-            snprintf(err, errlen, "cannot open topology file %s: %s", path, strerror(errno));
-            return -errno;
+            int e = errno;
+            snprintf(err, errlen, "cannot open topology file %s: %s", path, cs_input_strerror(e));
+            return -e;
         }
         char *buf = NULL;
         size_t len = 0, cap = 0;
