@@ -11,13 +11,14 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commscope/ops.h"
 
 #define KNOWN_FILE_FLAGS                                                                           \
     (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS |  \
-     CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI | CS_FLAG_CLOCK_ROOT | CS_FLAG_STORAGE)
+     CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI | CS_FLAG_CLOCK_ROOT | CS_FLAG_STORAGE | CS_FLAG_CHECKED)
 #define KNOWN_EVENT_FLAGS 0x7ffu
 /* Members one process may hold in an ncclCommInitAll communicator (devices), at most. */
 #define CS_COMM_MULTI_MAX 4096
@@ -127,6 +128,42 @@ static int all_zero(const unsigned char *p, size_t n)
 
 /* ---- header ---- */
 
+/*
+ * A partial file of a CS_FLAG_CHECKED collector: its header has no header_crc (it changes while
+ * the rank runs), but a live CRC over everything except four counters, and each counter's
+ * complement beside it (trace.h).
+ */
+static int check_live_header(struct cs_reader *r, char *err, size_t errlen)
+{
+    const struct cs_file_header *h = &r->hdr;
+    union {
+        struct cs_file_header h;
+        unsigned char page[CS_HEADER_SIZE];
+    } c;
+    memcpy(c.page, r->map, CS_HEADER_SIZE);
+    c.h.header_crc = 0;
+    c.h.live_crc = 0;
+    c.h.dropped = c.h.unrecorded_tests = c.h.unrecorded_test_ns = c.h.gpu_dropped = 0;
+    memset(c.h.counter_check, 0, sizeof c.h.counter_check);
+    uint32_t crc = cs_crc32(0, c.page, CS_HEADER_SIZE);
+    if (crc != h->live_crc)
+        return fail(r, err, errlen, CS_ECRC,
+                    "partial file's header CRC mismatch (stored 0x%08" PRIx32
+                    ", computed 0x%08" PRIx32 ")",
+                    h->live_crc, crc);
+    const uint64_t counters[4] = {h->dropped, h->unrecorded_tests, h->unrecorded_test_ns,
+                                  h->gpu_dropped};
+    static const char *const names[4] = {"dropped", "unrecorded_tests", "unrecorded_test_ns",
+                                         "gpu_dropped"};
+    for (int i = 0; i < 4; i++)
+        if (h->counter_check[i] != ~counters[i])
+            return fail(r, err, errlen, CS_EHEADER,
+                        "header counter %s (%" PRIu64 ") does not match its check (byte %zu)",
+                        names[i], counters[i],
+                        offsetof(struct cs_file_header, counter_check) + 8 * (size_t)i);
+    return 0;
+}
+
 static int check_header(struct cs_reader *r, char *err, size_t errlen)
 {
     const struct cs_file_header *h = &r->hdr;
@@ -173,6 +210,15 @@ static int check_header(struct cs_reader *r, char *err, size_t errlen)
     } else if (!partial) {
         return fail(r, err, errlen, CS_EHEADER,
                     "closed file (partial flag clear) without a header CRC (byte %zu)", crc_off);
+    } else if (h->flags & CS_FLAG_CHECKED) {
+        int rc = check_live_header(r, err, errlen);
+        if (rc)
+            return rc;
+    } else if (h->live_crc || h->live_pad || !all_zero((const void *)h->counter_check,
+                                                       sizeof h->counter_check)) {
+        return fail(r, err, errlen, CS_EHEADER,
+                    "partial-file checks present without CS_FLAG_CHECKED (byte %zu)",
+                    offsetof(struct cs_file_header, live_crc));
     }
     if (h->flags & ~(uint32_t)KNOWN_FILE_FLAGS)
         return fail(r, err, errlen, CS_EHEADER, "unknown header flags 0x%" PRIx32 " (byte %zu)",
@@ -443,6 +489,50 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
     return 0;
 }
 
+/* CRC of the block at p (len bytes) with its crc field and the payload past `used` bytes taken
+ * as zero. */
+static uint32_t crc_zero_past(const unsigned char *p, uint64_t len, uint32_t used)
+{
+    static const unsigned char zero[4096];
+    uint64_t keep = sizeof(struct cs_block_header) + used;
+    if (keep > len)
+        keep = len;
+    uint32_t c = crc_without_field(p, keep, offsetof(struct cs_block_header, crc));
+    for (uint64_t at = keep; at < len;) {
+        size_t n = len - at < sizeof zero ? (size_t)(len - at) : sizeof zero;
+        c = cs_crc32(c, zero, n);
+        at += n;
+    }
+    return c;
+}
+
+/*
+ * An unsealed event block of a CS_FLAG_CHECKED file: its running check (live_sum over live_used
+ * events, trace.h) must cover exactly its events, or one more when the writer stopped between
+ * storing the check and the count; that event is then counted in (*bh).used.
+ */
+static int check_live_block(struct cs_reader *r, uint64_t bi, uint64_t off,
+                            struct cs_block_header *bh, char *err, size_t errlen)
+{
+    uint32_t n = bh->live_used;
+    if (n != bh->used && !(n == bh->used + 1 && n <= CS_EVENTS_PER_BLOCK))
+        return fail(r, err, errlen, CS_EBLOCK,
+                    "block %" PRIu64 ": its running check covers %" PRIu32
+                    " events, the block holds %" PRIu32 " (byte %" PRIu64 ")",
+                    bi, n, bh->used, off + 32);
+    const struct cs_event *ev = (const void *)(r->map + off + sizeof(struct cs_block_header));
+    uint32_t sum = 0;
+    for (uint32_t k = 0; k < n; k++)
+        sum = cs_live_step(sum, &ev[k]);
+    if (sum != bh->live_sum)
+        return fail(r, err, errlen, CS_ECRC,
+                    "block %" PRIu64 ": running check mismatch over its %" PRIu32
+                    " events (byte %" PRIu64 ")",
+                    bi, n, off);
+    bh->used = n;
+    return 0;
+}
+
 static int add_blk(struct cs_reader *r, size_t *cap, const struct blk *b)
 {
     if (r->nblk == *cap) {
@@ -470,6 +560,7 @@ static int blk_cmp(const void *a, const void *b)
 static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
 {
     int partial = r->st.partial;
+    int checked = (r->hdr.flags & CS_FLAG_CHECKED) != 0;
     uint64_t region = r->size - CS_HEADER_SIZE;
     uint64_t nb = partial ? region / CS_BLOCK_SIZE : r->hdr.blocks;
     if (partial)
@@ -519,6 +610,10 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
         uint64_t len = (uint64_t)bh.span * CS_BLOCK_SIZE;
         if (bh.crc != 0) {
             uint32_t c = crc_without_field(r->map + off, len, offsetof(struct cs_block_header, crc));
+            /* A crashed rank may have written a communicator record past `used` whose CRC it
+             * had not stored yet: the CRC stored covers the block with those bytes zero. */
+            if (c != bh.crc && partial && bh.kind == CS_BLOCK_COMMS && checked)
+                c = crc_zero_past(r->map + off, len, bh.used);
             if (c != bh.crc)
                 return fail(r, err, errlen, CS_ECRC,
                             "block %" PRIu64 " CRC mismatch (byte %" PRIu64 ")", i, off);
@@ -528,8 +623,23 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
                         i, off + 12);
         } else {
             r->st.unsealed_blocks++;
+            if (checked && bh.kind == CS_BLOCK_EVENTS) {
+                int rc = check_live_block(r, i, off, &bh, err, errlen);
+                if (rc)
+                    return rc;
+            } else if (checked && bh.used) {
+                /* Communicator blocks are sealed with every record (trace.c): only one just
+                 * claimed, still empty, has no CRC. */
+                return fail(r, err, errlen, CS_EBLOCK,
+                            "block %" PRIu64 ": communicator block of %" PRIu32
+                            " bytes not sealed (byte %" PRIu64 ")",
+                            i, bh.used, off + 12);
+            }
         }
-        if (!all_zero(bh.reserved, sizeof bh.reserved))
+        /* The running check is only kept in event blocks of files that say so. */
+        int live_ok = checked && bh.kind == CS_BLOCK_EVENTS;
+        if (!all_zero(bh.reserved, sizeof bh.reserved) ||
+            (!live_ok && (bh.live_sum || bh.live_used)))
             return fail(r, err, errlen, CS_EBLOCK,
                         "block %" PRIu64 ": reserved bytes not zero (byte %" PRIu64 ")", i,
                         off + 32);
@@ -688,6 +798,30 @@ static int load(struct cs_reader *r, const char *path, char *err, size_t errlen)
     return rc;
 }
 
+/* Forget everything load and the checks built, for another attempt. */
+static void unload(struct cs_reader *r)
+{
+    if (r->copied)
+        free((void *)r->map);
+    else if (r->map)
+        munmap((void *)r->map, r->size);
+    free(r->blk);
+    free(r->comm);
+    free(r->cur);
+    r->map = NULL;
+    r->size = 0;
+    r->copied = 0;
+    r->blk = NULL;
+    r->nblk = 0;
+    r->comm = NULL;
+    r->ncomm = r->capcomm = 0;
+    r->cur = NULL;
+    r->ncur = 0;
+    r->last = NULL;
+    memset(&r->st, 0, sizeof r->st);
+    memset(&r->hdr, 0, sizeof r->hdr);
+}
+
 /* ---- public ---- */
 
 int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t errlen)
@@ -704,14 +838,27 @@ int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t e
     }
     const char *slash = strrchr(path, '/');
     snprintf(r->name, sizeof r->name, "%s", slash ? slash + 1 : path);
-    int rc = load(r, path, err, errlen);
-    if (rc)
-        goto out;
-    rc = check_header(r, err, errlen);
-    if (rc)
-        goto out;
-    r->st.partial = (r->hdr.flags & CS_FLAG_PARTIAL) != 0;
-    rc = check_blocks(r, err, errlen);
+    /*
+     * A file still being written is copied, and a copy can catch the writer between two stores
+     * of one change (a counter and its complement, a header field and its CRC): a failed check of
+     * such a copy is taken again, a few times, before it counts as damage.
+     */
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        rc = load(r, path, err, errlen);
+        if (rc)
+            goto out;
+        rc = check_header(r, err, errlen);
+        if (!rc) {
+            r->st.partial = (r->hdr.flags & CS_FLAG_PARTIAL) != 0;
+            rc = check_blocks(r, err, errlen);
+        }
+        if (!rc || !r->copied || attempt == 4 || rc == CS_ENOMEM)
+            break;
+        unload(r);
+        struct timespec pause = {0, 2000000};
+        nanosleep(&pause, NULL);
+    }
 out:
     if (rc) {
         cs_reader_close(r);
@@ -725,13 +872,7 @@ void cs_reader_close(struct cs_reader *r)
 {
     if (!r)
         return;
-    if (r->copied)
-        free((void *)r->map);
-    else if (r->map)
-        munmap((void *)r->map, r->size);
-    free(r->blk);
-    free(r->comm);
-    free(r->cur);
+    unload(r);
     free(r);
 }
 

@@ -9,8 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "commscope/input.h"
-
 #include "internal.h"
 
 /* Read the first line of ROOT/rel into buf (newline removed).  0, or -1 when unreadable. */
@@ -20,7 +18,7 @@ static int read_line(const char *dir, const char *rel, char *buf, size_t len)
     /* A path too long for the buffer is unreadable, not a truncated other file. */
     if (snprintf(path, sizeof(path), "%s/%s", dir, rel) >= (int)sizeof(path))
         return -1;
-    FILE *f = cs_input_fopen(path);
+    FILE *f = fopen(path, "r");
     if (!f)
         return -1;
     int ok = fgets(buf, (int)len, f) != NULL;

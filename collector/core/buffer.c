@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "front.h"
 #include "internal.h"
 
 /* Exported for the inline fast path of hot.h; initial-exec: one %fs-relative access. */
@@ -36,9 +37,9 @@ static struct cs_event *slot(struct cs_block_header *b, uint32_t i)
 void cs__count_drop(void)
 {
     struct cs_file_header *h = cs__t.hdr;
-    __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
+    cs__counter_add(&h->dropped, 0, 1);
     if (!(__atomic_load_n(&h->flags, __ATOMIC_RELAXED) & CS_FLAG_DROPPED))
-        __atomic_fetch_or(&h->flags, CS_FLAG_DROPPED, __ATOMIC_RELAXED);
+        cs__trace_set_flags(CS_FLAG_DROPPED);
 }
 
 void cs__prefault(void *addr, size_t len)
@@ -220,6 +221,18 @@ void cs__block_init(struct cs_block_header *b, uint16_t kind, uint16_t thread, u
     __atomic_store_n(&b->magic, CS_BLOCK_MAGIC, __ATOMIC_RELEASE);
 }
 
+void cs__block_seal_used(struct cs_block_header *b, uint32_t used)
+{
+    uint32_t span = b->span ? b->span : 1;
+    struct cs_block_header h = *b;
+    h.used = used;
+    h.crc = 0;
+    uint32_t crc = cs_crc32(0, &h, sizeof h);
+    crc = cs_crc32(crc, (const char *)b + sizeof h, (size_t)span * CS_BLOCK_SIZE - sizeof h);
+    /* used (offset 8) and crc (offset 12) in one store: never one without the other. */
+    __atomic_store_n((uint64_t *)(void *)&b->used, (uint64_t)crc << 32 | used, __ATOMIC_RELEASE);
+}
+
 void cs__block_seal(struct cs_block_header *b)
 {
     uint32_t span = b->span ? b->span : 1;
@@ -279,6 +292,7 @@ static __attribute__((noinline)) struct cs_event *rec_slow(struct cs_thread_buf 
     t->blk = cs__block(i);
     cs__block_init(t->blk, CS_BLOCK_EVENTS, t->thread, t->ostid, t->seq++, 1);
     t->used = 0;
+    t->sum = 0;
     t->begun = 1;
     return slot(t->blk, 0);
 }

@@ -40,6 +40,7 @@ struct cs_thread_buf {
     uint16_t thread;
     uint8_t begun; /* a slot was handed out and not committed: zero it before reuse */
     uint8_t valid; /* thread index assigned in this generation */
+    uint32_t sum;  /* cs_live_step() over the committed events of blk */
     uint64_t seq;  /* next block sequence number of this thread */
 };
 
@@ -106,6 +107,11 @@ static inline void cs_hot_commit(struct cs_event *ev)
         return;
     t->begun = 0;
     t->used++;
+    t->sum = cs_live_step(t->sum, ev);
+    /* The block's running check first, then `used` (trace.h): a reader that sees the new count
+     * sees the check that covers it. */
+    __atomic_store_n((uint64_t *)(void *)&t->blk->live_sum, (uint64_t)t->used << 32 | t->sum,
+                     __ATOMIC_RELEASE);
     __atomic_store_n(&t->blk->used, t->used, __ATOMIC_RELEASE);
 }
 

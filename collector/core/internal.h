@@ -121,6 +121,9 @@ void cs__block_init(struct cs_block_header *b, uint16_t kind, uint16_t thread, u
 
 /* Store the block's CRC (over span * CS_BLOCK_SIZE bytes with crc zero). */
 void cs__block_seal(struct cs_block_header *b);
+/* Publish a new `used` of a comm block with the CRC of the block as it is with it, in one
+ * 8-byte store (the bytes it covers must be in place). */
+void cs__block_seal_used(struct cs_block_header *b, uint32_t used);
 
 /* The calling thread's index and OS tid in the open trace (assigned on first use). */
 void cs__thread_ident(uint16_t *thread, uint32_t *ostid);
@@ -139,6 +142,21 @@ void cs__helper_forget(void);
 
 /* Count one dropped event in the header. */
 void cs__count_drop(void);
+
+/* Add n to header counter c (dropped, unrecorded_tests, ...) and keep its complement
+ * counter_check[idx] (enum cs_counter) equal to ~c; lock free. */
+static inline void cs__counter_add(uint64_t *c, int idx, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&cs__t.hdr->counter_check[idx], n, __ATOMIC_RELAXED);
+}
+
+/*
+ * Recompute the open trace's live_crc after a change to its header (hdr.c): every writer of a
+ * header field other than the four counters calls it, so a crashed rank's partial header can be
+ * checked.  Takes a lock: not for hot paths.
+ */
+void cs__hdr_seal(void);
 
 /*
  * Stop recording after a storage fault (out of space, the file-size limit, an I/O error): warn

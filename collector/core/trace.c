@@ -134,7 +134,7 @@ static void fill_header(struct cs_file_header *h, const struct cs_trace_params *
     h->block_size = CS_BLOCK_SIZE;
     h->event_size = CS_EVENT_SIZE;
     /* MPI_THREAD_MULTIPLE is 3 in Open MPI and MPICH alike (the standard orders the levels). */
-    h->flags = CS_FLAG_PARTIAL | (skewed ? CS_FLAG_CLOCK_SKEW : 0) |
+    h->flags = CS_FLAG_PARTIAL | CS_FLAG_CHECKED | (skewed ? CS_FLAG_CLOCK_SKEW : 0) |
                (p->thread_level >= 3 ? CS_FLAG_THREADS : 0);
     h->rank = p->rank;
     h->world_size = p->world_size;
@@ -148,6 +148,9 @@ static void fill_header(struct cs_file_header *h, const struct cs_trace_params *
     h->host[sizeof h->host - 1] = '\0';
     ssize_t n = readlink("/proc/self/exe", h->program, sizeof h->program - 1);
     h->program[n > 0 ? n : 0] = '\0';
+    /* The counters start at 0: their complements at ~0. */
+    for (int i = 0; i < 4; i++)
+        h->counter_check[i] = ~0ull;
 }
 
 int cs_trace_open(const struct cs_trace_params *p)
@@ -260,6 +263,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__t.comm_seq = 0;
     cs__t.comm_full_warned = 0;
     fill_header(cs__t.hdr, p, t_init, skewed);
+    cs__hdr_seal();
     cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
     __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
     cs__t.open = 1;
@@ -324,10 +328,9 @@ int cs_trace_add_comm(const struct cs_comm_record *rec)
     char *dst = (char *)b + sizeof *b + used;
     memcpy(dst, rec, body);
     ((struct cs_comm_record *)dst)->record_bytes = (uint32_t)len;
-    /* Readers trust `used`: publish it only once the bytes are in place. */
-    __atomic_store_n(&b->used, (uint32_t)(used + len), __ATOMIC_RELEASE);
-    if (b->span > 1)
-        cs__block_seal(b);
+    /* Readers trust `used`: publish it only once the bytes are in place, together with the CRC
+     * that covers them, so a crashed rank's communicator table is checked too (trace.h). */
+    cs__block_seal_used(b, (uint32_t)(used + len));
     rc = 0;
 out:
     pthread_mutex_unlock(&cs__t.comm_mu);
@@ -336,8 +339,10 @@ out:
 
 void cs_trace_set_t_init(uint64_t t_init)
 {
-    if (cs__t.open)
+    if (cs__t.open) {
         cs__t.hdr->t_init = t_init;
+        cs__hdr_seal();
+    }
 }
 
 void cs_trace_set_clock(int idx, const struct cs_clock_sample *s)
@@ -345,14 +350,15 @@ void cs_trace_set_clock(int idx, const struct cs_clock_sample *s)
     if (!s || idx < 0 || idx > 1 || !cs__t.open)
         return;
     cs__t.hdr->clock[idx] = *s;
+    cs__hdr_seal();
 }
 
 void cs_trace_count_test(uint64_t ns)
 {
     if (!__atomic_load_n(&cs_active, __ATOMIC_RELAXED))
         return;
-    __atomic_fetch_add(&cs__t.hdr->unrecorded_tests, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&cs__t.hdr->unrecorded_test_ns, ns, __ATOMIC_RELAXED);
+    cs__counter_add(&cs__t.hdr->unrecorded_tests, CS_COUNTER_TESTS, 1);
+    cs__counter_add(&cs__t.hdr->unrecorded_test_ns, CS_COUNTER_TEST_NS, ns);
 }
 
 void cs_trace_close(uint64_t t_finalize)
@@ -369,6 +375,7 @@ void cs_trace_close(uint64_t t_finalize)
 
     struct cs_file_header *h = cs__t.hdr;
     h->t_finalize = t_finalize;
+    cs__hdr_seal(); /* the partial header stays checkable until the closed one replaces it */
     uint64_t nb = atomic_load(&cs__t.next_block);
     uint64_t events = 0;
     for (uint64_t i = 0; i < nb;) {

@@ -56,6 +56,7 @@ void cs_disable(const char *fmt, ...)
         memcpy(h->note, reason, sizeof h->note);
         h->note[sizeof h->note - 1] = '\0';
         __atomic_fetch_or(&h->flags, CS_FLAG_DISABLED, __ATOMIC_RELEASE);
+        cs__hdr_seal();
     }
 }
 
@@ -76,6 +77,7 @@ void cs__storage_failed(const char *fmt, ...)
         memcpy(h->note, reason, sizeof h->note);
         h->note[sizeof h->note - 1] = '\0';
         __atomic_fetch_or(&h->flags, CS_FLAG_STORAGE, __ATOMIC_RELEASE);
+        cs__hdr_seal();
     }
 }
 

@@ -53,6 +53,9 @@ enum {
     CS_FLAG_STORAGE = 1u << 8,     /* recording stopped at a storage fault (full disk, file-size
                                       limit, I/O error; reason in note): the events after it are
                                       counted in dropped */
+    CS_FLAG_CHECKED = 1u << 9,     /* the partial-file checks are kept: live_crc and the counter
+                                      complements of the header, and live_sum/live_used of
+                                      unsealed event blocks (readers check them when set) */
 };
 
 /* How a rank's GPU work was timed (cs_file_header.gpu_timing). */
@@ -116,6 +119,24 @@ struct cs_file_header {
     int32_t local_rank;              /* rank on this node (LOCAL_RANK, ...); -1 unknown */
     uint64_t gpu_dropped;            /* GPU activity records lost (CUPTI dropped, or unmapped) */
     char gpu_note[256];              /* what about NCCL/GPU timing is missing, and why */
+    /*
+     * Added with CS_FLAG_CHECKED (zero in files without it): what makes a partial file, whose
+     * header_crc is 0, checkable byte for byte.  The counters dropped, unrecorded_tests,
+     * unrecorded_test_ns and gpu_dropped change on busy paths; each has its bitwise complement
+     * beside it.  live_crc covers the rest of the header.
+     */
+    uint32_t live_crc;   /* CRC-32 of the header with header_crc, live_crc and the four counters
+                            and their complements taken as zero; kept current by the collector */
+    uint32_t live_pad;   /* 0 */
+    uint64_t counter_check[4]; /* complements, indexed by enum cs_counter */
+};
+
+/* The header counters that carry a complement (cs_file_header.counter_check). */
+enum cs_counter {
+    CS_COUNTER_DROPPED = 0,   /* ~dropped */
+    CS_COUNTER_TESTS = 1,     /* ~unrecorded_tests */
+    CS_COUNTER_TEST_NS = 2,   /* ~unrecorded_test_ns */
+    CS_COUNTER_GPU_DROPPED = 3 /* ~gpu_dropped */
 };
 
 enum cs_block_kind {
@@ -132,7 +153,15 @@ struct cs_block_header {
     uint32_t span;     /* blocks this block occupies (1, more for a large comm record) */
     uint32_t ostid;    /* operating-system thread id */
     uint64_t seq;      /* block sequence number of this thread (0, 1, ...) */
-    uint8_t reserved[32];
+    /*
+     * Event blocks of a CS_FLAG_CHECKED file, while unsealed: live_sum is cs_live_sum() of the
+     * first live_used events, stored (with live_used, in one 8-byte store) before `used`, so a
+     * reader finds live_used == used, or used + 1 when the writer stopped between the two
+     * stores.  Zero in comm blocks and in files without the flag.
+     */
+    uint32_t live_sum;
+    uint32_t live_used;
+    uint8_t reserved[24];
 };
 
 /* Event flags. */
@@ -258,6 +287,19 @@ struct cs_comm_gpu {
     uint32_t flags;    /* CS_COMM_GPU_* bits; other bits 0 */
     char bus_id[24];   /* PCI bus id "0000:3b:00.0" (NUL-terminated); "" unknown */
 };
+
+/*
+ * The running check of an unsealed event block: sum = cs_live_step(sum, event) for each
+ * committed event in order, from 0.  Any change of one byte of an event changes it (a rotation
+ * and an exclusive-or are both invertible); it is no CRC, but costs a few instructions on the
+ * collector's fast path.
+ */
+static inline uint32_t cs_live_step(uint32_t sum, const struct cs_event *e)
+{
+    const uint64_t *w = (const uint64_t *)(const void *)e;
+    uint64_t x = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5] ^ w[6] ^ w[7];
+    return ((sum << 5) | (sum >> 27)) ^ (uint32_t)(x ^ (x >> 32)) ^ 0x9e3779b9u;
+}
 
 #ifdef __cplusplus
 #define CS_STATIC_ASSERT static_assert

@@ -363,7 +363,7 @@ static void test_basic(void)
         return;
     const struct cs_file_header *h = f.h;
     CHECK_INT(check_closed(&f), ==, n);
-    CHECK_INT(h->flags, ==, CS_FLAG_THREADS);
+    CHECK_INT(h->flags, ==, CS_FLAG_THREADS | CS_FLAG_CHECKED);
     CHECK_INT(h->rank, ==, 3);
     CHECK_INT(h->world_size, ==, 8);
     CHECK_INT(h->pid, ==, getpid());
@@ -589,7 +589,7 @@ static void test_cs_disable(void)
     CHECK_INT(tf_load(&f, cs_trace_path()), ==, 0);
     if (f.buf) {
         CHECK_INT(check_closed(&f), ==, 10);
-        CHECK_INT(f.h->flags, ==, CS_FLAG_DISABLED);
+        CHECK_INT(f.h->flags, ==, CS_FLAG_DISABLED | CS_FLAG_CHECKED);
         CHECK_STR(f.h->note, "test reason 7");
         free(f.buf);
     }
@@ -705,7 +705,7 @@ static void test_cap(void)
         CHECK_INT(f.h->blocks, ==, 63);
         CHECK_INT(check_closed(&f), ==, fit);
         CHECK_INT(f.h->dropped, ==, extra);
-        CHECK_INT(f.h->flags, ==, CS_FLAG_DROPPED);
+        CHECK_INT(f.h->flags, ==, CS_FLAG_DROPPED | CS_FLAG_CHECKED);
         uint64_t idx = 0;
         for (uint64_t i = 0; i < 63; i++) {
             const struct cs_block_header *b = tf_block(&f, i);

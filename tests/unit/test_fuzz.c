@@ -811,15 +811,32 @@ static int mutate_wire(struct work *w, char *desc, size_t cap)
     return 1;
 }
 
-/* Seal every block and every closed header again (mutations changed their bytes). */
+/* Seal every block and every header again (mutations changed their bytes): CRCs, and in a
+ * partial file of a checking collector its running checks and live header CRC (trace.h). */
+struct reseal_ctx {
+    const struct file *f;
+    int checked; /* the file has CS_FLAG_CHECKED */
+};
+
 static void reseal_block(void *arg, size_t off, struct cs_block_header *bh)
 {
-    const struct file *f = arg;
-    if (!bh->crc)
-        return; /* unsealed block of a partial file: stays so */
+    const struct reseal_ctx *x = arg;
+    const struct file *f = x->f;
     size_t span = bh->kind == CS_BLOCK_COMMS && bh->span > 1 ? bh->span : 1;
     if (off + span * CS_BLOCK_SIZE > f->n)
         return; /* cut short: the reader must say so */
+    if (!bh->crc) {
+        /* unsealed block of a partial file: stays so, with its running check made to fit */
+        if (x->checked && bh->kind == CS_BLOCK_EVENTS && bh->used <= CS_EVENTS_PER_BLOCK) {
+            const struct cs_event *ev = (const void *)(f->b + off + sizeof *bh);
+            uint32_t sum = 0;
+            for (uint32_t k = 0; k < bh->used; k++)
+                sum = cs_live_step(sum, &ev[k]);
+            bh->live_sum = sum;
+            bh->live_used = bh->used;
+        }
+        return;
+    }
     bh->crc = 0;
     uint32_t c = cs_crc32(0, f->b + off, span * CS_BLOCK_SIZE);
     bh->crc = c ? c : 1;
@@ -830,11 +847,26 @@ static void reseal(struct work *w)
     for (int i = 0; i < w->nf; i++) {
         if (w->drop[i])
             continue;
-        each_block(&w->f[i], reseal_block, &w->f[i]);
         struct cs_file_header *h = hdr(w, i);
+        struct reseal_ctx x = {&w->f[i], h && (h->flags & CS_FLAG_CHECKED)};
+        each_block(&w->f[i], reseal_block, &x);
         if (h && h->header_crc) {
             h->header_crc = 0;
             h->header_crc = cs_crc32(0, h, CS_HEADER_SIZE);
+        } else if (h && (h->flags & CS_FLAG_CHECKED)) {
+            const uint64_t v[4] = {h->dropped, h->unrecorded_tests, h->unrecorded_test_ns,
+                                   h->gpu_dropped};
+            for (int k = 0; k < 4; k++)
+                h->counter_check[k] = ~v[k];
+            union {
+                struct cs_file_header h;
+                unsigned char page[CS_HEADER_SIZE];
+            } c;
+            memcpy(c.page, h, CS_HEADER_SIZE);
+            c.h.live_crc = 0;
+            c.h.dropped = c.h.unrecorded_tests = c.h.unrecorded_test_ns = c.h.gpu_dropped = 0;
+            memset(c.h.counter_check, 0, sizeof c.h.counter_check);
+            h->live_crc = cs_crc32(0, c.page, CS_HEADER_SIZE);
         }
     }
 }
