@@ -536,6 +536,10 @@ struct cs_report {
     int *missing, *partial;
     size_t nmissing, npartial;
     uint64_t events, dropped_events, unrecorded_tests;
+    /* Ranks whose process made no MPI or NCCL call (CS_FLAG_NO_CALLS): their time split is
+     * unknown; what the first of them saw (its header note, "" none). */
+    int no_call_ranks;
+    char no_calls_note[256];
     char **problems; /* borrowed from the run */
     size_t nproblems;
     struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */

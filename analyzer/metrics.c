@@ -343,6 +343,12 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
             o->comm_s += o->gpu_comm_s;
             o->compute_s = ns_s((double)rk->gpu_compute_ns);
         }
+        if (h->flags & CS_FLAG_NO_CALLS) {
+            /* No call was seen: how the wall time splits is unknown, not all compute. */
+            o->comm_s = o->compute_s = NAN;
+            if (!rep->no_call_ranks++)
+                snprintf(rep->no_calls_note, sizeof rep->no_calls_note, "%s", h->note);
+        }
         o->wait_s = ns_s((double)rk->wait_ns);
         o->p2p_wait_s = o->p2p_caused_s = NAN; /* steps_model.c, after the what-if pass */
         o->calls = rk->calls;
@@ -385,6 +391,8 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     rep->load_balance = max_compute > 0 ? mean_compute / max_compute : NAN;
     rep->communication_efficiency = max_wall > 0 ? max_compute / max_wall : NAN;
     rep->parallel_efficiency = rep->load_balance * rep->communication_efficiency;
+    if (rep->no_call_ranks) /* some compute times are unknown */
+        rep->load_balance = rep->communication_efficiency = rep->parallel_efficiency = NAN;
 
     if (run->nrows)
         qsort(run->rows, run->nrows, sizeof *run->rows, row_cmp);

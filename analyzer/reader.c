@@ -18,7 +18,8 @@
 
 #define KNOWN_FILE_FLAGS                                                                           \
     (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS |  \
-     CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI | CS_FLAG_CLOCK_ROOT | CS_FLAG_STORAGE | CS_FLAG_CHECKED)
+     CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI | CS_FLAG_CLOCK_ROOT | CS_FLAG_STORAGE |                 \
+     CS_FLAG_CHECKED | CS_FLAG_NO_CALLS)
 #define KNOWN_EVENT_FLAGS 0x7ffu
 /* Members one process may hold in an ncclCommInitAll communicator (devices), at most. */
 #define CS_COMM_MULTI_MAX 4096

@@ -40,18 +40,18 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
             "Comm", "Compute", "Wait", "P2P_wait", "P2P_caused", "Calls", "Bytes", "Partial");
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
-        char p2p[32] = "-", caused[32] = "-";
-        if (isfinite(r->p2p_wait_s))
-            snprintf(p2p, sizeof p2p, "%.6f", r->p2p_wait_s);
-        if (isfinite(r->p2p_caused_s))
-            snprintf(caused, sizeof caused, "%.6f", r->p2p_caused_s);
+        char p2p[32], caused[32], comm[32], comp[32];
         fprintf(out,
-                "%5d %-16s %12.6f %12.6f %12.6f %12.6f %12s %12s %10" PRIu64 " %14" PRIu64 " %s\n",
-                r->rank, r->host, r->wall_s, r->comm_s, r->compute_s, r->wait_s, p2p, caused,
-                r->calls, r->bytes, r->partial ? "yes" : "no");
+                "%5d %-16s %12.6f %12s %12s %12.6f %12s %12s %10" PRIu64 " %14" PRIu64 " %s\n",
+                r->rank, r->host, r->wall_s, num(comm, sizeof comm, "%.6f", r->comm_s),
+                num(comp, sizeof comp, "%.6f", r->compute_s), r->wait_s,
+                num(p2p, sizeof p2p, "%.6f", r->p2p_wait_s),
+                num(caused, sizeof caused, "%.6f", r->p2p_caused_s), r->calls, r->bytes,
+                r->partial ? "yes" : "no");
     }
     fprintf(out, "(Wait: at collectives; P2P_wait: at point-to-point calls for partners, whole run;"
-                 " P2P_caused: its partners' waits for it; '-': not measured on a GPU rank)\n");
+                 " P2P_caused: its partners' waits for it; '-': not measured: on a GPU rank, or "
+                 "a rank that made no MPI or NCCL call)\n");
 
     fprintf(out, "\n@--- Per-op totals over ranks %s\n", "-----------------------------------");
     fprintf(out, "%-26s %-21s %5s %10s %14s %12s %10s %10s\n", "Op", "Comm", "Size", "Calls",

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 #include "wire.h"
@@ -76,6 +77,13 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
         break;
     case CS_FIND_NO_COMM:
         snprintf(buf, n, "No communication call was recorded.");
+        break;
+    case CS_FIND_NO_CALLS:
+        snprintf(buf, n,
+                 "%" PRIu64 " of the %" PRIu64 " ranks made no MPI or NCCL call: the job "
+                 "communicated through something commscope does not intercept%s%s%s; only their "
+                 "wall time is known.",
+                 f->count, f->total, f->note[0] ? " (" : "", f->note, f->note[0] ? ")" : "");
         break;
     case CS_FIND_GRAD_SYNC:
         snprintf(buf, n,

@@ -2,10 +2,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commscope/input.h"
 #include "gpu.h"
 #include "internal.h"
 #include "nccl_p2p.h"
@@ -29,6 +32,29 @@ void cs__problem(struct cs__run *run, const char *fmt, ...)
     char *s = strdup(buf);
     if (s)
         run->problems[run->nproblems++] = s;
+}
+
+/* The value of "key: value" in RUN_DIR/commscope-run.txt into out; 0 when there is none. */
+static int run_file_value(const char *dir, const char *key, char *out, size_t cap)
+{
+    char path[PATH_MAX + 32], line[2048];
+    snprintf(path, sizeof path, "%s/commscope-run.txt", dir);
+    FILE *f = cs_input_fopen(path);
+    size_t k = strlen(key);
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, k) && line[k] == ':' && line[k + 1] == ' ') {
+            line[strcspn(line, "\n")] = '\0';
+            size_t n = strlen(line + k + 2);
+            if (n >= cap)
+                n = cap - 1;
+            memcpy(out, line + k + 2, n);
+            out[n] = '\0';
+            found = 1;
+        }
+    if (f)
+        fclose(f);
+    return found;
 }
 
 /* "rank-<digits>.cst": returns the number, or -1 for other names. */
@@ -247,7 +273,17 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
     }
     free(f);
     if (!nf) {
-        cs__problem(run, "no rank-*.cst trace files in %s", dir);
+        /* "mpi_preload: no (REASON)": why the job may have left no trace. */
+        char why[1024];
+        size_t n;
+        if (run_file_value(dir, "mpi_preload", why, sizeof why) && !strncmp(why, "no (", 4) &&
+            (n = strlen(why)) > 5 && why[n - 1] == ')') {
+            why[n - 1] = '\0';
+            cs__problem(run, "no rank-*.cst trace files in %s: commscope run preloaded no MPI "
+                        "collector: %s", dir, why + 4);
+        }
+        else
+            cs__problem(run, "no rank-*.cst trace files in %s", dir);
         return 0;
     }
     char list[512];

@@ -455,6 +455,14 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
             f.v[2] = NAN;
         snprintf(f.host, sizeof f.host, "%s", b->host);
         add_finding(o, f);
+    } else if (rep->no_call_ranks) {
+        struct cs_report_finding f = {.kind = CS_FIND_NO_CALLS,
+                                      .rank = -1,
+                                      .count = (uint64_t)rep->no_call_ranks,
+                                      .total = rep->nranks};
+        const char *seen = strstr(rep->no_calls_note, "; ");
+        snprintf(f.note, sizeof f.note, "%s", seen ? seen + 2 : "");
+        add_finding(o, f);
     } else {
         add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_COMM, .rank = -1});
     }

@@ -133,6 +133,8 @@ enum cs_finding_kind {
     CS_FIND_INCOMPLETE,   /* count missing of total ranks, v0 partial ranks, v1 dropped events,
                              v2 incomplete instances */
     CS_FIND_NO_COMM,      /* no communication call was recorded */
+    CS_FIND_NO_CALLS,     /* count ranks of total made no MPI or NCCL call; note: what the first
+                             one saw, after "no MPI or NCCL call; " (may be "") */
     CS_FIND_GRAD_SYNC,    /* v0 gradient-sync % of each step, v1 exposed s per step, v2 mean
                              step s (views_steps.c) */
     CS_FIND_GPU_COMM,     /* v0 GPU communication s (ranks with GPU records), v1 % of it
@@ -149,6 +151,7 @@ struct cs_report_finding {
     char host[CS_HOST_MAX];
     uint64_t count, total;
     double v[4];
+    char note[160]; /* words of the evidence, where a kind says so */
 };
 
 struct cs_report_views {

@@ -611,26 +611,18 @@ static int run_program(char *const *cav, int *sig, int *not_started)
     return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_SETUP;
 }
 
-/* Prepend the collector libraries to LD_PRELOAD (the MPI one when mpi is set and it was built).
- * Returns 0 or -1 (out of memory). */
-static int set_preload(const char *libdir, int mpi)
+/* Prepend the collector libraries to LD_PRELOAD: mpi_lib (the MPI family's build, "" none)
+ * before the core library.  Returns 0 or -1 (out of memory). */
+static int set_preload(const char *libdir, const char *mpi_lib)
 {
     const char *old = getenv("LD_PRELOAD");
-    size_t n =
-        2 * strlen(libdir) + strlen(LIB_MPI) + strlen(LIB_CORE) + 8 + (old ? strlen(old) : 0);
+    size_t n = strlen(mpi_lib) + strlen(libdir) + strlen(LIB_CORE) + 8 + (old ? strlen(old) : 0);
     char *v = malloc(n);
     if (!v)
         return -1;
-    /* The MPI front end first: its PMPI wrappers must come before libmpi's MPI_* symbols.  A
-     * build without MPI has none (NCCL-only machines): then the core library alone. */
-    char mpi_lib[PATH_MAX + 64];
-    snprintf(mpi_lib, sizeof mpi_lib, "%s/" LIB_MPI, libdir);
-    if (mpi && access(mpi_lib, R_OK) == 0)
-        snprintf(v, n, "%s/" LIB_MPI ":%s/" LIB_CORE "%s%s", libdir, libdir,
-                 old && old[0] ? ":" : "", old && old[0] ? old : "");
-    else
-        snprintf(v, n, "%s/" LIB_CORE "%s%s", libdir, old && old[0] ? ":" : "",
-                 old && old[0] ? old : "");
+    /* The MPI front end first: its PMPI wrappers must come before libmpi's MPI_* symbols. */
+    snprintf(v, n, "%s%s%s/" LIB_CORE "%s%s", mpi_lib, mpi_lib[0] ? ":" : "", libdir,
+             old && old[0] ? ":" : "", old && old[0] ? old : "");
     int rc = setenv("LD_PRELOAD", v, 1);
     free(v);
     return rc;
@@ -654,14 +646,19 @@ int cs__cmd_run(int argc, char **argv)
     if (rc)
         return rc;
 
-    char why[PATH_MAX + 64];
-    int mpi = cs__choose_mpi_preload(o.mpi, o.prog_argc, o.prog_argv, why, sizeof why);
+    char why[3 * PATH_MAX], mpi_lib[PATH_MAX + 64];
+    int choice = cs__choose_mpi_preload(o.mpi, o.prog_argc, o.prog_argv, libdir, mpi_lib,
+                                        sizeof mpi_lib, why, sizeof why);
+    /* An MPI job without a collector of its family runs untraced for MPI: said once, here. */
+    if (choice < 0)
+        fprintf(stderr, "commscope run: %s\n", why);
+    int mpi = choice != 0;
     /* NVTX ranges: libcommscope.so is an NVTX injection library (collector/nvtx/inject.c).  A
      * value the user set (Nsight Systems sets its own) wins: NVTX loads one injection only. */
     char nvtx[PATH_MAX + 32];
     snprintf(nvtx, sizeof nvtx, "%s/" LIB_CORE, libdir);
     int nvtx_set = !getenv("NVTX_INJECTION64_PATH");
-    if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir, mpi) != 0 ||
+    if (setenv("COMMSCOPE_DIR", run_dir, 1) != 0 || set_preload(libdir, mpi_lib) != 0 ||
         (nvtx_set && setenv("NVTX_INJECTION64_PATH", nvtx, 1) != 0) ||
         cs__capture_env(&o.cap, "run") != 0) {
         fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
@@ -694,7 +691,7 @@ int cs__cmd_run(int argc, char **argv)
         free_child_argv(cav, owned);
         return rc;
     }
-    append_run_file(run_file, "mpi_preload: %s (%s)\n", mpi ? "yes" : "no", why);
+    append_run_file(run_file, "mpi_preload: %s (%s)\n", choice > 0 ? "yes" : "no", why);
     if (nvtx_set)
         append_run_file(run_file, "nvtx: NVTX_INJECTION64_PATH=%s (NVTX ranges recorded)\n", nvtx);
     else

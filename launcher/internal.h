@@ -2,6 +2,9 @@
 #ifndef COMMSCOPE_LAUNCHER_INTERNAL_H
 #define COMMSCOPE_LAUNCHER_INTERNAL_H
 
+#include <limits.h>
+#include <stddef.h>
+
 /*
  * One subcommand.  fn gets argv with argv[0] = the subcommand's name and returns the process exit
  * status.  Every subcommand answers --help on stdout with status 0 and reports a usage error with
@@ -52,13 +55,32 @@ struct cs_fabric;
 int cs__fabric_wire(struct cs_fabric *f, const char *run_dir);
 
 #include <stddef.h>
-/* Preload choice of `commscope run` (preload.c).  force: 1 --mpi, -1 --no-mpi, 0 decide from the
- * command line argv[0..argc).  Returns 1 to preload libcommscope_mpi.so, with why in why. */
-int cs__choose_mpi_preload(int force, int argc, char **argv, char *why, size_t cap);
+/* MPI families (preload.c), in order of how much they tell. */
+enum { CS__MPI_NONE = 0, CS__MPI_UNKNOWN = 1, CS__MPI_OPENMPI = 2, CS__MPI_MPICH = 3 };
+/* "none", "an unknown MPI", "Open MPI", "MPICH", indexed by family. */
+extern const char *const cs__mpi_family_name[];
+/* One MPI collector build: its path and the family its DT_NEEDED names. */
+struct cs__mpi_collector {
+    char path[PATH_MAX + 64];
+    int family;
+};
+/* The MPI collector builds in libdir (libcommscope_mpi.so, then mpich/ and openmpi/ ones), at
+ * most max into out.  Returns how many. */
+int cs__mpi_collectors(const char *libdir, struct cs__mpi_collector *out, int max);
+/*
+ * Preload choice of `commscope run` (preload.c).  force: 1 --mpi, -1 --no-mpi, 0 decide from the
+ * command line argv[0..argc).  Returns 1 with the MPI collector to preload in lib; 0 when the job
+ * is no MPI job; -1 when it is one but no collector of its MPI family was built (the job runs
+ * untraced for MPI).  why gets the reasons, as a sentence fragment.
+ */
+int cs__choose_mpi_preload(int force, int argc, char **argv, const char *libdir, char *lib,
+                           size_t libcap, char *why, size_t cap);
 /* 1 for Open MPI / MPICH launchers (mpirun, mpiexec, orterun, ... and .suffixed variants). */
 int cs__is_mpi_launcher(const char *prog);
-/* 1 when the ELF file at path links an MPI library, 0 when not, -1 not a readable ELF64 file. */
-int cs__elf_links_mpi(const char *path);
+/* The MPI family (CS__MPI_*) the ELF file at path links by its DT_NEEDED entries (soname gets
+ * the library that says so), CS__MPI_NONE when it links no MPI, -1 when it is not a readable
+ * 64-bit ELF file. */
+int cs__elf_mpi_family(const char *path, char *soname, size_t cap);
 
 /* root_service.c: the TCP clock/gather service for ranks without MPI (include/commscope/root.h).
  * Start it on spec ("HOST:PORT"; NULL: every IPv4 interface, a free port) for run_dir; addr gets

@@ -1,9 +1,11 @@
 /*
- * Which collector libraries `commscope run` preloads: libcommscope.so always, libcommscope_mpi.so
- * (which links libmpi) only into MPI jobs.  Preloading it into a torchrun or NCCL-only job would
- * load libmpi into every Python process and worker for nothing, or fail where no MPI is installed.
+ * Which collector libraries `commscope run` preloads: libcommscope.so always, an MPI collector
+ * (libcommscope_mpi.so) only into MPI jobs, and only the build for the program's MPI family.
+ * Preloading an MPI collector into a torchrun or NCCL-only job would load libmpi into every
+ * Python process and worker for nothing; preloading the Open MPI build into an MPICH program
+ * makes it abort in its first MPI call (the ABIs differ: handles, constants, status layout).
  *
- * The choice, in order:
+ * Whether the job is an MPI job, in order:
  *   1. --mpi / --no-mpi on the command line;
  *   2. the program is an MPI launcher (mpirun, mpiexec, orterun, and their .openmpi/.mpich/.hydra
  *      variants): MPI;
@@ -12,6 +14,11 @@
  *   4. otherwise (srun, a plain program, a shell script): MPI when an argument names an
  *      executable ELF file that links an MPI library (DT_NEEDED libmpi* / libmpich*): the
  *      program itself, or the program srun starts; else core only.
+ * Its family: that of the MPI library the program links (libmpi.so.40 and other libmpi.so.N:
+ * Open MPI; libmpich.so.N or libmpi.so.12: MPICH and the MPICH-ABI family, Intel MPI, MVAPICH),
+ * else the launcher's (its name, or the file a plain mpirun/mpiexec resolves to: orterun and
+ * prterun are Open MPI's, mpiexec.hydra MPICH's).  Each collector build says its own family by
+ * its DT_NEEDED; where none matches, no MPI collector is preloaded and the reason is given.
  */
 #include <elf.h>
 #include <errno.h>
@@ -29,6 +36,28 @@ static const char *base_name(const char *p)
 {
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
+}
+
+const char *const cs__mpi_family_name[] = {
+    [CS__MPI_NONE] = "none", [CS__MPI_UNKNOWN] = "an unknown MPI", [CS__MPI_OPENMPI] = "Open MPI",
+    [CS__MPI_MPICH] = "MPICH"};
+
+/* The family of a library by its soname; CS__MPI_NONE for libraries that are no MPI.  With
+ * `runtime`, Open MPI's run-time libraries count too (its launchers link them, not libmpi). */
+static int soname_family(const char *name, int runtime)
+{
+    if (!strncmp(name, "libmpich", 8))
+        return CS__MPI_MPICH;
+    if (!strcmp(name, "libmpi.so.12"))
+        return CS__MPI_MPICH; /* the MPICH ABI's soname (Intel MPI, MVAPICH, Cray) */
+    if (!strncmp(name, "libmpi.so", 9))
+        return CS__MPI_OPENMPI;
+    if (runtime && (!strncmp(name, "libopen-rte", 11) || !strncmp(name, "libopen-pal", 11) ||
+                    !strncmp(name, "libprrte", 8)))
+        return CS__MPI_OPENMPI;
+    if (!strncmp(name, "libmpi.", 7) || !strncmp(name, "libmpi_", 7))
+        return CS__MPI_UNKNOWN;
+    return CS__MPI_NONE;
 }
 
 int cs__is_mpi_launcher(const char *prog)
@@ -80,12 +109,11 @@ static int resolve(const char *name, char out[PATH_MAX])
     return -1;
 }
 
-/*
- * 1 when the 64-bit little-endian ELF file at path names an MPI library in its DT_NEEDED entries,
- * 0 when it does not, -1 when it is not such an ELF file (or cannot be read).
- */
-int cs__elf_links_mpi(const char *path)
+/* cs__elf_mpi_family, with Open MPI's run-time libraries counted when `runtime`. */
+static int elf_family(const char *path, char *soname, size_t cap, int runtime)
 {
+    if (soname && cap)
+        soname[0] = '\0';
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -111,7 +139,7 @@ int cs__elf_links_mpi(const char *path)
         if (ph.p_type == PT_DYNAMIC)
             dyn = ph;
     }
-    rc = 0; /* an ELF file: statically linked ones have no DT_NEEDED */
+    rc = CS__MPI_NONE; /* an ELF file: statically linked ones have no DT_NEEDED */
     if (!dyn.p_filesz || dyn.p_offset > size || size - dyn.p_offset < dyn.p_filesz)
         goto out;
     /* DT_STRTAB is an address: find the file offset through the PT_LOAD segment holding it. */
@@ -143,9 +171,12 @@ int cs__elf_links_mpi(const char *path)
         size_t max = strsz - d.d_un.d_val;
         if (strnlen(name, max) == max)
             continue;
-        if (!strncmp(name, "libmpi.", 7) || !strncmp(name, "libmpi_", 7) ||
-            !strncmp(name, "libmpich", 8))
-            rc = 1;
+        int fam = soname_family(name, runtime);
+        if (fam > rc) {
+            rc = fam;
+            if (soname && cap)
+                snprintf(soname, cap, "%s", name);
+        }
     }
 out:
     free(img);
@@ -153,29 +184,139 @@ out:
     return rc;
 }
 
-int cs__choose_mpi_preload(int force, int argc, char **argv, char *why, size_t cap)
+/* The family of an MPI launcher by its name, or by the file a plain mpirun/mpiexec resolves to
+ * (Debian's alternatives); CS__MPI_UNKNOWN when it cannot be told. */
+static int launcher_family(const char *prog)
 {
-    if (force) {
-        snprintf(why, cap, "%s given", force > 0 ? "--mpi" : "--no-mpi");
-        return force > 0;
+    char path[PATH_MAX], real[PATH_MAX];
+    const char *b = base_name(prog);
+    for (int pass = 0; pass < 2; pass++) {
+        if (strstr(b, ".openmpi") || !strncmp(b, "orterun", 7) || !strncmp(b, "prterun", 7))
+            return CS__MPI_OPENMPI;
+        if (strstr(b, ".mpich") || strstr(b, ".hydra"))
+            return CS__MPI_MPICH;
+        if (pass || resolve(prog, path) || !realpath(path, real))
+            break;
+        b = base_name(real);
     }
-    if (cs__is_mpi_launcher(argv[0])) {
-        snprintf(why, cap, "%s is an MPI launcher", base_name(argv[0]));
-        return 1;
+    /* Open MPI's launchers link its run-time libraries; MPICH's hydra links none. */
+    if (!resolve(prog, path)) {
+        int fam = elf_family(path, NULL, 0, 1);
+        if (fam == CS__MPI_OPENMPI)
+            return fam;
     }
-    if (is_torch_launcher(argc, argv)) {
-        snprintf(why, cap, "%s starts torch.distributed jobs (NCCL)", base_name(argv[0]));
-        return 0;
-    }
-    /* Every argument naming an executable ELF file counts (srun's or env's program follows
-     * their options), so `srun -N 2 ./mpi_app` is an MPI job and `srun python train.py` not. */
+    return CS__MPI_UNKNOWN;
+}
+
+/* The MPI family the job's program links, from the first argument naming an executable ELF file
+ * that links MPI (srun's or env's program follows their options); soname gets the library. */
+static int program_family(int argc, char **argv, char *prog, size_t pcap, char *soname,
+                          size_t scap)
+{
     for (int i = 0; i < argc; i++) {
         char path[PATH_MAX];
-        if (argv[i][0] == '-' || resolve(argv[i], path) || cs__elf_links_mpi(path) != 1)
+        if (argv[i][0] == '-' || resolve(argv[i], path))
             continue;
-        snprintf(why, cap, "%s links an MPI library", path);
-        return 1;
+        int fam = cs__elf_mpi_family(path, soname, scap);
+        if (fam > CS__MPI_NONE) {
+            snprintf(prog, pcap, "%s", path);
+            return fam;
+        }
     }
-    snprintf(why, cap, "no MPI launcher or program linking MPI on the command line");
-    return 0;
+    return CS__MPI_NONE;
+}
+
+int cs__mpi_collectors(const char *libdir, struct cs__mpi_collector *out, int max)
+{
+    static const char *const places[] = {"", "mpich/", "openmpi/"};
+    int n = 0;
+    for (size_t i = 0; i < sizeof places / sizeof places[0] && n < max; i++) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof p, "%s/%slibcommscope_mpi.so", libdir, places[i]);
+        if (access(p, R_OK) != 0)
+            continue;
+        snprintf(out[n].path, sizeof out[n].path, "%s", p);
+        int fam = cs__elf_mpi_family(p, NULL, 0);
+        out[n].family = fam > CS__MPI_NONE ? fam : CS__MPI_UNKNOWN;
+        n++;
+    }
+    return n;
+}
+
+int cs__elf_mpi_family(const char *path, char *soname, size_t cap)
+{
+    return elf_family(path, soname, cap, 0);
+}
+
+int cs__choose_mpi_preload(int force, int argc, char **argv, const char *libdir, char *lib,
+                           size_t libcap, char *why, size_t cap)
+{
+    lib[0] = '\0';
+    char prog[PATH_MAX] = "", soname[128] = "";
+    int fam = program_family(argc, argv, prog, sizeof prog, soname, sizeof soname);
+    int mpi;
+    char reason[PATH_MAX + 64];
+    if (force) {
+        mpi = force > 0;
+        snprintf(reason, sizeof reason, "%s given", mpi ? "--mpi" : "--no-mpi");
+    } else if (cs__is_mpi_launcher(argv[0])) {
+        mpi = 1;
+        snprintf(reason, sizeof reason, "%s is an MPI launcher", base_name(argv[0]));
+    } else if (is_torch_launcher(argc, argv)) {
+        mpi = 0;
+        snprintf(reason, sizeof reason, "%s starts torch.distributed jobs (NCCL)",
+                 base_name(argv[0]));
+    } else if (fam > CS__MPI_NONE) {
+        mpi = 1;
+        snprintf(reason, sizeof reason, "%s links an MPI library", prog);
+    } else {
+        mpi = 0;
+        snprintf(reason, sizeof reason,
+                 "no MPI launcher or program linking MPI on the command line");
+    }
+    if (!mpi) {
+        snprintf(why, cap, "%s", reason);
+        return 0;
+    }
+    char from[PATH_MAX + 400];
+    if (fam > CS__MPI_NONE && fam != CS__MPI_UNKNOWN) {
+        int lf = cs__is_mpi_launcher(argv[0]) ? launcher_family(argv[0]) : CS__MPI_UNKNOWN;
+        /* A program started by another family's launcher does not start as one job. */
+        if (lf != CS__MPI_UNKNOWN && lf != fam)
+            fprintf(stderr,
+                    "commscope run: warning: %s is %s's launcher, but %s links %s (%s): the "
+                    "job may not start as one MPI job\n",
+                    base_name(argv[0]), cs__mpi_family_name[lf], prog, cs__mpi_family_name[fam],
+                    soname);
+        snprintf(from, sizeof from, "%s links %s (%s)", prog, cs__mpi_family_name[fam], soname);
+    } else {
+        fam = cs__is_mpi_launcher(argv[0]) ? launcher_family(argv[0]) : CS__MPI_UNKNOWN;
+        if (fam != CS__MPI_UNKNOWN)
+            snprintf(from, sizeof from, "%s is %s's launcher", base_name(argv[0]),
+                     cs__mpi_family_name[fam]);
+        else
+            snprintf(from, sizeof from, "the MPI family could not be told");
+    }
+    struct cs__mpi_collector c[4];
+    int n = cs__mpi_collectors(libdir, c, 4);
+    /* The matching build; with the family unknown, the default build (the first). */
+    int pick = -1;
+    for (int i = 0; i < n && pick < 0; i++)
+        if (c[i].family == fam || (fam == CS__MPI_UNKNOWN && i == 0))
+            pick = i;
+    if (pick < 0) {
+        char have[256] = "";
+        size_t k = 0;
+        for (int i = 0; i < n && k < sizeof have - 32; i++)
+            k += (size_t)snprintf(have + k, sizeof have - k, "%s%s", i ? ", " : "",
+                                  cs__mpi_family_name[c[i].family]);
+        snprintf(why, cap,
+                 "%s; %s; this commscope has no MPI collector built for %s (it has: %s), so "
+                 "none is preloaded and the job's MPI calls are not traced",
+                 reason, from, cs__mpi_family_name[fam], n ? have : "none");
+        return -1;
+    }
+    snprintf(lib, libcap, "%s", c[pick].path);
+    snprintf(why, cap, "%s; %s: %s", reason, from, c[pick].path);
+    return 1;
 }

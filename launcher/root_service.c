@@ -142,6 +142,20 @@ static int same_trace(const char *path, uint64_t nonce, uint64_t size)
     return same;
 }
 
+/* Nonzero when path holds a trace of this rank and run that records calls (no CS_FLAG_NO_CALLS). */
+static int holds_calls(const char *path, int rank, uint64_t run_id)
+{
+    struct cs_file_header h;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    int ok = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+             memcmp(h.magic, CS_TRACE_MAGIC, 8) == 0 && h.rank == rank && h.run_id == run_id &&
+             !(h.flags & CS_FLAG_NO_CALLS);
+    close(fd);
+    return ok;
+}
+
 /* The FINISH session's file part.  Returns nothing: the client is told the outcome. */
 static void take_file(struct conn *c, const struct cs_root_hello *h)
 {
@@ -176,6 +190,7 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
     const char *bad = NULL;
     char why[200] = "";
     uint64_t got = 0;
+    uint32_t flags = 0; /* the incoming trace's header flags */
     while (got < off.size && buf) {
         size_t want = off.size - got < CHUNK ? (size_t)(off.size - got) : CHUNK;
         ssize_t n = cs_root_recv_all(c->fd, buf, want);
@@ -193,6 +208,8 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
                          h->rank, (unsigned long long)h->run_id, (unsigned long long)off.nonce);
                 bad = why;
             }
+            if (!bad)
+                flags = fh->flags;
         }
         if (out >= 0 && !werr && write(out, buf, (size_t)n) != n)
             werr = errno ? errno : EIO;
@@ -217,6 +234,13 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
             refuse(c, "rank %d's trace was refused: %s", h->rank, bad);
         else
             refuse(c, "cannot write %s: %s", tmp, strerror(werr));
+        return;
+    }
+    /* A process of the rank that made no MPI or NCCL call (the shell a launcher started, say)
+     * never replaces the trace of the one that did. */
+    if ((flags & CS_FLAG_NO_CALLS) && holds_calls(dst, h->rank, h->run_id)) {
+        unlink(tmp);
+        reply(c->fd, 1, CS_ROOT_STATUS_OK, 0, "");
         return;
     }
     if (rename(tmp, dst) != 0) {

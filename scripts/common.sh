@@ -2,7 +2,7 @@
 # Sourced by scripts/demo.sh and scripts/test.sh: packages, MPI-as-root settings, configure+build.
 
 # Debian 12 packages commscope needs to build and test.
-CS_PACKAGES=(build-essential cmake libopenmpi-dev openmpi-bin libhwloc-dev libibverbs-dev
+CS_PACKAGES=(build-essential cmake libopenmpi-dev openmpi-bin mpich libmpich-dev libhwloc-dev libibverbs-dev
              libpcap-dev python3 iproute2 chromium libyajl-dev zlib1g-dev
              python3-torch   # torchrun for the root_torchrun test (~146 MB, ~85 s to install)
              slurmctld slurmd slurm-client munge)  # srun for the root_slurm test (~60 s)

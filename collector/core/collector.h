@@ -32,6 +32,7 @@ struct cs_trace_params {
     uint32_t thread_level;
     uint64_t run_id;
     uint64_t t_init;
+    int exclusive; /* never replace an existing trace file of this rank (then not tracing) */
 };
 
 /*

@@ -22,6 +22,8 @@ void cs__trace_set_nccl_version(uint32_t version);
 void cs__trace_set_gpu_timing(uint32_t timing);
 /* Count n GPU activity records lost. */
 void cs__trace_count_gpu_drop(uint64_t n);
+/* Set the header's note (what the trace is about, as one sentence; truncated at its size). */
+void cs__trace_set_note(const char *note);
 /* Append one sentence to gpu_note ("; " separated, truncated at the field's size). */
 void cs__trace_gpu_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

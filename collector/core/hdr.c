@@ -62,6 +62,14 @@ void cs__trace_set_gpu_timing(uint32_t timing)
     }
 }
 
+void cs__trace_set_note(const char *note)
+{
+    if (!cs__t.open)
+        return;
+    snprintf(cs__t.hdr->note, sizeof cs__t.hdr->note, "%s", note);
+    cs__hdr_seal();
+}
+
 void cs__trace_count_gpu_drop(uint64_t n)
 {
     if (cs__t.open)

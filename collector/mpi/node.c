@@ -63,7 +63,8 @@ static int enabled(void)
                    !strcasecmp(v, "off")));
 }
 
-/* The helper: $COMMSCOPE_NODE_HELPER, else ../bin/commscope beside this library. */
+/* The helper: $COMMSCOPE_NODE_HELPER, else ../bin/commscope beside libcommscope.so (the core
+ * library: this one may be a family's build in a folder of its own, lib/mpich/). */
 static int helper_path(char *out, size_t cap)
 {
     const char *e = getenv("COMMSCOPE_NODE_HELPER");
@@ -72,7 +73,7 @@ static int helper_path(char *out, size_t cap)
         return 0;
     }
     Dl_info info;
-    if (!dladdr((void *)&helper_path, &info) || !info.dli_fname)
+    if (!dladdr((void *)&cs_now, &info) || !info.dli_fname)
         return -1;
     char lib[PATH_MAX];
     snprintf(lib, sizeof lib, "%s", info.dli_fname);

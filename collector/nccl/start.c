@@ -18,6 +18,7 @@
 #include "commscope/root.h"
 
 #include "../core/front.h"
+#include "../core/hot.h"
 #include "../cuda/gpu.h"
 #include "internal.h"
 
@@ -135,7 +136,9 @@ static void root_start(const struct cs__ident *id, uint64_t run_id)
     cs_trace_set_clock(0, &s);
 }
 
-static void at_exit(void)
+/* Close the trace this front end opened and hand it to the root service; with second_sample,
+ * measure the clock again first (not when the first sample was just taken). */
+static void finish(int second_sample)
 {
     cs__gpu_shutdown();
     if (!opened_here || !cs_trace_header())
@@ -148,6 +151,7 @@ static void at_exit(void)
         uint32_t rounds = 0;
         fd = cs__root_open(root.host, root.port, CS_ROOT_FINISH, root.id.rank, root.id.size,
                            root.run_id, cs_trace_path(), &rounds, err, sizeof err);
+        /* The service serves its clock rounds before it takes the file. */
         if (fd >= 0 && cs__root_clock(fd, rounds, &s) != 0) {
             snprintf(err, sizeof err, "the clock rounds with %s port %s failed", root.host,
                      root.port);
@@ -161,6 +165,8 @@ static void at_exit(void)
     } else {
         cs__clock_sample_realtime(&s);
     }
+    if (!second_sample)
+        memset(&s, 0, sizeof s);
     cs_trace_set_clock(1, &s);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s", cs_trace_path());
@@ -177,6 +183,11 @@ static void at_exit(void)
         cs_warn("could not hand the trace to the root service (%s port %s) at exit: %s; it "
                 "stays at %s",
                 root.host, root.port, err, path);
+}
+
+static void at_exit(void)
+{
+    finish(1);
 }
 
 /* Called by the core whenever a trace opens (MPI_Init or here): what this front end knows. */
@@ -215,6 +226,114 @@ static int start_without_mpi(void)
     cs_trace_set_t_init(cs_now());
     atexit(at_exit);
     return 1;
+}
+
+/* ---- processes that made no MPI or NCCL call ---------------------------------------------- */
+
+static uint64_t t_loaded; /* this library's load, close to the program's start */
+
+/* 1 when the parent process's environment holds name=value (then this process is a worker the
+ * rank started, a shell's child, a dataloader: the rank is its parent). */
+static int parent_has(const char *name, const char *value)
+{
+    char path[64], want[256];
+    snprintf(path, sizeof path, "/proc/%ld/environ", (long)getppid());
+    int n = snprintf(want, sizeof want, "%s=%s", name, value);
+    if (n <= 0 || (size_t)n >= sizeof want)
+        return 0;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char entry[4096];
+    int found = 0;
+    size_t k = 0;
+    for (int c; !found && (c = getc(f)) != EOF;) {
+        if (c) {
+            if (k + 1 < sizeof entry)
+                entry[k++] = (char)c;
+            continue;
+        }
+        entry[k] = '\0';
+        found = strcmp(entry, want) == 0;
+        k = 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* What the process shows of communication libraries commscope does not intercept (its loaded
+ * libraries), as a sentence into out. */
+static void seen_libraries(char *out, size_t cap)
+{
+    static const struct {
+        const char *lib, *what;
+    } known[] = {
+        {"libgloo", "gloo (torch.distributed's CPU backend) is loaded"},
+        {"libtorch_cpu.so", "torch is loaded"},
+        {"libucc.so", "UCC is loaded"},
+        {"libmpi", "an MPI library is loaded, but no MPI_Init was traced"},
+    };
+    int hit[sizeof known / sizeof known[0]] = {0};
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f))
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strstr(line, known[i].lib))
+                hit[i] = 1;
+    if (f)
+        fclose(f);
+    size_t k = (size_t)snprintf(out, cap, "the process made no MPI or NCCL call");
+    const char *sep = "; ";
+    for (size_t i = 0; i < sizeof known / sizeof known[0] && k < cap; i++)
+        if (hit[i]) {
+            k += (size_t)snprintf(out + k, cap - k, "%s%s", sep, known[i].what);
+            sep = ", ";
+        }
+}
+
+/*
+ * At exit of a rank of a job without MPI (torchrun, srun) that never opened a trace: leave one
+ * that says so, with the rank's wall time, so the analysis can tell the job communicated through
+ * something it does not see (DESIGN: inert elsewhere, so only processes that are ranks by their
+ * launcher's variables and whose parent is not the same rank, and never over another trace).
+ */
+static void no_calls_at_exit(void)
+{
+    if (__atomic_load_n(&cs_trace_generation, __ATOMIC_ACQUIRE) != 0 || cs_trace_header())
+        return; /* a trace was opened (and maybe closed) in this process */
+    struct cs__ident id;
+    cs__ident_from_env(&id);
+    if (id.source != CS_RANKSRC_TORCH && id.source != CS_RANKSRC_SLURM)
+        return;
+    const char *v = getenv(id.rank_var);
+    if (!v || parent_has(id.rank_var, v))
+        return;
+    struct cs_trace_params p = {.rank = id.rank,
+                                .world_size = id.size,
+                                .run_id = cs__ident_run_id(id.size),
+                                .t_init = t_loaded,
+                                .exclusive = 1};
+    if (cs_trace_open(&p) != 0)
+        return;
+    opened_here = 1;
+    char note[256];
+    seen_libraries(note, sizeof note);
+    cs__trace_set_note(note);
+    cs__trace_set_flags(CS_FLAG_NO_MPI | CS_FLAG_NO_CALLS);
+    cs__trace_set_identity(id.source, id.local_rank);
+    root_start(&id, p.run_id);
+    cs_trace_set_t_init(t_loaded);
+    finish(0); /* the start sample was just taken: a second one would say nothing */
+}
+
+__attribute__((constructor)) static void watch_for_no_calls(void)
+{
+    /* Only under commscope run (or a user who set up the run directory): never elsewhere. */
+    const char *d = getenv("COMMSCOPE_DIR");
+    if (!d || !*d)
+        return;
+    t_loaded = cs_now();
+    atexit(no_calls_at_exit);
 }
 
 static void init_once(void)

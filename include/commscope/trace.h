@@ -53,6 +53,8 @@ enum {
     CS_FLAG_STORAGE = 1u << 8,     /* recording stopped at a storage fault (full disk, file-size
                                       limit, I/O error; reason in note): the events after it are
                                       counted in dropped */
+    CS_FLAG_NO_CALLS = 1u << 10,   /* the process made no MPI or NCCL call: the trace holds its
+                                      identity, wall time and what it saw (note), no events */
     CS_FLAG_CHECKED = 1u << 9,     /* the partial-file checks are kept: live_crc and the counter
                                       complements of the header, and live_sum/live_used of
                                       unsealed event blocks (readers check them when set) */
