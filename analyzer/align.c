@@ -1,4 +1,6 @@
 /* Clock alignment: each rank's timestamps onto rank 0's clock, linear in the offset samples. */
+#include <string.h>
+
 #include "internal.h"
 
 typedef __int128 i128;
@@ -158,4 +160,50 @@ double cs__clock_drift_ppm(const struct cs__clock *c)
     if (c->valid < 2)
         return 0.0;
     return (double)(c->o1 - c->o0) / ((double)c->l1 - (double)c->l0) * 1e6;
+}
+
+/* Nonzero when a and b carry the same known boot id and no test clock skew: one clock. */
+static int same_clock(const struct cs_file_header *a, const struct cs_file_header *b)
+{
+    static const uint8_t zero[16];
+    return !((a->flags | b->flags) & CS_FLAG_CLOCK_SKEW) &&
+           memcmp(a->boot_id, zero, sizeof zero) != 0 &&
+           memcmp(a->boot_id, b->boot_id, sizeof a->boot_id) == 0;
+}
+
+void cs__clock_shared(struct cs__run *run)
+{
+    if (run->world < 1 || !run->ranks[0].present)
+        return;
+    const struct cs_file_header *h0 = run->ranks[0].h;
+    for (int r = 1; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present)
+            continue;
+        if (same_clock(rk->h, h0)) {
+            /* rank 0's own clock: nothing to align, whatever the ping-pong measured */
+            rk->clk = (struct cs__clock){.valid = 1, .shared = 1};
+            continue;
+        }
+        if (rk->h->flags & CS_FLAG_NO_MPI)
+            continue; /* samples against CLOCK_REALTIME: converted per rank (nccl.c) */
+        /* Another host's clock, shared by its ranks: its best round trip at each end. */
+        struct cs_file_header h = *rk->h;
+        int better = 0;
+        for (int q = 0; q < run->world; q++) {
+            const struct cs__rank *o = &run->ranks[q];
+            if (q == r || !o->present || (o->h->flags & CS_FLAG_NO_MPI) || !same_clock(o->h, &h))
+                continue;
+            for (int i = 0; i < 2; i++)
+                if (o->h->clock[i].valid &&
+                    (!h.clock[i].valid || o->h->clock[i].rtt_ns < h.clock[i].rtt_ns)) {
+                    h.clock[i] = o->h->clock[i];
+                    better = 1;
+                }
+        }
+        if (better) {
+            cs__clock_init(&rk->clk, &h);
+            rk->clk.shared = 2;
+        }
+    }
 }

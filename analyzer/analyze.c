@@ -191,6 +191,12 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
             continue;
         cs__clock_init(&rk->clk, rk->h);
         cs__nccl_clock(run, r);
+    }
+    cs__clock_shared(run);
+    for (int r = 0; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present)
+            continue;
         clock_sane(run, r);
         if (rk->clk.rtt_max / 2 > run->uncertainty_ns)
             run->uncertainty_ns = rk->clk.rtt_max / 2;

@@ -172,8 +172,17 @@ struct cs__clock {
     int64_t num, den;
     uint64_t inv; /* floor(2^64 / den) for den >= 2: division by multiplication */
     int fast;
+    int shared; /* 1 rank 0's own clock (same boot), 2 its host's best samples; 0 its own */
 };
 void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h);
+struct cs__run;
+/*
+ * Ranks that read one clock (the same boot id, no test skew, docs/metrics.md): those on rank 0's
+ * boot need no alignment at all (offset 0, whatever the ping-pong measured under load); those
+ * of another host are aligned with the best round trip any of that host's ranks measured.  Call
+ * after every rank's cs__clock_init.
+ */
+void cs__clock_shared(struct cs__run *run);
 /* cs__clock_map for two valid samples, in 128-bit integers (any t). */
 int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t);
 

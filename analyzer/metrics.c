@@ -356,9 +356,11 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         o->partial = st->partial;
         o->offset_init_s = h->clock[0].valid ? ns_s((double)h->clock[0].offset_ns) : NAN;
         o->offset_final_s = h->clock[1].valid ? ns_s((double)h->clock[1].offset_ns) : NAN;
+        if (rk->clk.shared == 1) /* rank 0's clock: the offsets applied are 0 */
+            o->offset_init_s = o->offset_final_s = 0;
         o->drift_ppm = rk->clk.valid == 2 ? cs__clock_drift_ppm(&rk->clk) : NAN;
         o->rtt_s = rk->clk.valid ? ns_s((double)rk->clk.rtt_max) : NAN;
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 2 && rk->clk.shared != 1; i++)
             if (h->clock[i].valid && fabs((double)h->clock[i].offset_ns) > max_off)
                 max_off = fabs((double)h->clock[i].offset_ns);
         if (rk->clk.rtt_max > rtt)

@@ -125,6 +125,33 @@ static uint64_t random_nonce(void)
     return v ? v : 1;
 }
 
+/* The boot id "54480203-303f-45a9-b780-c3ffc09a8320" as 16 bytes; zero when unreadable. */
+static void read_boot_id(uint8_t out[16])
+{
+    memset(out, 0, 16);
+    char text[64] = "";
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    uint8_t id[16];
+    int k = 0;
+    for (ssize_t i = 0; i < n && k < 32; i++) {
+        char c = text[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0)
+            continue;
+        if (k % 2 == 0)
+            id[k / 2] = (uint8_t)(v << 4);
+        else
+            id[k / 2] |= (uint8_t)v;
+        k++;
+    }
+    if (k == 32)
+        memcpy(out, id, 16);
+}
+
 static void fill_header(struct cs_file_header *h, const struct cs_trace_params *p, uint64_t t_init,
                         int skewed)
 {
@@ -148,6 +175,7 @@ static void fill_header(struct cs_file_header *h, const struct cs_trace_params *
     h->host[sizeof h->host - 1] = '\0';
     ssize_t n = readlink("/proc/self/exe", h->program, sizeof h->program - 1);
     h->program[n > 0 ? n : 0] = '\0';
+    read_boot_id(h->boot_id);
     /* The counters start at 0: their complements at ~0. */
     for (int i = 0; i < 4; i++)
         h->counter_check[i] = ~0ull;

@@ -131,6 +131,9 @@ struct cs_file_header {
                             and their complements taken as zero; kept current by the collector */
     uint32_t live_pad;   /* 0 */
     uint64_t counter_check[4]; /* complements, indexed by enum cs_counter */
+    /* The host's boot (Linux /proc/sys/kernel/random/boot_id, 16 bytes; zero unknown): ranks
+     * with the same one read one CLOCK_MONOTONIC, so their clocks need no alignment. */
+    uint8_t boot_id[16];
 };
 
 /* The header counters that carry a complement (cs_file_header.counter_check). */

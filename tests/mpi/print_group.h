@@ -20,10 +20,14 @@ static void print_group(const char *prefix, const char *role, MPI_Comm c)
     for (int i = 0; i < n && i < 64; i++)
         in[i] = i;
     MPI_Group_translate_ranks(g, n < 64 ? n : 64, in, wg, out);
-    printf("%s: group %s ranks=", prefix, role);
-    for (int i = 0; i < n && i < 64; i++)
-        printf("%s%d", i ? "," : "", out[i]);
-    printf("\n");
+    /* One write per line: MPICH's launcher forwards the ranks' output in pieces, and lines
+     * written in several calls would interleave with the other ranks' lines. */
+    char line[1024];
+    int k = snprintf(line, sizeof line, "%s: group %s ranks=", prefix, role);
+    for (int i = 0; i < n && i < 64 && k > 0 && (size_t)k < sizeof line; i++)
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s%d", i ? "," : "", out[i]);
+    printf("%s\n", line);
+    fflush(stdout);
     MPI_Group_free(&g);
     MPI_Group_free(&wg);
 }

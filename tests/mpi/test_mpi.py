@@ -2,7 +2,8 @@
 """MPI integration tests: real Open MPI jobs run under `commscope run`, then the report checked
 against what the programs measured and counted themselves.
 
-Usage: test_mpi.py CASE [options]; CS_BIN and CS_LIB name the build's bin/ and lib/ folders.
+Usage: test_mpi.py CASE [options]; CS_BIN and CS_LIB name the build's bin/ and lib/ folders;
+CS_MPI_FAMILY=mpich runs the MPICH builds of the programs (NAME_mpich) under mpirun.mpich.
 Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
 """
 import argparse
@@ -18,8 +19,20 @@ import tempfile
 BIN = os.environ.get("CS_BIN", "")
 LIB = os.environ.get("CS_LIB", "")
 COMMSCOPE = os.path.join(BIN, "commscope")
-TRAIN = os.path.join(BIN, "cs_train")
-MPIRUN = ["mpirun", "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism", "none"]
+# The MPI family under test: Open MPI (the default build) or MPICH (the _mpich builds).
+MPICH = os.environ.get("CS_MPI_FAMILY") == "mpich"
+if MPICH:
+    MPIRUN = ["mpirun.mpich"]
+else:
+    MPIRUN = ["mpirun", "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism", "none"]
+
+
+def program(name):
+    """A test program of the family under test: BIN/NAME, or BIN/NAME_mpich."""
+    return os.path.join(BIN, name + ("_mpich" if MPICH else ""))
+
+
+TRAIN = program("cs_train")
 
 failures = []
 
@@ -158,7 +171,7 @@ def case_straggler(a, tmp):
 def case_partial_rank(a, tmp):
     rundir = os.path.join(tmp, "run")
     n_calls, victim = 25, 1
-    prog = os.path.join(BIN, "cs_test_crash")
+    prog = program("cs_test_crash")
     p = commscope_run(rundir, MPIRUN + ["-np", "3", prog, str(n_calls), str(victim)],
                       extra=["--no-analyze"], check_rc=None)
     check(p.returncode != 0, "the job with a killed rank fails (%d)" % p.returncode)
@@ -198,7 +211,7 @@ def case_clock_skew(a, tmp):
     prefix = os.path.join(tmp, "truth")
     off_ns, ppm = 5000000000, 200
     env = {"COMMSCOPE_TEST_CLOCK_SKEW": "1:%d:%d" % (off_ns, ppm)}
-    prog = os.path.join(BIN, "cs_test_clockcheck")
+    prog = program("cs_test_clockcheck")
     commscope_run(rundir, MPIRUN + ["-np", "2", prog, "40", "25000", prefix], env=env,
                   extra=["--no-analyze"])
     js = os.path.join(tmp, "r.json")
@@ -238,7 +251,7 @@ def case_clock_skew(a, tmp):
 
 def case_threads(a, tmp):
     rundir = os.path.join(tmp, "run")
-    prog = os.path.join(BIN, "cs_test_threads")
+    prog = program("cs_test_threads")
     p = commscope_run(rundir, MPIRUN + ["-np", "2", prog, "4", "300"])
     expected = self_reported_ops(p.stdout, "threads")
     rep = load_report(rundir)
@@ -255,7 +268,7 @@ def case_all_ops(a, tmp):
     program computed from its own arguments; every instance matched; split communicators."""
     rundir = os.path.join(tmp, "run")
     prefix = os.path.join(tmp, "expect")
-    prog = os.path.join(BIN, "cs_test_allops")
+    prog = program("cs_test_allops")
     commscope_run(rundir, MPIRUN + ["-np", str(a.np), prog, prefix])
     expected = {}
     for r in range(a.np):
@@ -278,9 +291,11 @@ def case_all_ops(a, tmp):
 def case_inert(a, tmp):
     """The collector does nothing in processes that never call MPI_Init (mpirun, orted, hostname)."""
     outdir = os.path.join(tmp, "out")
-    pre = os.path.join(LIB, "libcommscope_mpi.so")
+    pre = os.path.join(LIB, "mpich" if MPICH else "", "libcommscope_mpi.so")
     env = {"COMMSCOPE_DIR": outdir, "LD_PRELOAD": pre}
-    p = run(MPIRUN + ["-np", "2", "-x", "LD_PRELOAD", "-x", "COMMSCOPE_DIR", "hostname"], env=env)
+    # Open MPI passes variables on with -x; MPICH's hydra passes the whole environment.
+    pass_env = [] if MPICH else ["-x", "LD_PRELOAD", "-x", "COMMSCOPE_DIR"]
+    p = run(MPIRUN + ["-np", "2"] + pass_env + ["hostname"], env=env)
     check(p.returncode == 0, "hostname under the collector exits 0 (%d): %s"
           % (p.returncode, p.stderr[-1000:]))
     host = os.uname().nodename
@@ -379,7 +394,7 @@ def case_port_counters(a, tmp):
     root = os.path.join(tmp, "sysfs")
     shutil.copytree(src, root)
     rundir = os.path.join(tmp, "run")
-    commscope_run(rundir, MPIRUN + ["-np", "2", os.path.join(BIN, "cs_test_portbump")],
+    commscope_run(rundir, MPIRUN + ["-np", "2", program("cs_test_portbump")],
                   env={"COMMSCOPE_SYSFS_ROOT": root})
     rep = load_report(rundir)
     hosts = rep["topology"]["hosts"]
@@ -445,17 +460,17 @@ def case_fuzz(a, tmp):
     without CRC), each damaged in many ways with its CRCs made right again; the analysis must
     never crash, hang, print a non-finite number or write invalid JSON."""
     runs = []
-    for name, np_, argv in (("allops", 3, [os.path.join(BIN, "cs_test_allops"),
+    for name, np_, argv in (("allops", 3, [program("cs_test_allops"),
                                            os.path.join(tmp, "expect")]),
-                            ("train2d", 4, [os.path.join(BIN, "cs_train2d"), "--steps", "4",
+                            ("train2d", 4, [program("cs_train2d"), "--steps", "4",
                                             "--overlap"]),
-                            ("pipeline", 4, [os.path.join(BIN, "cs_test_pipeline"), "--pp", "2",
+                            ("pipeline", 4, [program("cs_test_pipeline"), "--pp", "2",
                                              "--steps", "4"]),
-                            ("moe", 4, [os.path.join(BIN, "cs_test_moe"), "--ep", "2", "--steps",
+                            ("moe", 4, [program("cs_test_moe"), "--ep", "2", "--steps",
                                         "4"]),
-                            ("halo", 4, [os.path.join(BIN, "cs_test_halo")]),
-                            ("threads", 2, [os.path.join(BIN, "cs_test_threads"), "4", "300"]),
-                            ("crash", 3, [os.path.join(BIN, "cs_test_crash"), "25", "1"])):
+                            ("halo", 4, [program("cs_test_halo")]),
+                            ("threads", 2, [program("cs_test_threads"), "4", "300"]),
+                            ("crash", 3, [program("cs_test_crash"), "25", "1"])):
         rundir = os.path.join(tmp, name)
         # (the crash job fails: rank 1 is killed and leaves a partial trace)
         commscope_run(rundir, MPIRUN + ["-np", str(np_)] + argv, extra=["--no-analyze"],
@@ -477,8 +492,8 @@ def main():
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--overlap", action="store_true")
     a = ap.parse_args()
-    if not shutil.which("mpirun"):
-        print("skip: mpirun not found")
+    if not shutil.which(MPIRUN[0]):
+        print("skip: %s not found" % MPIRUN[0])
         return 77
     for p in (COMMSCOPE, TRAIN):
         if not os.access(p, os.X_OK):

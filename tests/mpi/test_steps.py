@@ -15,7 +15,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_mpi as t  # noqa: E402  (the shared helpers: run, commscope_run, load_report, check)
 
-TRAIN2D = os.path.join(t.BIN, "cs_train2d")
+TRAIN2D = t.program("cs_train2d")
 check = t.check
 
 
@@ -227,7 +227,7 @@ def case_replay_nb(a, tmp):
     """The replay with non-blocking point-to-point (MPI_Irecv/MPI_Isend + MPI_Wait in the
     pipeline's backward pass, cs_test_pipeline) reproduces the measured step time within 5 %,
     over the world and as PP 2 x DP 2; hiding communication never lengthens a step."""
-    prog = os.path.join(t.BIN, "cs_test_pipeline")
+    prog = t.program("cs_test_pipeline")
     for pp in (4, 2):
         name = "pipeline-pp%d" % pp
         rundir = os.path.join(tmp, name)
@@ -439,7 +439,7 @@ def case_groups_pp(a, tmp):
     by MPI_Comm_split; the send/receive chains are pp, the stage all-reduces dp."""
     n = 8
     rundir = os.path.join(tmp, "run")
-    prog = os.path.join(t.BIN, "cs_test_pipeline")
+    prog = t.program("cs_test_pipeline")
     p = t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--pp", str(a.pp), "--steps",
                                             str(n)])
     rep = t.load_report(rundir)
@@ -454,7 +454,7 @@ def case_groups_ep(a, tmp):
     expert-gradient groups and the world (dense gradients, every step) dp."""
     n = 8
     rundir = os.path.join(tmp, "run")
-    prog = os.path.join(t.BIN, "cs_test_moe")
+    prog = t.program("cs_test_moe")
     p = t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--ep", "2", "--steps", str(n)])
     rep = t.load_report(rundir)
     check_steps(rep, n, "marker")
@@ -467,7 +467,7 @@ def case_nvtx(a, tmp):
     """NVTX step ranges (cs_test_nvtx_steps, the real NVTX v3 header): libcommscope.so as the NVTX
     injection library records every range and mark; steps come from the "ProfilerStep#K" ranges,
     their count exact and their times inside the program's own brackets around push and pop."""
-    prog = os.path.join(t.BIN, "cs_test_nvtx_steps")
+    prog = t.program("cs_test_nvtx_steps")
     if not os.access(prog, os.X_OK):
         print("skip: cs_test_nvtx_steps not built (no /usr/local/cuda/include/nvtx3)")
         raise SystemExit(77)
@@ -553,7 +553,7 @@ def case_replay_sendrecv(a, tmp):
     shrinks is printed, not asserted: on an oversubscribed machine the waiting ranks' polling
     slows the slow rank's calls too; the exact dependency is tested in test_whatif_sendrecv.)"""
     import csv
-    prog = os.path.join(t.BIN, "cs_test_halo")
+    prog = t.program("cs_test_halo")
     steps, np_ = 10, 4
     for name, extra in (("even", []), ("slow", ["--slow-rank", "1", "--slow-factor", "4"])):
         rundir = os.path.join(tmp, "halo-" + name)
@@ -668,7 +668,7 @@ def case_p2p_wait(a, tmp):
     bubbles are most of it, and the budget still adds up."""
     n = 8
     rundir = os.path.join(tmp, "run")
-    prog = os.path.join(t.BIN, "cs_test_pipeline")
+    prog = t.program("cs_test_pipeline")
     t.commscope_run(rundir, t.MPIRUN + ["-np", "4", prog, "--pp", str(a.pp), "--steps", str(n)],
                     extra=["--no-analyze"])
     js, evcsv = os.path.join(tmp, "r.json"), os.path.join(tmp, "events.csv")
