@@ -258,6 +258,7 @@ int cs_cmd_analyze(int argc, char **argv)
 
     struct cs__run run;
     struct cs_report rep;
+    cs__out_cleanup_on_signals();
     /* The streamed outputs are written while the traces are read: through temporary files too,
      * renamed into place once the analysis is done. */
     struct cs__outfile evo = {0}, pfo = {0};

@@ -8,10 +8,58 @@
 #include "outfile.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/*
+ * The temporary files being written, for the signal handler: a signal that ends the analysis
+ * (Ctrl-C, SIGTERM) must not leave them behind.  Slots are claimed and released by the main
+ * thread only; the handler only reads them.
+ */
+#define MAX_OPEN 8
+static char pending[MAX_OPEN][PATH_MAX];
+static volatile sig_atomic_t used[MAX_OPEN];
+
+static void track(const char *tmp)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (!used[i]) {
+            snprintf(pending[i], sizeof pending[i], "%s", tmp);
+            used[i] = 1;
+            return;
+        }
+}
+
+static void untrack(const char *tmp)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (used[i] && strcmp(pending[i], tmp) == 0)
+            used[i] = 0;
+}
+
+static void on_signal(int sig)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (used[i])
+            unlink(pending[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cs__out_cleanup_on_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa = {.sa_handler = on_signal};
+        sigemptyset(&sa.sa_mask);
+        /* A signal the user's shell ignores (nohup, a background job) stays ignored. */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
 
 int cs__out_open(struct cs__outfile *o, const char *path, char *err, size_t cap)
 {
@@ -40,8 +88,10 @@ int cs__out_open(struct cs__outfile *o, const char *path, char *err, size_t cap)
     mode_t um = umask(0);
     umask(um);
     fchmod(fd, 0666 & ~um);
+    track(o->tmp);
     o->f = fdopen(fd, "w");
     if (!o->f) {
+        untrack(o->tmp);
         snprintf(err, cap, "cannot write %s: %s", path, strerror(errno));
         close(fd);
         unlink(o->tmp);
@@ -81,6 +131,7 @@ int cs__out_commit(struct cs__outfile *o, char *err, size_t cap)
                  e ? strerror(e) : "write error");
         unlink(o->tmp);
     }
+    untrack(o->tmp);
     o->tmp[0] = '\0';
     return bad ? -1 : 0;
 }
@@ -89,8 +140,10 @@ void cs__out_abort(struct cs__outfile *o)
 {
     if (o->f && o->f != stdout)
         fclose(o->f);
-    if (o->tmp[0])
+    if (o->tmp[0]) {
         unlink(o->tmp);
+        untrack(o->tmp);
+    }
     o->f = NULL;
     o->tmp[0] = '\0';
 }

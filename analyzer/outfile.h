@@ -25,5 +25,8 @@ int cs__out_open(struct cs__outfile *o, const char *path, char *err, size_t cap)
 int cs__out_commit(struct cs__outfile *o, char *err, size_t cap);
 /* Give up: close and remove the temporary file (no-op after commit). */
 void cs__out_abort(struct cs__outfile *o);
+/* Remove the temporary files of unfinished reports when SIGINT, SIGTERM or SIGHUP ends the
+ * process (signals the caller's environment ignores stay ignored). */
+void cs__out_cleanup_on_signals(void);
 
 #endif

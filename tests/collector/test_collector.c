@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -726,6 +727,67 @@ static void test_cap(void)
 #define NTHREADS 8
 #define PER_THREAD 100000
 
+/*
+ * File-size limits (ulimit -f), in a child each: below the header and one block, no trace and a
+ * warning; a limit of 40 KiB holds the header and two blocks, the rest is counted as dropped;
+ * a limit the program lowers after the open stops the growth at it.  Never SIGXFSZ: the child
+ * would die of it (the default action), which the parent sees.
+ */
+static int fsize_child(const char *sub, rlim_t limit, int lower_later)
+{
+    set_dir(sub);
+    struct rlimit rl = {limit, limit};
+    if (!lower_later && setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 2;
+    struct cs_trace_params p = params(0, 1);
+    int rc = cs_trace_open(&p);
+    if (limit < CS_HEADER_SIZE + CS_BLOCK_SIZE)
+        return rc == -1 && !exists(cs_trace_path()) ? 0 : 3;
+    if (rc != 0)
+        return 4;
+    if (lower_later && setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 2;
+    /* 20,000 events need 80 blocks, more than 40 KiB hold; with the limit lowered to 65 MiB
+     * after the open (which reserved 64 MiB), 1,100,000 events (69 MiB) go past it. */
+    uint64_t n = lower_later ? 1100000 : 20000, ok = 0;
+    for (uint64_t i = 0; i < n; i++)
+        ok += (uint64_t)record(3, i);
+    uint64_t dropped = cs_trace_header()->dropped;
+    cs_trace_close(cs_now());
+    struct tf f;
+    if (tf_load(&f, cs_trace_path()) != 0)
+        return 5;
+    uint64_t kept = check_closed(&f);
+    int good = f.len <= limit && kept == ok && ok + dropped == n && dropped > 0;
+    free(f.buf);
+    return good ? 0 : 6;
+}
+
+static void test_fsize_limit(void)
+{
+    static const struct {
+        const char *sub, *warning;
+        rlim_t limit;
+        int later;
+    } cases[] = {
+        {"fsize-tiny", "leaves no room for a trace file", 16 << 10, 0},
+        {"fsize-small", "capped at 40 KiB by the file-size limit", 40 << 10, 0},
+        {"fsize-later", "recording stopped", 65 << 20, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        capture_begin();
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(fsize_child(cases[i].sub, cases[i].limit, cases[i].later));
+        int st = 0;
+        waitpid(pid, &st, 0);
+        const char *out = capture_end();
+        CHECK(WIFEXITED(st));
+        CHECK_INT(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), ==, 0);
+        CHECK_CONTAINS(out, cases[i].warning);
+    }
+}
+
 static pthread_barrier_t start_barrier;
 
 static void *thread_main(void *arg)
@@ -1120,6 +1182,7 @@ int main(int argc, char **argv)
     test_open_failures();
     test_stale_commit();
     test_cap();
+    test_fsize_limit();
     test_threads();
     test_fork_child_inert();
     test_crash();
