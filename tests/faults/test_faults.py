@@ -68,13 +68,13 @@ def run(cmd, env=None, timeout=240, limits=None):
 def results(stdout):
     """The job's printed results, {rank: result}."""
     return {int(m.group(1)): m.group(2)
-            for m in re.finditer(r"^fault_job: rank (\d+) result=(\S+)", stdout, re.M)}
+            for m in re.finditer(r"fault_job: rank (\d+) result=([-0-9.]+)", stdout, re.M)}
 
 
 def counted(stdout):
     """The calls the job counted, summed over the ranks: {op: calls}."""
     out = {}
-    for m in re.finditer(r"^fault_job: rank \d+ op (\S+) calls=(\d+)", stdout, re.M):
+    for m in re.finditer(r"fault_job: rank \d+ op (\S+) calls=(\d+)", stdout, re.M):
         out[m.group(1)] = out.get(m.group(1), 0) + int(m.group(2))
     return out
 

@@ -75,7 +75,7 @@ def self_reported_ops(stdout, prefix):
     """Parse '<prefix>: op NAME calls=C bytes=B' lines printed by a test program."""
     ops = {}
     lead = prefix + ": " if prefix else ""
-    for m in re.finditer(r"^%sop (\S+) calls=(\d+)(?: bytes=(\d+))?" % lead, stdout, re.M):
+    for m in re.finditer(r"%sop (\S+) calls=(\d+)(?: bytes=(\d+))?" % lead, stdout, re.M):
         ops[m.group(1)] = (int(m.group(2)), int(m.group(3)) if m.group(3) else None)
     return ops
 
