@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wire.h"
+#include "capture.h"
 
 #define OPEN_WINDOW 2
 #define MAX_FLOWS (1u << 16)

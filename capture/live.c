@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "capture.h"
 
 volatile int cs_wire_live_stop;
 

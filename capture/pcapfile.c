@@ -11,7 +11,7 @@
 
 #include "commscope/input.h"
 
-#include "wire.h"
+#include "capture.h"
 
 static uint32_t le32(const unsigned char *p)
 {

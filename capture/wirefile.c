@@ -5,7 +5,7 @@
 
 #include "commscope/input.h"
 
-#include "wire.h"
+#include "capture.h"
 
 void cs_wire_file_free(struct cs_wire_file *f)
 {

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzer/internal.h"
-#include "analyzer/json.h"
-#include "analyzer/steps.h"
+#include "analyzer/core/internal.h"
+#include "analyzer/passes/steps.h"
+#include "analyzer/render/json.h"
 #include "internal.h"
 
 enum { T_LB, T_CE, T_SCAL, T_N };

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "analyzer/cmd.h"
+#include "cmd.h"
 #include "internal.h"
 
 extern char **environ;

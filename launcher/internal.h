@@ -48,11 +48,6 @@ const char *cs__capture_usage(void);
 int cs__capture_env(const struct cs__capture_opts *o, const char *cmd);
 int cs__cmd_compare(int argc, char **argv);
 
-/* fabric_wire.c: fill every link's wire evidence (struct cs_fabric_wire) from RUN_DIR's
- * wire-HOST.csw files, and note what is missing; call before cs_fabric_judge.  Returns 0, -1 when
- * out of memory. */
-struct cs_fabric;
-int cs__fabric_wire(struct cs_fabric *f, const char *run_dir);
 
 #include <stddef.h>
 /* MPI families (preload.c), in order of how much they tell. */

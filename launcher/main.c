@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analyzer/cmd.h"
+#include "cmd.h"
 #include "internal.h"
 
 static const struct cs__cmd commands[] = {

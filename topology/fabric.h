@@ -31,7 +31,7 @@ struct cs_fabric_node {
 /*
  * Wire evidence for one link (commscope fabric --capture; docs/wire.md): what the two nodes'
  * captures saw between them during the link's pair test.  Filled by the launcher
- * (launcher/fabric_wire.c) before cs_fabric_judge; have = 0 without capture.
+ * (topology/fabric_wire.c) before cs_fabric_judge; have = 0 without capture.
  */
 #define CS_FABRIC_WIRE_WARN 4
 struct cs_fabric_wire {
@@ -152,5 +152,10 @@ void cs_fabric_add_note(struct cs_fabric *f, const char *text);
 
 void cs_fabric_print(const struct cs_fabric *f, FILE *out);
 void cs_fabric_write_json(const struct cs_fabric *f, FILE *out);
+
+/* fabric_wire.c: fill every link's wire evidence (struct cs_fabric_wire) from RUN_DIR's
+ * wire-HOST.csw files, and note what is missing; call before cs_fabric_judge.  Returns 0, -1 when
+ * out of memory. */
+int cs__fabric_wire(struct cs_fabric *f, const char *run_dir);
 
 #endif

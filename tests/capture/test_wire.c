@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../cs_test.h"
-#include "wire.h"
+#include "capture.h"
 
 static char dir[256];
 

@@ -32,7 +32,7 @@
 
 #include "../cs_test.h"
 #include "../fuzz.h"
-#include "wire.h"
+#include "capture.h"
 
 /* What the campaign reached (printed at the end: a fuzzer that never reaches a path is no test
  * of it). */

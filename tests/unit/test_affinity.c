@@ -1,5 +1,5 @@
 /*
- * GPU-NIC affinity per rank (analyzer/affinity.c) on synthetic traces whose NCCL communicator
+ * GPU-NIC affinity per rank (analyzer/passes/affinity.c) on synthetic traces whose NCCL communicator
  * records name each rank's GPU, with the JUWELS Booster node's saved hwloc topology as the host's
  * snapshot (4 A100s, each below the same PCIe switch as its own HDR HCA; GPUs 0 and 1 with
  * mlx5_1 and mlx5_0 on socket 0, GPUs 2 and 3 with mlx5_3 and mlx5_2 on socket 1).

@@ -1,4 +1,4 @@
-/* The Perfetto export's lane partition (analyzer/perfetto_lanes.c) on hand-made slices. */
+/* The Perfetto export's lane partition (analyzer/export/perfetto_lanes.c) on hand-made slices. */
 #include "cs_test.h"
 #include "perfetto_lanes.h"
 

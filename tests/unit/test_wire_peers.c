@@ -1,5 +1,5 @@
 /*
- * Per-peer and per-host traced vs wire (analyzer/wire_expect.c, wire.c; docs/wire.md "Per peer
+ * Per-peer and per-host traced vs wire (analyzer/passes/wire_expect.c, wire.c; docs/wire.md "Per peer
  * and per host"):
  *
  *  1. the collective ranges per host, on instances built here, against the formulas;
@@ -25,8 +25,8 @@
 #include "internal.h"
 #include "tw.h"
 #include "wire_expect.h"
-#include "../analyzer/wire.h"
-#include "../capture/wire.h"
+#include "wire.h"
+#include "capture.h"
 
 static void test_ranges(void)
 {

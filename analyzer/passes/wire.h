@@ -1,5 +1,5 @@
 /*
- * The wire section of the report (analyzer/wire.c builds it, analyzer/report_wire.c renders it):
+ * The wire section of the report (analyzer/passes/wire.c builds it, analyzer/render/report_wire.c renders it):
  * what the capture saw on each node's interfaces, joined with the traced communication.  Numbers
  * only; definitions in docs/metrics.md ("Wire").
  */

@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "fabric.h"
-#include "internal.h"
-#include "capture/wire.h"
 
 /* Add one warning to a link's wire evidence (dropped when the list is full; long host names may
  * shorten the sentence). */

@@ -10,8 +10,8 @@
  *
  * Only headers are parsed; payload bytes are never looked at or stored.
  */
-#ifndef COMMSCOPE_CAPTURE_WIRE_H
-#define COMMSCOPE_CAPTURE_WIRE_H
+#ifndef COMMSCOPE_CAPTURE_CAPTURE_H
+#define COMMSCOPE_CAPTURE_CAPTURE_H
 
 #include <stddef.h>
 #include <stdint.h>

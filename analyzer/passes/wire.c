@@ -15,7 +15,7 @@
 #include "internal.h"
 #include "wire.h"
 #include "wire_expect.h"
-#include "../capture/wire.h"
+#include "capture.h"
 
 /* Traffic on an interface that is not an expected one is flagged from this share and size on. */
 #define OFF_IFACE_SHARE 0.01
