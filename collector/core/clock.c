@@ -93,14 +93,31 @@ static struct {
  * A (tsc, mono_ns) pair: the TSC read on both sides of clock_gettime, the middle taken.  A pair
  * whose two TSC reads lie far apart (the thread was interrupted) is taken again, a few times.
  */
+/* RDTSCP is there (CPUID 0x80000001 EDX bit 27); virtual machines often hide it. */
+static int have_rdtscp;
+
+/* The TSC read in program order: RDTSCP waits for the instructions before it; where it is
+ * missing, LFENCE before and after RDTSC does the same (Linux makes LFENCE dispatch-serialising
+ * on AMD processors too). */
+static inline uint64_t ordered_tsc(void)
+{
+    if (have_rdtscp) {
+        unsigned aux;
+        return __rdtscp(&aux);
+    }
+    _mm_lfence();
+    uint64_t t = __rdtsc();
+    _mm_lfence();
+    return t;
+}
+
 static void read_pair(uint64_t *tsc, uint64_t *ns)
 {
     uint64_t best_gap = UINT64_MAX;
     for (int i = 0; i < 4; i++) {
-        unsigned aux;
-        uint64_t a = __rdtscp(&aux);
+        uint64_t a = ordered_tsc();
         uint64_t n = mono_now();
-        uint64_t b = __rdtscp(&aux);
+        uint64_t b = ordered_tsc();
         uint64_t gap = b - a;
         if (b >= a && gap < best_gap) {
             best_gap = gap;
@@ -126,9 +143,8 @@ static int tsc_invariant(void)
         return 0;
     if (!(d & (1u << 8)))
         return 0;
-    /* RDTSCP (used for calibration pairs): CPUID 0x80000001 EDX bit 27. */
-    if (!__get_cpuid(0x80000001u, &a, &b, &c, &d) || !(d & (1u << 27)))
-        return 0;
+    /* RDTSCP orders the calibration pairs; without it, LFENCE + RDTSC (ordered_tsc). */
+    have_rdtscp = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (d & (1u << 27));
     return 1;
 }
 
