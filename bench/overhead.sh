@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ns added per intercepted 8-byte MPI_Allreduce on 1 rank: runs bench/allreduce.c alternately
 # with and without the collector preloaded (PAIRS interleaved pairs, so drift in machine load hits
-# both sides alike) and reports the median of each side and their difference.
+# both sides alike) and reports the median of each side, their difference, and the floor it is
+# budgeted against: two clock reads, measured in the same runs (DESIGN: at most the floor + 15 ns).
 #
 # usage: bench/overhead.sh [BUILD_DIR [PAIRS [CALLS]]]   (defaults: build, 11, 200000)
 set -euo pipefail
@@ -32,6 +33,7 @@ one() {
         out=$("$bench" "$calls")
     fi
     sed -n 's/^ns_per_call=\([0-9.]*\).*/\1/p' <<<"$out"
+    sed -n 's/.*floor_ns=\([0-9.]*\).*/\1/p' <<<"$out" >>"$tmp/floor"
 }
 
 with=() without=()
@@ -45,4 +47,9 @@ mw=$(median "${with[@]}")
 mo=$(median "${without[@]}")
 echo "median without: $mo ns/call"
 echo "median with:    $mw ns/call"
-awk -v a="$mw" -v b="$mo" 'BEGIN {printf "added:          %.1f ns per intercepted 8-byte MPI_Allreduce\n", a - b}'
+mapfile -t floors <"$tmp/floor"
+mf=$(median "${floors[@]}")
+awk -v a="$mw" -v b="$mo" -v f="$mf" 'BEGIN {
+    printf "added:          %.1f ns per intercepted 8-byte MPI_Allreduce\n", a - b
+    printf "floor:          %.1f ns for two clock reads (budget: floor + 15 = %.1f ns)\n", f, f + 15
+}'
