@@ -10,14 +10,14 @@
  * per-instance costs dominate), arrivals are jittered per rank and every rank has its own clock
  * offset and drift, so the clock mapping takes its two-sample path.
  *
- * usage: cs_bench_analyzer [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k] [-j JSON] [-p PPM]
- *   -d DIR   write the run there (default: a fresh directory under $TMPDIR or /tmp)
- *   -k       keep the run directory (and reuse DIR if it already holds a run of this shape)
- *   -j FILE  also write the JSON report of the last repetition (to diff optimisations)
- *   -p PPM   drift at most PPM of the run's span (default: up to 10 us whatever the span, which
- *            is thousands of ppm in a run of a few steps; real clocks drift tens of ppm)
- * Prints the median, min and max of REPS timed analyses (wall clock, and the process' CPU time,
- * which a shared machine's load moves less); no assertions (timings are noisy).
+ * usage: cs_bench_analyzer [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k] [-j JSON] [-p
+ * PPM] -d DIR   write the run there (default: a fresh directory under $TMPDIR or /tmp) -k keep the
+ * run directory (and reuse DIR if it already holds a run of this shape) -j FILE  also write the
+ * JSON report of the last repetition (to diff optimisations) -p PPM   drift at most PPM of the
+ * run's span (default: up to 10 us whatever the span, which is thousands of ppm in a run of a few
+ * steps; real clocks drift tens of ppm) Prints the median, min and max of REPS timed analyses (wall
+ * clock, and the process' CPU time, which a shared machine's load moves less); no assertions
+ * (timings are noisy).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -69,17 +69,18 @@ static uint64_t split_id(int32_t first_member, uint32_t counter)
 
 struct rank_gen {
     struct tw *w;
-    int64_t off0, off1;   /* rank 0's clock minus this rank's clock at t = 0 and t = t_span */
+    int64_t off0, off1; /* rank 0's clock minus this rank's clock at t = 0 and t = t_span */
     uint64_t t_span;
-    uint64_t req;         /* next request id */
-    uint64_t n;           /* events written */
+    uint64_t req; /* next request id */
+    uint64_t n;   /* events written */
 };
 
 /* Local time for time t of the synthetic program (rank 0's clock reads t + 1 s then), by the
  * linear offset model the analyzer inverts; the 1 s keeps negative offsets off zero. */
 static uint64_t loc(const struct rank_gen *g, uint64_t t)
 {
-    int64_t off = g->off0 + (int64_t)((double)(g->off1 - g->off0) * ((double)t / (double)g->t_span));
+    int64_t off =
+        g->off0 + (int64_t)((double)(g->off1 - g->off0) * ((double)t / (double)g->t_span));
     return (uint64_t)((int64_t)t + 1000000000 - off);
 }
 
@@ -87,9 +88,16 @@ static void put(struct rank_gen *g, uint16_t op, uint64_t tb, uint64_t te, uint6
                 uint32_t seq, uint64_t bytes, uint64_t bytes_recv, uint16_t flags, int32_t peer,
                 uint64_t req)
 {
-    struct cs_event e = {.t_begin = loc(g, tb), .t_end = loc(g, te), .comm = comm, .bytes = bytes,
-                         .bytes_recv = bytes_recv, .request = req, .seq = seq, .peer = peer,
-                         .op = op, .flags = flags};
+    struct cs_event e = {.t_begin = loc(g, tb),
+                         .t_end = loc(g, te),
+                         .comm = comm,
+                         .bytes = bytes,
+                         .bytes_recv = bytes_recv,
+                         .request = req,
+                         .seq = seq,
+                         .peer = peer,
+                         .op = op,
+                         .flags = flags};
     tw_event(g->w, 0, &e);
     g->n++;
 }
@@ -114,18 +122,22 @@ static int generate(const char *dir, int world, uint64_t per_rank, double ppm)
         struct rank_gen *x = &g[r];
         *x = (struct rank_gen){.w = tw_new(r, world, 0xbe5c4, 7000 + (uint64_t)r),
                                .off0 = r ? (int64_t)(rnd() % 2000000) - 1000000 : 0,
-                               .t_span = t_span, .req = 1};
+                               .t_span = t_span,
+                               .req = 1};
         x->off1 = r ? x->off0 + (int64_t)(rnd() % 20000) - 10000 : 0; /* drift up to 10 us */
         if (ppm > 0) /* drift at most ppm: the same draw, scaled from 10 us to ppm of the span */
-            x->off1 = x->off0 + (int64_t)((double)(x->off1 - x->off0) * ppm * 1e-6 *
-                                          (double)t_span / 10000);
+            x->off1 = x->off0 +
+                      (int64_t)((double)(x->off1 - x->off0) * ppm * 1e-6 * (double)t_span / 10000);
         struct cs_file_header *h = tw_header(x->w);
         h->t_init = loc(x, step_ns / 2);
         h->t_finalize = loc(x, t_span - step_ns / 2);
-        h->clock[0] = (struct cs_clock_sample){.local_ns = loc(x, 0), .offset_ns = x->off0,
-                                               .rtt_ns = 2000, .rounds = 10, .valid = 1};
-        h->clock[1] = (struct cs_clock_sample){.local_ns = loc(x, t_span), .offset_ns = x->off1,
-                                               .rtt_ns = 2000, .rounds = 10, .valid = 1};
+        h->clock[0] = (struct cs_clock_sample){
+            .local_ns = loc(x, 0), .offset_ns = x->off0, .rtt_ns = 2000, .rounds = 10, .valid = 1};
+        h->clock[1] = (struct cs_clock_sample){.local_ns = loc(x, t_span),
+                                               .offset_ns = x->off1,
+                                               .rtt_ns = 2000,
+                                               .rounds = 10,
+                                               .valid = 1};
         tw_comm(x->w, CS_COMM_WORLD_ID, 0, world, r, all);
         int hr = r % 2, qr = r / 4;
         tw_comm(x->w, split_id(half[hr][0], 0), CS_OP_COMM_SPLIT, nhalf[hr], r / 2, half[hr]);
@@ -137,8 +149,7 @@ static int generate(const char *dir, int world, uint64_t per_rank, double ppm)
     for (uint64_t s = 0; s < steps; s++) {
         uint64_t t0 = (s + 1) * step_ns;
         /* World collectives: 4 instances, 5 us apart; arrival jitter up to 2 us. */
-        static const uint16_t wop[4] = {CS_OP_ALLREDUCE, CS_OP_BARRIER, CS_OP_BCAST,
-                                        CS_OP_REDUCE};
+        static const uint16_t wop[4] = {CS_OP_ALLREDUCE, CS_OP_BARRIER, CS_OP_BCAST, CS_OP_REDUCE};
         static const uint64_t wbytes[4] = {1 << 20, 0, 4096, 65536};
         for (int k = 0; k < 4; k++) {
             uint64_t base = t0 + (uint64_t)k * 5000, arr[MAX_RANKS], last = 0;
@@ -151,8 +162,8 @@ static int generate(const char *dir, int world, uint64_t per_rank, double ppm)
             for (int r = 0; r < world; r++) {
                 int rooted = wop[k] == CS_OP_BCAST || wop[k] == CS_OP_REDUCE;
                 put(&g[r], wop[k], arr[r], last + 1500 + rnd() % 200, CS_COMM_WORLD_ID, wseq,
-                    wbytes[k], wbytes[k], rooted && r == root ? CS_EV_ROOT : 0,
-                    rooted ? root : -1, 0);
+                    wbytes[k], wbytes[k], rooted && r == root ? CS_EV_ROOT : 0, rooted ? root : -1,
+                    0);
             }
             wseq++;
         }
@@ -205,10 +216,10 @@ static int generate(const char *dir, int world, uint64_t per_rank, double ppm)
             put(x, CS_OP_RECV, b + 2100, b + 4000, CS_COMM_WORLD_ID, 0, 0, 8192, 0, prev, 0);
             b = t0 + 70000 + rnd() % 1000;
             uint64_t rs = x->req++, rr = x->req++, we = b + 6000 + rnd() % 1000;
-            put(x, CS_OP_ISEND, b, b + 200, CS_COMM_WORLD_ID, 0, 16384, 0, CS_EV_NONBLOCKING,
-                next, rs);
-            put(x, CS_OP_IRECV, b + 300, b + 500, CS_COMM_WORLD_ID, 0, 0, 16384,
-                CS_EV_NONBLOCKING, prev, rr);
+            put(x, CS_OP_ISEND, b, b + 200, CS_COMM_WORLD_ID, 0, 16384, 0, CS_EV_NONBLOCKING, next,
+                rs);
+            put(x, CS_OP_IRECV, b + 300, b + 500, CS_COMM_WORLD_ID, 0, 0, 16384, CS_EV_NONBLOCKING,
+                prev, rr);
             put(x, CS_OP_COMPLETE, we - 100, we - 100, CS_COMM_WORLD_ID, 0, 0, 0, 0, next, rs);
             put(x, CS_OP_COMPLETE, we, we, CS_COMM_WORLD_ID, 0, 0, 0, 0, prev, rr);
             put(x, CS_OP_WAITALL, b + 1000, we, CS_COMM_WORLD_ID, 0, 0, 0, 0, -1, 0);
@@ -268,13 +279,17 @@ int main(int argc, char **argv)
             ppm = atof(optarg);
             break;
         default:
-            fprintf(stderr, "usage: %s [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k]"
-                            " [-j JSON] [-p PPM]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k]"
+                    " [-j JSON] [-p PPM]\n",
+                    argv[0]);
             return 2;
         }
     }
-    if (world < 2 || world > MAX_RANKS || reps < 1 || reps > 100 || per_rank < 2 * EVENTS_PER_STEP) {
-        fprintf(stderr, "cs_bench_analyzer: need 2 <= RANKS <= %d, 1 <= REPS <= 100, EVENTS >= %d\n",
+    if (world < 2 || world > MAX_RANKS || reps < 1 || reps > 100 ||
+        per_rank < 2 * EVENTS_PER_STEP) {
+        fprintf(stderr,
+                "cs_bench_analyzer: need 2 <= RANKS <= %d, 1 <= REPS <= 100, EVENTS >= %d\n",
                 MAX_RANKS, 2 * EVENTS_PER_STEP);
         return 2;
     }
@@ -325,7 +340,8 @@ int main(int argc, char **argv)
         events = rep.events;
         if (i == 0)
             printf("events %" PRIu64 ", matched instances %" PRIu64 ", incomplete %" PRIu64
-                   ", problems %zu\n", rep.events, rep.matched, rep.incomplete, rep.nproblems);
+                   ", problems %zu\n",
+                   rep.events, rep.matched, rep.incomplete, rep.nproblems);
         if (i == reps - 1 && json) {
             FILE *f = fopen(json, "w");
             if (!f || cs__report_json(&rep, f) || fclose(f)) {

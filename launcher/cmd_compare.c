@@ -50,29 +50,28 @@ struct crun {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: commscope compare RUN_DIR RUN_DIR... [--strong | --weak] [--json FILE]\n"
-            "                         [--quiet]\n\n"
-            "Compare runs of the same program at different scales (POP metrics): scaling\n"
-            "efficiency, load balance, communication efficiency, computation scalability\n"
-            "and global efficiency of each run against the run with the fewest ranks, and\n"
-            "which term degrades most; and each run's time per step, part by part (compute,\n"
-            "gradient sync, other communication, waiting), against the reference's, with\n"
-            "its speedup and the part that changed most.  Runs with the same number of ranks\n"
-            "(before and after a change) compare the same way; among them the first given\n"
-            "is the reference.\n\n"
-            "options:\n"
-            "  --strong     the runs share the total work (default: detected from the total\n"
-            "               compute time of the smallest and the largest run)\n"
-            "  --weak       every rank has the same work\n"
-            "  --json FILE  also write the comparison as JSON to FILE ('-' for stdout)\n"
-            "  -q, --quiet  no text table\n"
-            "  -h, --help   this text\n\n"
-            "examples:\n"
-            "  commscope compare runs/np8 runs/np16 runs/np32\n"
-            "  commscope compare runs/np8 runs/np64 --weak --json scaling.json\n"
-            "  commscope compare runs/before runs/after\n\n"
-            "exit status: 0 compared; 2 usage error; 3 a run could not be analysed.\n");
+    fprintf(f, "usage: commscope compare RUN_DIR RUN_DIR... [--strong | --weak] [--json FILE]\n"
+               "                         [--quiet]\n\n"
+               "Compare runs of the same program at different scales (POP metrics): scaling\n"
+               "efficiency, load balance, communication efficiency, computation scalability\n"
+               "and global efficiency of each run against the run with the fewest ranks, and\n"
+               "which term degrades most; and each run's time per step, part by part (compute,\n"
+               "gradient sync, other communication, waiting), against the reference's, with\n"
+               "its speedup and the part that changed most.  Runs with the same number of ranks\n"
+               "(before and after a change) compare the same way; among them the first given\n"
+               "is the reference.\n\n"
+               "options:\n"
+               "  --strong     the runs share the total work (default: detected from the total\n"
+               "               compute time of the smallest and the largest run)\n"
+               "  --weak       every rank has the same work\n"
+               "  --json FILE  also write the comparison as JSON to FILE ('-' for stdout)\n"
+               "  -q, --quiet  no text table\n"
+               "  -h, --help   this text\n\n"
+               "examples:\n"
+               "  commscope compare runs/np8 runs/np16 runs/np32\n"
+               "  commscope compare runs/np8 runs/np64 --weak --json scaling.json\n"
+               "  commscope compare runs/before runs/after\n\n"
+               "exit status: 0 compared; 2 usage error; 3 a run could not be analysed.\n");
 }
 
 static int by_ranks(const void *a, const void *b)

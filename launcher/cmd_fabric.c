@@ -202,8 +202,8 @@ static int valid_number(const char *v, int size, int zero_ok)
     if (!isdigit((unsigned char)v[0]))
         return 0;
     double d = size ? strtod(v, &end) : (double)strtol(v, &end, 10);
-    if (size && (*end == 'K' || *end == 'k' || *end == 'M' || *end == 'm' || *end == 'G' ||
-                 *end == 'g'))
+    if (size &&
+        (*end == 'K' || *end == 'k' || *end == 'M' || *end == 'm' || *end == 'G' || *end == 'g'))
         end++;
     return !errno && *end == '\0' && d <= 1099511627776.0 && (d > 0 || (zero_ok && d == 0));
 }
@@ -283,7 +283,7 @@ int cs__cmd_fabric(int argc, char **argv)
             fprintf(stderr,
                     "commscope fabric: %s wants %s, not '%s'; see 'commscope fabric --help'\n",
                     pass_names[k],
-                    k == 1   ? "a size in bytes >= 0 (K, M or G suffix allowed; 0: no sweep)"
+                    k == 1 ? "a size in bytes >= 0 (K, M or G suffix allowed; 0: no sweep)"
                     : k < 4 && k != 2 ? "a size in bytes > 0 (K, M or G suffix allowed)"
                                       : "a whole number > 0",
                     pass[k]);

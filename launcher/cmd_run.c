@@ -39,10 +39,10 @@ struct run_opts {
     const char *dir; /* -o DIR, or NULL for the dated default */
     int no_analyze;
     int quiet;
-    int mpi; /* --mpi 1, --no-mpi -1, else 0 (decided from the command) */
+    int mpi;          /* --mpi 1, --no-mpi -1, else 0 (decided from the command) */
     const char *root; /* --root HOST:PORT, or NULL */
     int prog_argc;
-    char **prog_argv; /* PROGRAM ARGS..., a suffix of the caller's argv */
+    char **prog_argv;            /* PROGRAM ARGS..., a suffix of the caller's argv */
     struct cs__capture_opts cap; /* --capture* (capture_opts.c) */
 };
 
@@ -730,8 +730,8 @@ int cs__cmd_run(int argc, char **argv)
     }
     if (!o.quiet && !not_started) {
         if (sig)
-            fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", prog_name, sig,
-                    strsignal(sig), prog_status);
+            fprintf(stderr, "commscope: %s killed by signal %d (%s); exit status %d\n", prog_name,
+                    sig, strsignal(sig), prog_status);
         else
             fprintf(stderr, "commscope: %s exited with status %d after %.2f s\n", prog_name,
                     prog_status, elapsed);
@@ -743,8 +743,8 @@ int cs__cmd_run(int argc, char **argv)
     char json[PATH_MAX + 32], html[PATH_MAX + 32];
     snprintf(json, sizeof(json), "%s/" REPORT_FILE, run_dir);
     snprintf(html, sizeof(html), "%s/" HTML_FILE, run_dir);
-    char *aav[] = {"analyze", run_dir, "--json", json, "--html", html,
-                   o.quiet ? "--quiet" : NULL, NULL};
+    char *aav[] = {"analyze", run_dir, "--json", json, "--html", html, o.quiet ? "--quiet" : NULL,
+                   NULL};
     int aac = o.quiet ? 7 : 6;
     if (!o.quiet)
         fprintf(stderr, "commscope: analysing %s\n", run_dir);

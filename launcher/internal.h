@@ -48,7 +48,6 @@ const char *cs__capture_usage(void);
 int cs__capture_env(const struct cs__capture_opts *o, const char *cmd);
 int cs__cmd_compare(int argc, char **argv);
 
-
 #include <stddef.h>
 /* MPI families (preload.c), in order of how much they tell. */
 enum { CS__MPI_NONE = 0, CS__MPI_UNKNOWN = 1, CS__MPI_OPENMPI = 2, CS__MPI_MPICH = 3 };
@@ -82,8 +81,8 @@ int cs__elf_mpi_family(const char *path, char *soname, size_t cap);
  * what the ranks must be told (COMMSCOPE_ROOT).  Returns 0 (hosting, *out set), 1 (spec is
  * another node's address: nothing hosted here, addr = spec), -1 (could not; said on stderr). */
 struct cs__root_svc;
-int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_svc **out,
-                       char *addr, size_t cap);
+int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_svc **out, char *addr,
+                       size_t cap);
 /* After the program: wait up to wait_ms for transfers, recover traces of ranks that did not hand
  * theirs over from their local files on this host, warn about the rest, stop and free the
  * service; a one-line summary goes to summary. */

@@ -38,9 +38,10 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-const char *const cs__mpi_family_name[] = {
-    [CS__MPI_NONE] = "none", [CS__MPI_UNKNOWN] = "an unknown MPI", [CS__MPI_OPENMPI] = "Open MPI",
-    [CS__MPI_MPICH] = "MPICH"};
+const char *const cs__mpi_family_name[] = {[CS__MPI_NONE] = "none",
+                                           [CS__MPI_UNKNOWN] = "an unknown MPI",
+                                           [CS__MPI_OPENMPI] = "Open MPI",
+                                           [CS__MPI_MPICH] = "MPICH"};
 
 /* The family of a library by its soname; CS__MPI_NONE for libraries that are no MPI.  With
  * `runtime`, Open MPI's run-time libraries count too (its launchers link them, not libmpi). */
@@ -210,8 +211,7 @@ static int launcher_family(const char *prog)
 
 /* The MPI family the job's program links, from the first argument naming an executable ELF file
  * that links MPI (srun's or env's program follows their options); soname gets the library. */
-static int program_family(int argc, char **argv, char *prog, size_t pcap, char *soname,
-                          size_t scap)
+static int program_family(int argc, char **argv, char *prog, size_t pcap, char *soname, size_t scap)
 {
     for (int i = 0; i < argc; i++) {
         char path[PATH_MAX];

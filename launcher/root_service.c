@@ -116,9 +116,8 @@ static void show_bytes(const unsigned char *b, size_t n, char *out, size_t cap)
 {
     size_t k = 0;
     for (size_t i = 0; i < n && k + 5 < cap; i++)
-        k += (size_t)snprintf(out + k, cap - k, b[i] >= 32 && b[i] < 127 && b[i] != '\\' ? "%c"
-                                                                                          : "\\x%02x",
-                              b[i]);
+        k += (size_t)snprintf(out + k, cap - k,
+                              b[i] >= 32 && b[i] < 127 && b[i] != '\\' ? "%c" : "\\x%02x", b[i]);
     out[k] = '\0';
 }
 
@@ -166,8 +165,9 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
         return;
     }
     if (off.size < CS_HEADER_SIZE || off.size > CS_ROOT_MAX_FILE) {
-        refuse(c, "rank %d offered a trace of %llu bytes: not a commscope trace size (4096 .. "
-                  "2^40)",
+        refuse(c,
+               "rank %d offered a trace of %llu bytes: not a commscope trace size (4096 .. "
+               "2^40)",
                h->rank, (unsigned long long)off.size);
         return;
     }
@@ -270,8 +270,9 @@ static void serve(struct conn *c)
     if (n < 8 || memcmp(h.magic, CS_ROOT_MAGIC, 8) != 0) {
         char shown[48];
         show_bytes((const unsigned char *)h.magic, (size_t)n, shown, sizeof shown);
-        refuse(c, "not a commscope collector: it sent \"%s\" where a commscope hello starts "
-                  "with \"CSROOT\\x00\\x01\"",
+        refuse(c,
+               "not a commscope collector: it sent \"%s\" where a commscope hello starts "
+               "with \"CSROOT\\x00\\x01\"",
                shown);
         return;
     }
@@ -282,8 +283,9 @@ static void serve(struct conn *c)
     h.host[sizeof h.host - 1] = '\0';
     h.path[sizeof h.path - 1] = '\0';
     if (h.version != CS_ROOT_VERSION) {
-        refuse(c, "protocol version %u; this service speaks version %u (mixed commscope "
-                  "versions?)",
+        refuse(c,
+               "protocol version %u; this service speaks version %u (mixed commscope "
+               "versions?)",
                h.version, CS_ROOT_VERSION);
         return;
     }
@@ -314,18 +316,17 @@ static void serve(struct conn *c)
     }
     pthread_mutex_unlock(&s->mu);
     if (mismatch) {
-        refuse(c, "rank %d of run %016llx (world size %d) is not of this run (%016llx, world "
-                  "size %d): a rank of another job?",
-               h.rank, (unsigned long long)h.run_id, h.world_size, (unsigned long long)rid,
-               world);
+        refuse(c,
+               "rank %d of run %016llx (world size %d) is not of this run (%016llx, world "
+               "size %d): a rank of another job?",
+               h.rank, (unsigned long long)h.run_id, h.world_size, (unsigned long long)rid, world);
         return;
     }
     reply(c->fd, 1, CS_ROOT_STATUS_OK, s->rounds, "");
     for (uint32_t k = 0; k < s->rounds; k++) {
         uint64_t ping;
         if (cs_root_recv_all(c->fd, &ping, sizeof ping) != (ssize_t)sizeof ping) {
-            say("rank %d (%s) stopped after %u of %u clock rounds", h.rank, c->peer, k,
-                s->rounds);
+            say("rank %d (%s) stopped after %u of %u clock rounds", h.rank, c->peer, k, s->rounds);
             return;
         }
         struct timespec ts;
@@ -370,7 +371,8 @@ static void *accept_main(void *arg)
 {
     struct cs__root_svc *s = arg;
     for (;;) {
-        struct pollfd p[2] = {{.fd = s->lfd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};
+        struct pollfd p[2] = {{.fd = s->lfd, .events = POLLIN},
+                              {.fd = s->wake[0], .events = POLLIN}};
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
@@ -429,8 +431,8 @@ static int env_num(const char *name, long lo, long hi, long def)
     return *end || x < lo || x > hi ? (int)def : (int)x;
 }
 
-int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_svc **out,
-                       char *addr, size_t cap)
+int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_svc **out, char *addr,
+                       size_t cap)
 {
     *out = NULL;
     char host[256] = "", port[16] = "0";
@@ -523,8 +525,8 @@ int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_sv
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int started = pipe2(s->wake, O_CLOEXEC) == 0 &&
-                  pthread_create(&s->acceptor, NULL, accept_main, s) == 0;
+    int started =
+        pipe2(s->wake, O_CLOEXEC) == 0 && pthread_create(&s->acceptor, NULL, accept_main, s) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started) {
         fprintf(stderr, "commscope run: cannot start the root service: %s\n", strerror(errno));
@@ -619,8 +621,7 @@ void cs__root_svc_finish(struct cs__root_svc *s, int wait_ms, char *summary, siz
         if (e->path[0])
             say("rank %d's trace did not arrive; it stays at %s:%s", r, e->host, e->path);
         else
-            say("rank %d never contacted the root service: its trace is not in %s", r,
-                s->run_dir);
+            say("rank %d never contacted the root service: its trace is not in %s", r, s->run_dir);
     }
     if (summary)
         snprintf(summary, cap,

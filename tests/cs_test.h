@@ -32,7 +32,7 @@ static int cs_test_checks;
         long long a_ = (long long)(a), b_ = (long long)(b);                                        \
         cs_test_checks++;                                                                          \
         if (!(a_ op b_))                                                                           \
-            CS_FAIL_("CHECK_INT(%s %s %s): %lld vs %lld", #a, #op, #b, a_, b_);                     \
+            CS_FAIL_("CHECK_INT(%s %s %s): %lld vs %lld", #a, #op, #b, a_, b_);                    \
     } while (0)
 
 #define CHECK_NEAR(a, b, tol)                                                                      \
@@ -40,7 +40,7 @@ static int cs_test_checks;
         double a_ = (double)(a), b_ = (double)(b), t_ = (double)(tol);                             \
         cs_test_checks++;                                                                          \
         if (!(fabs(a_ - b_) <= t_))                                                                \
-            CS_FAIL_("CHECK_NEAR(%s, %s, %s): %.9g vs %.9g (diff %.3g)", #a, #b, #tol, a_, b_,      \
+            CS_FAIL_("CHECK_NEAR(%s, %s, %s): %.9g vs %.9g (diff %.3g)", #a, #b, #tol, a_, b_,     \
                      a_ - b_);                                                                     \
     } while (0)
 

@@ -55,7 +55,7 @@ static void add_nets(struct nctx *c, const struct cs__xml *nic, int node, int nu
         const char *port = net ? cs__xml_attr(net, "port") : NULL;
         n->port = port ? atoi(port) : 0;
         const char *speed = net ? cs__xml_attr(net, "speed") : NULL; /* Mb/s */
-        double mbps = cs__topo_num(speed, 1e9); /* up to 1 Pb/s */
+        double mbps = cs__topo_num(speed, 1e9);                      /* up to 1 Pb/s */
         if (mbps > 0) {
             n->gbps = mbps / 1000;
             CS__COPY(n->rate_source, "nccl");

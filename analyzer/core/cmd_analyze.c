@@ -1,6 +1,6 @@
 /*
- * `commscope analyze RUN_DIR|--from kineto FILE... [--json FILE] [--html FILE] [--events FILE] [--perfetto FILE ...]
- * [--quiet]`: the command line around the pipeline.
+ * `commscope analyze RUN_DIR|--from kineto FILE... [--json FILE] [--html FILE] [--events FILE]
+ * [--perfetto FILE ...] [--quiet]`: the command line around the pipeline.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -235,7 +235,7 @@ int cs_cmd_analyze(int argc, char **argv)
     cs__wire_set_pcaps(pcaps, npcaps);
     if (!dir && npcaps) {
         /* capture files alone: the reports of traces cannot be made */
-        const char *need = events ? "--events"
+        const char *need = events                                         ? "--events"
                            : po.path || po.window || po.steps || po.ranks ? "--perfetto"
                            : from                                         ? "--from"
                                                                           : NULL;

@@ -36,7 +36,7 @@ struct cs__map {
     struct cs__map_slot {
         uint64_t a, b, v;
         int used;
-    } *slot;
+    } * slot;
     size_t cap, n; /* cap is a power of two */
 };
 /* Pointer to the value for (a, b), inserting 0 when absent (*fresh = 1).  NULL: out of memory. */
@@ -284,20 +284,20 @@ struct cs__inst {
     uint64_t comm;
     uint32_t seq;
     uint16_t op;
-    unsigned char pat;       /* enum cs_op_pattern of op */
-    struct cs__comm *c;      /* its communicator (owns the spare list it returns to) */
-    struct cs__inst *next;   /* link in c->spare while unused */
-    size_t row;              /* op row of (op, comm), SIZE_MAX unknown */
-    int mixed;               /* members disagree on the op: never used for waits */
-    int32_t n;               /* members */
-    int32_t root;            /* comm rank of the root, -1 unknown or none */
-    int32_t ended;           /* members with their end known */
-    int32_t dead_unended;    /* members that will send nothing more and have not ended */
-    const int32_t *members;  /* world ranks */
-    int64_t *arr, *end;      /* aligned times per comm rank */
-    uint64_t *size;          /* max(bytes, bytes_recv) per comm rank */
-    int64_t *wait;           /* per comm rank: its wait (cs__metrics_instance, complete ones) */
-    unsigned char *state;    /* bit 0 arrived, bit 1 ended */
+    unsigned char pat;      /* enum cs_op_pattern of op */
+    struct cs__comm *c;     /* its communicator (owns the spare list it returns to) */
+    struct cs__inst *next;  /* link in c->spare while unused */
+    size_t row;             /* op row of (op, comm), SIZE_MAX unknown */
+    int mixed;              /* members disagree on the op: never used for waits */
+    int32_t n;              /* members */
+    int32_t root;           /* comm rank of the root, -1 unknown or none */
+    int32_t ended;          /* members with their end known */
+    int32_t dead_unended;   /* members that will send nothing more and have not ended */
+    const int32_t *members; /* world ranks */
+    int64_t *arr, *end;     /* aligned times per comm rank */
+    uint64_t *size;         /* max(bytes, bytes_recv) per comm rank */
+    int64_t *wait;          /* per comm rank: its wait (cs__metrics_instance, complete ones) */
+    unsigned char *state;   /* bit 0 arrived, bit 1 ended */
 };
 
 #define CS__CC 16 /* entries of a rank's communicator cache (a power of two) */
@@ -305,9 +305,10 @@ struct cs__rank {
     /* The merge's and the metrics' per-event fields come first, in two cache lines (run->ranks
      * is 64-byte aligned): with thousands of ranks nothing of a rank is still cached when its
      * next event comes, so each line an event touches is a miss. */
-    struct cs__clock_memo clkm __attribute__((aligned(64))); /* for the merge's cs__clock_map_near */
+    /* for the merge's cs__clock_map_near */
+    struct cs__clock_memo clkm __attribute__((aligned(64)));
     const struct cs_event *next;
-    int64_t next_key;        /* aligned t_begin of next */
+    int64_t next_key;                    /* aligned t_begin of next */
     const struct cs_event *bnext, *bend; /* the rest of the merge's last batch from the reader */
     /* metrics */
     int64_t t_first, t_last_end; /* aligned */
@@ -317,9 +318,9 @@ struct cs__rank {
     uint64_t wait_ns;
     uint64_t late_arrivals;
     uint64_t others_waited_ns;
-    int present;             /* a valid file was read for this rank */
-    int dead;                /* will produce no more events (missing, bad, or stream done) */
-    struct cs_reader *rd;    /* owned */
+    int present;          /* a valid file was read for this rank */
+    int dead;             /* will produce no more events (missing, bad, or stream done) */
+    struct cs_reader *rd; /* owned */
     const struct cs_file_header *h;
     struct cs__clock clk;
     /* Communicators this rank used: id -> comm and this rank's comm rank (match.c), a small
@@ -340,9 +341,9 @@ struct cs__oprow {
     uint16_t op;
     uint64_t comm;
     uint64_t calls, bytes, time_ns;
-    double inst_bytes, inst_ns;  /* collectives: sum of S and t over complete instances */
+    double inst_bytes, inst_ns; /* collectives: sum of S and t over complete instances */
     uint64_t instances;
-    double p2p_bytes, p2p_ns;    /* point-to-point: bytes over call (or request) durations */
+    double p2p_bytes, p2p_ns; /* point-to-point: bytes over call (or request) durations */
     double p2p_scope_bytes[2], p2p_scope_ns[2]; /* the same by peer: [0] same host, [1] other */
 };
 
@@ -353,40 +354,40 @@ struct cs__pending {
     unsigned char is_coll; /* a non-blocking collective */
     signed char scope;     /* point-to-point: 0 peer on the same host, 1 another host, -1 unknown */
     uint16_t op;
-    uint32_t seq;          /* collectives: the instance's sequence number, */
-    int32_t idx;           /* comm rank */
-    struct cs__comm *c;    /* and communicator */
-    int64_t t_begin;       /* aligned */
+    uint32_t seq;       /* collectives: the instance's sequence number, */
+    int32_t idx;        /* comm rank */
+    struct cs__comm *c; /* and communicator */
+    int64_t t_begin;    /* aligned */
     uint64_t bytes;
-    size_t row;            /* op row index */
+    size_t row; /* op row index */
 };
 
 struct cs__run {
     char dir[4096];
-    int world;               /* world size of the run */
+    int world; /* world size of the run */
     uint64_t run_id;
     char program[CS_PROGRAM_MAX];
-    struct cs__rank *ranks;  /* [world] */
-    int32_t *ident;          /* 0..world-1, members of world without a record */
+    struct cs__rank *ranks; /* [world] */
+    int32_t *ident;         /* 0..world-1, members of world without a record */
     /* communicators */
-    struct cs__map comm_by_id;   /* (id, 0) -> struct cs__comm * */
-    struct cs__map my_rank;      /* (id, world rank) -> comm rank + 1 */
+    struct cs__map comm_by_id; /* (id, 0) -> struct cs__comm * */
+    struct cs__map my_rank;    /* (id, world rank) -> comm rank + 1 */
     struct cs__comm **comms;
     size_t ncomms, capcomms;
     /* matching */
-    struct cs__map open;         /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
-    size_t nring;                /* open instances in the communicators' rings (match.c) */
+    struct cs__map open; /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
+    size_t nring;        /* open instances in the communicators' rings (match.c) */
     /* Pending requests (struct cs__pending), freed by cs__match_finish (or cs__run_free when
      * the analysis stopped before it). */
     struct cs__rtab preq;
-    int ndead;                   /* ranks marked dead (rundir.c's missing ones, cs__match_rank_done) */
-    uint64_t uncertainty_ns;     /* max rtt / 2 over all ranks */
+    int ndead;               /* ranks marked dead (rundir.c's missing ones, cs__match_rank_done) */
+    uint64_t uncertainty_ns; /* max rtt / 2 over all ranks */
     /* metrics */
-    struct cs__map row_by_key;   /* (op, comm) -> row index + 1 */
+    struct cs__map row_by_key; /* (op, comm) -> row index + 1 */
     /* Direct-mapped cache in front of row_by_key: rows never move until the report is built. */
     struct cs__rowc {
         uint64_t comm;
-        uint32_t op;  /* 0: empty (op 0 never has a row) */
+        uint32_t op; /* 0: empty (op 0 never has a row) */
         uint32_t row;
     } rowc[256];
     struct cs__oprow *rows;
@@ -405,16 +406,16 @@ struct cs__run {
     struct cs__views *views; /* chart accumulators (views.c); NULL when out of memory */
     const struct cs__perfetto_opts *perfetto_opts; /* --perfetto: export asked for */
     struct cs__perfetto *perfetto;                 /* the export sink while streaming */
-    FILE *progress_out;      /* when set, progress lines go here (a terminal) */
-    struct cs__steps *steps; /* the step analysis' state (steps_internal.h), NULL when off */
-    int32_t *host_of;        /* [world] host index of each rank (nodes.c), -1 unknown; or NULL */
-    int nhosts;              /* hosts numbered in host_of (those of the present ranks) */
-    struct cs__wire *wire;   /* wire capture data while analysing (wire.c), NULL none */
+    FILE *progress_out;        /* when set, progress lines go here (a terminal) */
+    struct cs__steps *steps;   /* the step analysis' state (steps_internal.h), NULL when off */
+    int32_t *host_of;          /* [world] host index of each rank (nodes.c), -1 unknown; or NULL */
+    int nhosts;                /* hosts numbered in host_of (those of the present ranks) */
+    struct cs__wire *wire;     /* wire capture data while analysing (wire.c), NULL none */
     struct cs__vsteps *vsteps; /* the step views' accumulators (views_steps.c), NULL when off */
     int want_timeline;         /* build the representative step's timeline (the HTML report) */
-    struct cs__gpu *gpu;     /* the GPU timeline's state (gpu.c), NULL until a GPU record */
-    char source[16];         /* trace.source: "commscope" ("" reads so) or "kineto" */
-    struct cs__np2p *np2p;   /* NCCL point-to-point matching (nccl_p2p.c), NULL until a call */
+    struct cs__gpu *gpu;       /* the GPU timeline's state (gpu.c), NULL until a GPU record */
+    char source[16];           /* trace.source: "commscope" ("" reads so) or "kineto" */
+    struct cs__np2p *np2p;     /* NCCL point-to-point matching (nccl_p2p.c), NULL until a call */
     /* [2 * world] ns, or NULL when not measured: each host rank's waiting at MPI point-to-point
      * calls over the whole run (the what-if pass's matching, steps_model.c), then of it the part
      * inside point-to-point calls (the rest is inside wait/test calls); for the time segments */
@@ -554,7 +555,7 @@ struct cs_report {
     struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
     struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
     struct cs_report_nodes *nodes; /* hosts, topology, capacity, scopes (nodes.c); NULL none */
-    struct cs_wire_report *wire; /* the wire section (wire.h), NULL without capture data; owned */
+    struct cs_wire_report *wire;   /* the wire section (wire.h), NULL without capture data; owned */
     struct cs_report_gpu *gpu;     /* GPU timeline per GPU and communicator (gpu.h); owned */
     char source[16];               /* trace.source */
     struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
@@ -564,7 +565,8 @@ struct cs_report {
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
 int cs__analyze(struct cs__run *run, struct cs_report *rep);
 /* Load RUN_DIR and analyze it.  Returns 0 or a negative CS_E* code (message in err). */
-/* The name of communicator id in reports: "world", "self" or "comm-<16 hex digits>"; returns buf. */
+/* The name of communicator id in reports: "world", "self" or "comm-<16 hex digits>"; returns buf.
+ */
 const char *cs__comm_label(uint64_t id, char *buf, size_t n);
 
 /* report_events.c: the CSV header, then one line per event with times on rank 0's clock. */
@@ -684,12 +686,12 @@ void cs__report_wire_body(const struct cs_wire_report *w, FILE *f);
 /* report_perfetto.c: the Chrome trace-event export, a sink on the merged stream. */
 struct cs__perfetto_opts {
     FILE *out;
-    const char *path;     /* for messages */
-    int window;           /* limit to [from_s, to_s] seconds after the run's start */
-    double from_s, to_s;  /* to_s < 0: to the end */
-    double span_hint_s;   /* unused when 0: the run's length, to scale the size estimate */
-    const char *ranks;    /* "0-3,8" or NULL for all */
-    int steps;            /* limit to steps step_from..step_to (step_to < 0: to the last) */
+    const char *path;    /* for messages */
+    int window;          /* limit to [from_s, to_s] seconds after the run's start */
+    double from_s, to_s; /* to_s < 0: to the end */
+    double span_hint_s;  /* unused when 0: the run's length, to scale the size estimate */
+    const char *ranks;   /* "0-3,8" or NULL for all */
+    int steps;           /* limit to steps step_from..step_to (step_to < 0: to the last) */
     int step_from, step_to;
 };
 struct cs__perfetto;
@@ -700,8 +702,8 @@ int cs__perfetto_parse_ranks(const char *spec, unsigned char *sel, int world, ch
 /* Writes the header and process names, warns on stderr when the file will exceed 256 MB.
  * Returns 0, or CS_ENOMEM (a problem is recorded and nothing is exported). */
 int cs__perfetto_begin(struct cs__run *run);
-void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev,
-                        enum cs_op_kind k, int64_t tb, int64_t te);
+void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                        int64_t tb, int64_t te);
 /* Closes open async slices and the JSON; returns 0 or CS_EIO. */
 int cs__perfetto_finish(struct cs__run *run);
 

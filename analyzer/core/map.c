@@ -93,8 +93,9 @@ void cs__map_del(struct cs__map *m, uint64_t a, uint64_t b)
 
 void cs__map_del_at(struct cs__map *m, uint64_t *v)
 {
-    size_t i = (size_t)((struct cs__map_slot *)(void *)((char *)v - offsetof(struct cs__map_slot, v)) -
-                        m->slot);
+    size_t i =
+        (size_t)((struct cs__map_slot *)(void *)((char *)v - offsetof(struct cs__map_slot, v)) -
+                 m->slot);
     size_t mask = m->cap - 1;
     m->slot[i].used = 0;
     m->n--;

@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 
 struct cs__outfile {
-    FILE *f;              /* write here between open and commit */
-    const char *path;     /* the destination ("-": standard output); not owned */
-    char tmp[PATH_MAX];   /* the temporary file, "" when none */
+    FILE *f;            /* write here between open and commit */
+    const char *path;   /* the destination ("-": standard output); not owned */
+    char tmp[PATH_MAX]; /* the temporary file, "" when none */
 };
 
 /*

@@ -62,26 +62,26 @@ struct pending_async {
 struct cs__perfetto {
     FILE *f;
     int first;
-    int64_t w0, w1;         /* aligned window, inclusive */
-    unsigned char *sel;     /* [world] rank selected */
+    int64_t w0, w1;              /* aligned window, inclusive */
+    unsigned char *sel;          /* [world] rank selected */
     struct cs__pf_tracks tracks; /* (rank, track number): name and lanes (perfetto_lanes.h) */
-    struct cs__map flows;   /* (comm, seq) -> flow id << 24 | members seen */
-    struct cs__map async;   /* (rank, request) -> struct pending_async * */
+    struct cs__map flows;        /* (comm, seq) -> flow id << 24 | members seen */
+    struct cs__map async;        /* (rank, request) -> struct pending_async * */
     uint64_t next_flow;
     uint64_t written;
-    struct cs__map comm_tid; /* (comm, 0) -> track number of its collectives - 1000 + 1 */
-    int steps_track;         /* step slices are written */
-    int *step_cur;           /* [world] the step rank's last event was in, -1 none */
-    int64_t *step_begin;     /* [world] aligned begin of it */
-    struct cs__map gpu_tid;  /* (device | NCCL bit, stream or comm) -> GPU track number */
+    struct cs__map comm_tid;        /* (comm, 0) -> track number of its collectives - 1000 + 1 */
+    int steps_track;                /* step slices are written */
+    int *step_cur;                  /* [world] the step rank's last event was in, -1 none */
+    int64_t *step_begin;            /* [world] aligned begin of it */
+    struct cs__map gpu_tid;         /* (device | NCCL bit, stream or comm) -> GPU track number */
     struct launch_slice **launches; /* [world] ring of CS_PF_LAUNCHES, NULL until used */
     struct gpu_heap *gpu_heap;      /* [world] GPU records held back (gpu_event) */
     uint64_t gpu_order;             /* arrival number of the next GPU record */
     unsigned *launch_next;          /* [world] next ring slot */
 };
 
-#define CS_PF_STEP_TID 999  /* the "steps" track */
-#define CS_PF_COMM_TID 1000 /* first communicator track */
+#define CS_PF_STEP_TID 999    /* the "steps" track */
+#define CS_PF_COMM_TID 1000   /* first communicator track */
 #define CS_PF_GPU_TID 1000000 /* first GPU track (one per device and stream / communicator) */
 #define CS_PF_NCCL_BIT (1ull << 40)
 #define CS_PF_GPU_REORDER 256 /* GPU records a rank may deliver out of start order, per rank */
@@ -549,13 +549,14 @@ static void gpu_emit(struct cs__run *run, int rank, const struct gpu_pend *g)
                            ? kinds[ev->op - CS_OP_GPU_KERNEL]
                            : "GPU";
     ev_open(p, 'X', rank, tid, tb);
-    fprintf(f, ",\"dur\":%s,\"name\":\"%s\",\"cat\":\"gpu\",\"args\":{\"kind\":\"%s\","
-               "\"device\":%" PRId32,
+    fprintf(f,
+            ",\"dur\":%s,\"name\":\"%s\",\"cat\":\"gpu\",\"args\":{\"kind\":\"%s\","
+            "\"device\":%" PRId32,
             us(t, sizeof t, te > tb ? te - tb : 0), cs_op_name(ev->op), kind, ev->aux);
     if (ev->op == CS_OP_GPU_NCCL) {
         if (ev->comm)
-            fprintf(f, ",\"comm\":\"%s\",\"seq\":%" PRIu32,
-                    cs__comm_label(ev->comm, c, sizeof c), ev->seq);
+            fprintf(f, ",\"comm\":\"%s\",\"seq\":%" PRIu32, cs__comm_label(ev->comm, c, sizeof c),
+                    ev->seq);
         fprintf(f, ",\"calls\":%" PRIu64 ",\"launch\":%" PRIu64, ev->bytes_recv, ev->request);
     } else {
         fprintf(f, ",\"stream\":%" PRIu32, ev->seq);

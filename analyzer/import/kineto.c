@@ -624,8 +624,10 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
             note(ns, "%s: %" PRIu64 " %s skipped (first: %s)", name, f->skipped[k],
                  cs__kskip_what[k], f->first_skipped[k]);
     if (f->bad_base)
-        note(ns, "%s: baseTimeNanoseconds is not a number below 2^61; ignored (times taken as "
-             "they are)", name);
+        note(ns,
+             "%s: baseTimeNanoseconds is not a number below 2^61; ignored (times taken as "
+             "they are)",
+             name);
 
     /* the file */
     char path[4200];

@@ -143,8 +143,8 @@ struct cs__kcand {
 enum cs__kskip {
     CS_KSKIP_NEGATIVE_DUR, /* "dur" below zero */
     CS_KSKIP_BAD_TS,       /* "ts" not a finite number (NaN, infinite, a string) */
-    CS_KSKIP_TS_RANGE,     /* "ts" beyond 2^61 ns, or its time with the base before 0 or past 2^62 */
-    CS_KSKIP_BAD_DUR,      /* "dur" not a finite number, or beyond 2^61 ns */
+    CS_KSKIP_TS_RANGE, /* "ts" beyond 2^61 ns, or its time with the base before 0 or past 2^62 */
+    CS_KSKIP_BAD_DUR,  /* "dur" not a finite number, or beyond 2^61 ns */
     CS_KSKIP_N
 };
 /* The reason as a phrase: "events with a negative duration" ... */
@@ -166,8 +166,8 @@ struct cs__kfile {
     /* Events skipped, by reason (CS_KSKIP_*), each with the first one ("event 17 (name)"). */
     uint64_t skipped[CS_KSKIP_N];
     char first_skipped[CS_KSKIP_N][160];
-    int bad_base; /* baseTimeNanoseconds was out of range and is ignored */
-    int64_t t_min, t_max;     /* over all complete events, ns (t_min > t_max: none) */
+    int bad_base;         /* baseTimeNanoseconds was out of range and is ignored */
+    int64_t t_min, t_max; /* over all complete events, ns (t_min > t_max: none) */
 };
 
 /* Parse the Kineto trace at path (gzip or plain JSON) into f (free with cs__kfile_free).

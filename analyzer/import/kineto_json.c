@@ -457,10 +457,10 @@ static void event_done(struct ctx *x)
     struct cur *e = &x->e;
     f->events++;
     int timed = e->ph == 'X' || ((e->ph == 's' || e->ph == 'f') && !strcmp(e->cat, "ac2g"));
-    int why = !timed                            ? -1
-              : e->bad_ts == 1                  ? CS_KSKIP_BAD_TS
-              : e->bad_ts == 2                  ? CS_KSKIP_TS_RANGE
-              : e->ph == 'X' && e->bad_dur      ? CS_KSKIP_BAD_DUR
+    int why = !timed                                      ? -1
+              : e->bad_ts == 1                            ? CS_KSKIP_BAD_TS
+              : e->bad_ts == 2                            ? CS_KSKIP_TS_RANGE
+              : e->ph == 'X' && e->bad_dur                ? CS_KSKIP_BAD_DUR
               : e->ph == 'X' && e->have_dur && e->dur < 0 ? CS_KSKIP_NEGATIVE_DUR
                                                           : -1;
     if (why >= 0) {

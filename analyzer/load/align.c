@@ -36,7 +36,8 @@ void cs__clock_init(struct cs__clock *c, const struct cs_file_header *h)
         if (num > -INT64_MAX && num < INT64_MAX && den < INT64_MAX) {
             c->num = (int64_t)num;
             c->den = (int64_t)den;
-            c->inv = den >= 2 ? (uint64_t)(((unsigned __int128)1 << 64) / (unsigned __int128)den) : 0;
+            c->inv =
+                den >= 2 ? (uint64_t)(((unsigned __int128)1 << 64) / (unsigned __int128)den) : 0;
             c->fast = 1;
         }
     }
@@ -65,8 +66,7 @@ int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t)
  * ends of t's step are estimated in floating point, pulled in by a margin, and kept only when the
  * exact 64-bit correction there is q (else the range stays at t on that side).
  */
-void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t,
-                         int64_t q)
+void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t, int64_t q)
 {
     uint64_t lo = t, hi = t;
     int64_t qc;
@@ -104,12 +104,11 @@ void cs__clock_memo_fill(struct cs__clock_memo *m, const struct cs__clock *c, ui
 static void memo_fast(struct cs__clock_memo *m, const struct cs__clock *c)
 {
     int64_t x;
-    m->fast = m->lo <= m->hi && m->hi <= INT64_MAX &&
-              !__builtin_add_overflow(c->o0, m->q, &m->off) &&
-              !__builtin_add_overflow((int64_t)m->lo, c->o0, &x) &&
-              !__builtin_add_overflow(x, m->q, &x) &&
-              !__builtin_add_overflow((int64_t)m->hi, c->o0, &x) &&
-              !__builtin_add_overflow(x, m->q, &x);
+    m->fast =
+        m->lo <= m->hi && m->hi <= INT64_MAX && !__builtin_add_overflow(c->o0, m->q, &m->off) &&
+        !__builtin_add_overflow((int64_t)m->lo, c->o0, &x) &&
+        !__builtin_add_overflow(x, m->q, &x) &&
+        !__builtin_add_overflow((int64_t)m->hi, c->o0, &x) && !__builtin_add_overflow(x, m->q, &x);
 }
 
 int64_t cs__clock_map_near_slow(struct cs__clock_memo *m, const struct cs__clock *c, uint64_t t)

@@ -17,7 +17,7 @@
 #include "commscope/ops.h"
 
 #define KNOWN_FILE_FLAGS                                                                           \
-    (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS |  \
+    (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS | \
      CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI | CS_FLAG_CLOCK_ROOT | CS_FLAG_STORAGE |                 \
      CS_FLAG_CHECKED | CS_FLAG_NO_CALLS)
 #define KNOWN_EVENT_FLAGS 0x7ffu
@@ -86,7 +86,6 @@ const char *cs_err_name(int err)
     }
 }
 
-
 /* CRC of len bytes at p with the 4-byte field at field_off counted as zero. */
 static uint32_t crc_without_field(const unsigned char *p, size_t len, size_t field_off)
 {
@@ -98,8 +97,8 @@ static uint32_t crc_without_field(const unsigned char *p, size_t len, size_t fie
 
 /* ---- errors ---- */
 
-static int fail(const struct cs_reader *r, char *err, size_t errlen, int code, const char *fmt,
-                ...) __attribute__((format(printf, 5, 6)));
+static int fail(const struct cs_reader *r, char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 static int fail(const struct cs_reader *r, char *err, size_t errlen, int code, const char *fmt, ...)
 {
@@ -215,16 +214,15 @@ static int check_header(struct cs_reader *r, char *err, size_t errlen)
         int rc = check_live_header(r, err, errlen);
         if (rc)
             return rc;
-    } else if (h->live_crc || h->live_pad || !all_zero((const void *)h->counter_check,
-                                                       sizeof h->counter_check)) {
+    } else if (h->live_crc || h->live_pad ||
+               !all_zero((const void *)h->counter_check, sizeof h->counter_check)) {
         return fail(r, err, errlen, CS_EHEADER,
                     "partial-file checks present without CS_FLAG_CHECKED (byte %zu)",
                     offsetof(struct cs_file_header, live_crc));
     }
     if (h->flags & ~(uint32_t)KNOWN_FILE_FLAGS)
         return fail(r, err, errlen, CS_EHEADER, "unknown header flags 0x%" PRIx32 " (byte %zu)",
-                    h->flags & ~(uint32_t)KNOWN_FILE_FLAGS,
-                    offsetof(struct cs_file_header, flags));
+                    h->flags & ~(uint32_t)KNOWN_FILE_FLAGS, offsetof(struct cs_file_header, flags));
     if (h->world_size < 1 || h->world_size > MAX_WORLD)
         return fail(r, err, errlen, CS_EHEADER, "world size %" PRId32 " out of range 1..%d",
                     h->world_size, MAX_WORLD);
@@ -243,11 +241,11 @@ static int check_header(struct cs_reader *r, char *err, size_t errlen)
     for (int i = 0; i < 2; i++) {
         const struct cs_clock_sample *c = &h->clock[i];
         if (c->valid > 1)
-            return fail(r, err, errlen, CS_EHEADER, "clock sample %d: valid flag %" PRIu32
-                        " is neither 0 nor 1", i, c->valid);
-        if (c->valid && (c->local_ns >= CS_TIME_LIMIT || c->rtt_ns >= CS_TIME_LIMIT ||
-                         c->offset_ns >= (int64_t)CS_TIME_LIMIT ||
-                         c->offset_ns <= -(int64_t)CS_TIME_LIMIT))
+            return fail(r, err, errlen, CS_EHEADER,
+                        "clock sample %d: valid flag %" PRIu32 " is neither 0 nor 1", i, c->valid);
+        if (c->valid &&
+            (c->local_ns >= CS_TIME_LIMIT || c->rtt_ns >= CS_TIME_LIMIT ||
+             c->offset_ns >= (int64_t)CS_TIME_LIMIT || c->offset_ns <= -(int64_t)CS_TIME_LIMIT))
             return fail(r, err, errlen, CS_EHEADER,
                         "clock sample %d: local_ns %" PRIu64 ", offset_ns %" PRId64
                         " or rtt_ns %" PRIu64 " beyond 2^62 ns (146 years)",
@@ -258,8 +256,8 @@ static int check_header(struct cs_reader *r, char *err, size_t errlen)
                     "t_init %" PRIu64 " or t_finalize %" PRIu64 " beyond 2^62 ns (146 years)",
                     h->t_init, h->t_finalize);
     if (!partial && h->t_finalize != 0 && h->t_finalize < h->t_init)
-        return fail(r, err, errlen, CS_EHEADER,
-                    "t_finalize %" PRIu64 " before t_init %" PRIu64, h->t_finalize, h->t_init);
+        return fail(r, err, errlen, CS_EHEADER, "t_finalize %" PRIu64 " before t_init %" PRIu64,
+                    h->t_finalize, h->t_init);
     if (!all_zero(r->map + sizeof *h, CS_HEADER_SIZE - sizeof *h))
         return fail(r, err, errlen, CS_EHEADER, "header padding not zero (bytes %zu..%u)",
                     sizeof *h, CS_HEADER_SIZE - 1);
@@ -299,8 +297,8 @@ static int add_comm(struct cs_reader *r, const struct cs_comm_record *c)
     return 0;
 }
 
-static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t used,
-                       char *err, size_t errlen)
+static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t used, char *err,
+                       size_t errlen)
 {
     const unsigned char *base = r->map + off + sizeof(struct cs_block_header);
     int32_t world = r->hdr.world_size;
@@ -325,8 +323,8 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
                         k, bi, (unsigned)c->kind, at);
         if (c->op != 0 && !cs_op_info(c->op)->name)
             return fail(r, err, errlen, CS_ECOMM,
-                        "comm record %u in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")",
-                        k, bi, (unsigned)c->op, at);
+                        "comm record %u in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")", k,
+                        bi, (unsigned)c->op, at);
         if (c->id == 0)
             return fail(r, err, errlen, CS_ECOMM,
                         "comm record %u in block %" PRIu64 ": id 0 (byte %" PRIu64 ")", k, bi, at);
@@ -354,8 +352,9 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
                         k, bi, c->my_rank, c->size - 1, at);
         if (c->members[c->my_rank] != r->hdr.rank)
             return fail(r, err, errlen, CS_ECOMM,
-                        "comm record %u in block %" PRIu64 ": member %" PRId32 " is world rank %"
-                        PRId32 ", not this file's rank %" PRId32 " (byte %" PRIu64 ")",
+                        "comm record %u in block %" PRIu64 ": member %" PRId32
+                        " is world rank %" PRId32 ", not this file's rank %" PRId32
+                        " (byte %" PRIu64 ")",
                         k, bi, c->my_rank, c->members[c->my_rank], r->hdr.rank, at);
         /* Distinct members in range.  Most lists increase (the world, splits keyed by rank):
          * then they are distinct, and in range when the last one is; every file holds the world
@@ -382,8 +381,7 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
         if (!rising || last >= world) {
             unsigned char *seen = calloc((size_t)world / 8 + 1, 1);
             if (!seen)
-                return fail(r, err, errlen, CS_ENOMEM, "out of memory checking comm record %u",
-                            k);
+                return fail(r, err, errlen, CS_ENOMEM, "out of memory checking comm record %u", k);
             for (int32_t i = 0; i < n; i++) {
                 int32_t m = mem[i];
                 if (m == -1 && nccl && i != mine)
@@ -392,8 +390,8 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
                     free(seen);
                     return fail(r, err, errlen, CS_ECOMM,
                                 "comm record %u in block %" PRIu64 ": member %" PRId32
-                                " is world rank %" PRId32 ", out of range or repeated (byte %"
-                                PRIu64 ")",
+                                " is world rank %" PRId32
+                                ", out of range or repeated (byte %" PRIu64 ")",
                                 k, bi, i, m, at);
                 }
                 seen[m / 8] |= (unsigned char)(1u << (m % 8));
@@ -430,8 +428,8 @@ static int event_error(struct cs_reader *r, const struct cs_event *e, uint32_t k
     const struct cs_op_info *oi = cs_op_info(e->op);
     if (e->op == CS_OP_NONE || !oi->name)
         return fail(r, err, errlen, CS_EEVENT,
-                    "event %" PRIu32 " in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")",
-                    k, bi, (unsigned)e->op, at);
+                    "event %" PRIu32 " in block %" PRIu64 ": unknown op %u (byte %" PRIu64 ")", k,
+                    bi, (unsigned)e->op, at);
     if (e->t_end < e->t_begin)
         return fail(r, err, errlen, CS_EEVENT,
                     "event %" PRIu32 " in block %" PRIu64 ": t_end before t_begin (%" PRIu64
@@ -444,8 +442,7 @@ static int event_error(struct cs_reader *r, const struct cs_event *e, uint32_t k
                     k, bi, e->t_end, at);
     if (e->flags & ~KNOWN_EVENT_FLAGS)
         return fail(r, err, errlen, CS_EEVENT,
-                    "event %" PRIu32 " in block %" PRIu64 ": unknown flags 0x%x (byte %" PRIu64
-                    ")",
+                    "event %" PRIu32 " in block %" PRIu64 ": unknown flags 0x%x (byte %" PRIu64 ")",
                     k, bi, (unsigned)(e->flags & ~KNOWN_EVENT_FLAGS), at);
     if (e->peer < -1 || e->peer >= world)
         return fail(r, err, errlen, CS_EEVENT,
@@ -457,11 +454,11 @@ static int event_error(struct cs_reader *r, const struct cs_event *e, uint32_t k
                     "event %" PRIu32 " in block %" PRIu64 ": collective %s without a"
                     " communicator (byte %" PRIu64 ")",
                     k, bi, oi->name, at);
-    if (((oi->kind == CS_KIND_ICOLL) | (oi->kind == CS_KIND_IP2P) |
-         (oi->kind == CS_KIND_DONE)) & (e->request == 0))
+    if (((oi->kind == CS_KIND_ICOLL) | (oi->kind == CS_KIND_IP2P) | (oi->kind == CS_KIND_DONE)) &
+        (e->request == 0))
         return fail(r, err, errlen, CS_EEVENT,
-                    "event %" PRIu32 " in block %" PRIu64 ": %s without a request id (byte %"
-                    PRIu64 ")",
+                    "event %" PRIu32 " in block %" PRIu64 ": %s without a request id (byte %" PRIu64
+                    ")",
                     k, bi, oi->name, at);
     return 0;
 }
@@ -477,8 +474,8 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
         const struct cs_event *e = &ev[k];
         unsigned m = e->op < CS_OP_MAX ? opc[e->op] : OPC_BAD;
         int bad = (m & OPC_BAD) | (e->t_end < e->t_begin) | (e->t_end >= CS_TIME_LIMIT) |
-                  ((e->flags & ~KNOWN_EVENT_FLAGS) != 0) |
-                  (e->peer < -1) | (e->peer >= world) | (((m & OPC_COMM) != 0) & (e->comm == 0)) |
+                  ((e->flags & ~KNOWN_EVENT_FLAGS) != 0) | (e->peer < -1) | (e->peer >= world) |
+                  (((m & OPC_COMM) != 0) & (e->comm == 0)) |
                   (((m & OPC_REQUEST) != 0) & (e->request == 0));
         if (bad) {
             uint64_t at = off + sizeof(struct cs_block_header) + (uint64_t)k * CS_EVENT_SIZE;
@@ -581,8 +578,8 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
                             i, off);
             if (!partial)
                 return fail(r, err, errlen, CS_EBLOCK,
-                            "block %" PRIu64 " is unclaimed (all zero) in a closed file (byte %"
-                            PRIu64 ")",
+                            "block %" PRIu64
+                            " is unclaimed (all zero) in a closed file (byte %" PRIu64 ")",
                             i, off);
             r->st.empty_blocks++;
             r->st.blocks++;
@@ -610,7 +607,8 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
         }
         uint64_t len = (uint64_t)bh.span * CS_BLOCK_SIZE;
         if (bh.crc != 0) {
-            uint32_t c = crc_without_field(r->map + off, len, offsetof(struct cs_block_header, crc));
+            uint32_t c =
+                crc_without_field(r->map + off, len, offsetof(struct cs_block_header, crc));
             /* A crashed rank may have written a communicator record past `used` whose CRC it
              * had not stored yet: the CRC stored covers the block with those bytes zero. */
             if (c != bh.crc && partial && bh.kind == CS_BLOCK_COMMS && checked)
@@ -644,8 +642,8 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
             return fail(r, err, errlen, CS_EBLOCK,
                         "block %" PRIu64 ": reserved bytes not zero (byte %" PRIu64 ")", i,
                         off + 32);
-        uint64_t cap_units = bh.kind == CS_BLOCK_EVENTS ? CS_EVENTS_PER_BLOCK
-                                                        : len - sizeof(struct cs_block_header);
+        uint64_t cap_units =
+            bh.kind == CS_BLOCK_EVENTS ? CS_EVENTS_PER_BLOCK : len - sizeof(struct cs_block_header);
         if (bh.used > cap_units)
             return fail(r, err, errlen, CS_EBLOCK,
                         "block %" PRIu64 ": used %" PRIu32 " exceeds its capacity %" PRIu64
@@ -678,11 +676,10 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
         qsort(r->blk, r->nblk, sizeof *r->blk, blk_cmp);
     for (size_t i = 1; i < r->nblk; i++)
         if (r->blk[i].thread == r->blk[i - 1].thread && r->blk[i].seq == r->blk[i - 1].seq)
-            return fail(r, err, errlen, CS_EBLOCK,
-                        "blocks at bytes %" PRIu64 " and %" PRIu64 " both claim thread %u block %"
-                        PRIu64,
-                        r->blk[i - 1].off, r->blk[i].off, (unsigned)r->blk[i].thread,
-                        r->blk[i].seq);
+            return fail(
+                r, err, errlen, CS_EBLOCK,
+                "blocks at bytes %" PRIu64 " and %" PRIu64 " both claim thread %u block %" PRIu64,
+                r->blk[i - 1].off, r->blk[i].off, (unsigned)r->blk[i].thread, r->blk[i].seq);
     /* One cursor per thread. */
     size_t nthr = 0;
     for (size_t i = 0; i < r->nblk; i++)
@@ -789,8 +786,8 @@ static int load(struct cs_reader *r, const char *path, char *err, size_t errlen)
              * than a fault per few pages. */
             void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
             if (m == MAP_FAILED)
-                rc = fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", size,
-                          strerror(errno));
+                rc =
+                    fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", size, strerror(errno));
             else
                 r->map = m, r->size = size;
         }

@@ -50,16 +50,16 @@ const char *cs_err_name(int err);
 
 /* What cs_reader_open() found besides the events. */
 struct cs_reader_stats {
-    int partial;               /* CS_FLAG_PARTIAL was set: the rank did not close its trace */
-    uint64_t events;           /* event records recovered (all committed, validated records) */
-    uint64_t blocks;           /* blocks examined (a spanning block counts its span) */
-    uint64_t event_blocks;     /* event blocks */
-    uint64_t comm_blocks;      /* communicator-table blocks (each counted once) */
-    uint64_t empty_blocks;     /* unclaimed all-zero blocks skipped (partial files only) */
-    uint64_t unsealed_blocks;  /* blocks without CRC accepted structurally (partial files only) */
-    uint64_t trailing_bytes;   /* bytes after the last whole block, ignored (partial files only) */
-    uint64_t comms;            /* communicator records */
-    unsigned threads;          /* recording threads seen */
+    int partial;              /* CS_FLAG_PARTIAL was set: the rank did not close its trace */
+    uint64_t events;          /* event records recovered (all committed, validated records) */
+    uint64_t blocks;          /* blocks examined (a spanning block counts its span) */
+    uint64_t event_blocks;    /* event blocks */
+    uint64_t comm_blocks;     /* communicator-table blocks (each counted once) */
+    uint64_t empty_blocks;    /* unclaimed all-zero blocks skipped (partial files only) */
+    uint64_t unsealed_blocks; /* blocks without CRC accepted structurally (partial files only) */
+    uint64_t trailing_bytes;  /* bytes after the last whole block, ignored (partial files only) */
+    uint64_t comms;           /* communicator records */
+    unsigned threads;         /* recording threads seen */
 };
 
 struct cs_reader;
@@ -114,6 +114,5 @@ unsigned cs_reader_thread(const struct cs_reader *r);
 
 /* Start again from the first event. */
 void cs_reader_rewind(struct cs_reader *r);
-
 
 #endif

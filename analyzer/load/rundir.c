@@ -199,8 +199,10 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
                         " of the other %zu files; file skipped",
                         f[i].name, h->run_id, best_id, best_n);
         } else if (h->world_size != world) {
-            cs__problem(run, "%s: world size %" PRId32 " differs from %d in the other files;"
-                        " file skipped", f[i].name, h->world_size, world);
+            cs__problem(run,
+                        "%s: world size %" PRId32 " differs from %d in the other files;"
+                        " file skipped",
+                        f[i].name, h->world_size, world);
         } else {
             continue;
         }
@@ -268,8 +270,8 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
             cs__problem(run, "%s: the collector disabled itself: %s", f[i].name,
                         h->note[0] ? h->note : "(no reason recorded)");
         if (st->trailing_bytes)
-            cs__problem(run, "%s: %" PRIu64 " bytes of an incomplete last block ignored",
-                        f[i].name, st->trailing_bytes);
+            cs__problem(run, "%s: %" PRIu64 " bytes of an incomplete last block ignored", f[i].name,
+                        st->trailing_bytes);
     }
     free(f);
     if (!nf) {
@@ -279,10 +281,11 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
         if (run_file_value(dir, "mpi_preload", why, sizeof why) && !strncmp(why, "no (", 4) &&
             (n = strlen(why)) > 5 && why[n - 1] == ')') {
             why[n - 1] = '\0';
-            cs__problem(run, "no rank-*.cst trace files in %s: commscope run preloaded no MPI "
-                        "collector: %s", dir, why + 4);
-        }
-        else
+            cs__problem(run,
+                        "no rank-*.cst trace files in %s: commscope run preloaded no MPI "
+                        "collector: %s",
+                        dir, why + 4);
+        } else
             cs__problem(run, "no rank-*.cst trace files in %s", dir);
         return 0;
     }
@@ -297,8 +300,8 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
             k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", nmiss > 1 ? ", " : "", r);
     }
     if (nmiss)
-        cs__problem(run, "%zu of %d ranks missing (no valid trace file): %s%s", nmiss, world,
-                    list, nmiss > 32 ? ", ..." : "");
+        cs__problem(run, "%zu of %d ranks missing (no valid trace file): %s%s", nmiss, world, list,
+                    nmiss > 32 ? ", ..." : "");
     const struct cs_file_header *h0 = NULL;
     for (int r = 0; r < world && !h0; r++)
         if (run->ranks[r].present)

@@ -67,9 +67,10 @@ int cs__comms_build(struct cs__run *run)
                 if (c->size != rec->size ||
                     memcmp(c->members, rec->members, (size_t)c->size * sizeof(int32_t)) != 0) {
                     char b[40];
-                    cs__problem(run, "rank %d disagrees on the members of communicator %s"
-                                " (size %" PRId32 " vs %" PRId32 "); its first record is used", r,
-                                cs__comm_label(rec->id, b, sizeof b), rec->size, c->size);
+                    cs__problem(run,
+                                "rank %d disagrees on the members of communicator %s"
+                                " (size %" PRId32 " vs %" PRId32 "); its first record is used",
+                                r, cs__comm_label(rec->id, b, sizeof b), rec->size, c->size);
                 }
                 continue;
             }
@@ -125,7 +126,7 @@ static inline size_t cc_home(uint64_t id)
  * Entries are never removed, so a probe's slots up to the first free one are all taken, and an
  * entry moved further along that run stays on its own probe. */
 static __attribute__((noinline)) const struct cs__rank_comm *comm_miss(struct cs__run *run,
-                                                                        int rank, uint64_t id)
+                                                                       int rank, uint64_t id)
 {
     struct cs__rank_comm *cc = run->ranks[rank].cc;
     size_t home = cc_home(id), j = home;
@@ -211,8 +212,7 @@ static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64
 
 /* The open instance (c, seq) not in its ring slot: from run->open (moved into the slot when
  * that is free now), or a new one.  NULL: out of memory (the event counted unmatched). */
-static __attribute__((noinline)) struct cs__inst *inst_open(struct cs__run *run,
-                                                            struct cs__comm *c,
+static __attribute__((noinline)) struct cs__inst *inst_open(struct cs__run *run, struct cs__comm *c,
                                                             const struct cs_event *ev, size_t row)
 {
     struct cs__inst **slot = &c->ring[ev->seq & (CS__RING - 1)];
@@ -307,16 +307,22 @@ static __attribute__((noinline)) int32_t member_again(struct cs__run *run, struc
 /* A non-blocking collective's request (member idx of in, which arrived at in->arr[idx]), ended
  * by its CS_KIND_DONE event. */
 static __attribute__((noinline)) void icoll_request(struct cs__run *run, int rank,
-                                                   const struct cs_event *ev,
-                                                   const struct cs__inst *in, int32_t idx,
-                                                   size_t row)
+                                                    const struct cs_event *ev,
+                                                    const struct cs__inst *in, int32_t idx,
+                                                    size_t row)
 {
     struct cs__pending *p = cs__rtab_put(&run->preq, sizeof *p, rank, ev->request);
     if (!p)
         return;
-    *p = (struct cs__pending){.key = p->key, .is_coll = 1, .op = ev->op, .seq = ev->seq,
-                              .idx = idx, .c = in->c, .t_begin = in->arr[idx],
-                              .bytes = ev->bytes, .row = row};
+    *p = (struct cs__pending){.key = p->key,
+                              .is_coll = 1,
+                              .op = ev->op,
+                              .seq = ev->seq,
+                              .idx = idx,
+                              .c = in->c,
+                              .t_begin = in->arr[idx],
+                              .bytes = ev->bytes,
+                              .row = row};
 }
 
 /* Member idx's arrival at tb and its size (of ev); an op other than the instance's makes it
@@ -412,14 +418,17 @@ static __attribute__((noinline)) int coll_fast(struct cs__run *run, int rank,
 
 /* A point-to-point request, ended by its CS_KIND_DONE event. */
 static __attribute__((noinline)) void p2p_request(struct cs__run *run, int rank,
-                                                  const struct cs_event *ev, size_t row,
-                                                  int64_t tb)
+                                                  const struct cs_event *ev, size_t row, int64_t tb)
 {
     struct cs__pending *p = cs__rtab_put(&run->preq, sizeof *p, rank, ev->request);
     if (!p)
         return;
     uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
-    *p = (struct cs__pending){.key = p->key, .op = ev->op, .t_begin = tb, .bytes = b, .row = row,
+    *p = (struct cs__pending){.key = p->key,
+                              .op = ev->op,
+                              .t_begin = tb,
+                              .bytes = b,
+                              .row = row,
                               .scope = (signed char)cs__peer_scope(run, rank, ev->peer)};
 }
 
@@ -454,8 +463,7 @@ void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, e
             coll_slow(run, rank, ev, k, row, tb, te);
     } else if (k == CS_KIND_ICOLL) {
         coll_slow(run, rank, ev, k, row, tb, te);
-    }
-    else if (k == CS_KIND_IP2P)
+    } else if (k == CS_KIND_IP2P)
         p2p_request(run, rank, ev, row, tb);
     else if (k == CS_KIND_DONE)
         request_done(run, rank, ev, te);
@@ -520,6 +528,8 @@ void cs__match_finish(struct cs__run *run)
                     " record, rank not a member, or a sequence number seen twice)",
                     run->unmatched_events);
     if (run->incomplete)
-        cs__problem(run, "%" PRIu64 " collective instances incomplete (a member's events are"
-                    " missing); they are left out of waits and bandwidths", run->incomplete);
+        cs__problem(run,
+                    "%" PRIu64 " collective instances incomplete (a member's events are"
+                    " missing); they are left out of waits and bandwidths",
+                    run->incomplete);
 }

@@ -39,7 +39,7 @@ static size_t row_lookup(struct cs__run *run, uint16_t op, uint64_t comm)
 }
 
 static __attribute__((noinline)) size_t row_miss(struct cs__run *run, struct cs__rowc *c,
-                                                  uint16_t op, uint64_t comm)
+                                                 uint16_t op, uint64_t comm)
 {
     size_t row = row_lookup(run, op, comm);
     if (row != SIZE_MAX && op != 0 && row < UINT32_MAX)
@@ -51,8 +51,8 @@ static __attribute__((noinline)) size_t row_miss(struct cs__run *run, struct cs_
  * row_miss. */
 static inline size_t row_get(struct cs__run *run, uint16_t op, uint64_t comm)
 {
-    struct cs__rowc *c = &run->rowc[(comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >>
-                                    56];
+    struct cs__rowc *c =
+        &run->rowc[(comm * 0x9e3779b97f4a7c15ull + op * 0x2545f4914f6cdd1dull) >> 56];
     if (c->op == op && c->comm == comm)
         return c->row;
     return row_miss(run, c, op, comm);
@@ -96,7 +96,8 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
         r->p2p_ns += (double)dur;
         int sc = cs__peer_scope(run, rank, ev->peer);
         if (sc >= 0) {
-            r->p2p_scope_bytes[sc] += (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
+            r->p2p_scope_bytes[sc] +=
+                (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
             r->p2p_scope_ns[sc] += (double)dur;
         }
     }
@@ -327,7 +328,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         o->rank = r;
         snprintf(o->host, sizeof o->host, "%s", h->host);
         int64_t t_end = (!st->partial && h->t_finalize) ? cs__clock_map(&rk->clk, h->t_finalize)
-                                                         : rk->t_last_end;
+                                                        : rk->t_last_end;
         int64_t wall = t_end > rk->t_first ? t_end - rk->t_first : 0;
         o->wall_s = ns_s((double)wall);
         o->comm_s = ns_s((double)(rk->comm_ns + h->unrecorded_test_ns));
@@ -413,8 +414,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         if (oi->kind == CS_KIND_COLL || oi->kind == CS_KIND_ICOLL || oi->kind == CS_KIND_NCOLL) {
             /* No bytes (sizes not recorded, e.g. Kineto traces of PyTorch < 2.1): no bandwidth,
              * except for barriers, which move none by definition. */
-            if (r->inst_ns > 0 &&
-                (r->inst_bytes > 0 || oi->busbw == CS_BW_ZERO)) {
+            if (r->inst_ns > 0 && (r->inst_bytes > 0 || oi->busbw == CS_BW_ZERO)) {
                 o->algbw_gbps = r->inst_bytes / r->inst_ns; /* bytes/ns = GB/s */
                 o->busbw_gbps = o->algbw_gbps * cs_op_busbw_factor(r->op, o->comm_size);
             }

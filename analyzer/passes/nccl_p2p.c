@@ -28,7 +28,7 @@ struct chan {
     int wfrom, wto;    /* world ranks, -1 unknown */
     struct pr *q;      /* pairs base + head ... base + n - 1 */
     size_t head, n, cap;
-    uint64_t base;     /* pair index of q[0] */
+    uint64_t base; /* pair index of q[0] */
     uint64_t nsend, nrecv, bytes;
     uint64_t pairs, timed, late_s, late_r, mism;
     uint64_t late_s_ns, late_r_ns; /* sums of positive differences */
@@ -54,8 +54,7 @@ struct cs__np2p {
     int oom;
 };
 
-uint64_t cs__np2p_chan_id(struct cs__map *m, uint64_t *next, uint64_t comm, uint32_t s,
-                          uint32_t d)
+uint64_t cs__np2p_chan_id(struct cs__map *m, uint64_t *next, uint64_t comm, uint32_t s, uint32_t d)
 {
     int fresh;
     uint64_t *v = cs__map_put(m, comm, (uint64_t)s << 32 | d, &fresh);
@@ -418,8 +417,8 @@ void cs__np2p_text(const struct cs_report *rep, FILE *out)
     for (size_t i = 0; i < o->npairs; i++) {
         const struct cs_report_np2p_pair *x = &o->pairs[i];
         fprintf(out,
-                "%-21s %5d %5d %8" PRIu64 " %14" PRIu64 " %8" PRIu64 " %10" PRIu64 " %12.6f %10" PRIu64
-                " %12.6f\n",
+                "%-21s %5d %5d %8" PRIu64 " %14" PRIu64 " %8" PRIu64 " %10" PRIu64
+                " %12.6f %10" PRIu64 " %12.6f\n",
                 x->comm, x->from, x->to, x->pairs, x->bytes, x->timed, x->late_sender,
                 x->late_sender_wait_s, x->late_receiver, x->late_receiver_wait_s);
     }

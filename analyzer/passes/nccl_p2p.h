@@ -51,7 +51,6 @@ void cs__np2p_text(const struct cs_report *rep, FILE *out);
 
 /* For the GPU what-if (whatif_gpu.c): the channel of (comm, sender comm rank, receiver comm
  * rank) numbered from 1 in order of first use, kept in map m ((comm, s << 32 | d) -> id). */
-uint64_t cs__np2p_chan_id(struct cs__map *m, uint64_t *next, uint64_t comm, uint32_t s,
-                          uint32_t d);
+uint64_t cs__np2p_chan_id(struct cs__map *m, uint64_t *next, uint64_t comm, uint32_t s, uint32_t d);
 
 #endif

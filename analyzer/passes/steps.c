@@ -70,7 +70,6 @@ static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
     return ci < 0 ? -1 : S->comms[ci].cls;
 }
 
-
 /* ---- period detection (pre-passes over the reference rank) ---- */
 
 #define NSIG 64
@@ -256,9 +255,9 @@ static int detect_best(const struct detect *d, int *score_out, int *occasional)
 /* ---- markers and anchors ---- */
 
 /* NVTX range names that mark steps when COMMSCOPE_STEP_NVTX does not say (docs/metrics.md). */
-static const char *const nvtx_default[] = {"ProfilerStep#*", "step",      "step[ #_:-]*",
-                                           "Step",           "Step[ #_:-]*", "train_step*",
-                                           "iteration",      "iteration[ #_:-]*"};
+static const char *const nvtx_default[] = {
+    "ProfilerStep#*", "step",        "step[ #_:-]*", "Step",
+    "Step[ #_:-]*",   "train_step*", "iteration",    "iteration[ #_:-]*"};
 
 /* Whether NVTX record ev (a range begin or end) names a step range. */
 static int nvtx_step(const struct cs__steps *S, const struct cs_event *ev)

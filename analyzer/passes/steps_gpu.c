@@ -45,8 +45,8 @@ struct grank {
     struct item *heap;
     size_t nh;
     int started;
-    int64_t w;     /* swept up to here */
-    int step;      /* the GPU side's current step, -1 none */
+    int64_t w;      /* swept up to here */
+    int step;       /* the GPU side's current step, -1 none */
     int64_t cs, ce; /* compute piece */
     struct slot *slots;
     size_t nslots, capslots;
@@ -58,7 +58,7 @@ struct grank {
 
 struct cs__sgpu {
     int world;
-    struct grank *r; /* [world] */
+    struct grank *r;    /* [world] */
     struct cs__map red; /* (rank, launch id) -> 1: launches that hold a reduction */
     uint64_t late, late_waits;
     int oom;
@@ -66,8 +66,7 @@ struct cs__sgpu {
 
 static int is_nccl_red(unsigned op)
 {
-    return op == CS_OP_NCCL_ALLREDUCE || op == CS_OP_NCCL_REDUCE ||
-           op == CS_OP_NCCL_REDUCE_SCATTER;
+    return op == CS_OP_NCCL_ALLREDUCE || op == CS_OP_NCCL_REDUCE || op == CS_OP_NCCL_REDUCE_SCATTER;
 }
 
 int cs__sgpu_init(struct cs__run *run, struct cs__steps *S)

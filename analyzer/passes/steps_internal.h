@@ -43,10 +43,10 @@ struct cs__srank {
     int64_t wait_te;
     double wait_dur;
     int wait_step;
-    double busy;        /* ns inside MPI calls so far */
-    int64_t fin;        /* aligned begin of MPI_Finalize, 0 not seen */
-    uint64_t occ;       /* occurrences of the pattern's anchor so far */
-    int gpu; /* the budget comes from the GPU timeline (steps_gpu.c) */
+    double busy;  /* ns inside MPI calls so far */
+    int64_t fin;  /* aligned begin of MPI_Finalize, 0 not seen */
+    uint64_t occ; /* occurrences of the pattern's anchor so far */
+    int gpu;      /* the budget comes from the GPU timeline (steps_gpu.c) */
     /* &cur inside a step, else the run's sink (S->sink): the per-event budget adds need no test
      * of in_step, and the sink is never read. */
     struct cs__budget *acc;
@@ -67,7 +67,7 @@ enum {
 
 struct cs__steps {
     struct cs__run *run; /* the run that holds it (for the hooks that are not given it) */
-    int mode; /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
+    int mode;            /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
     char nvtx_pat[128];  /* COMMSCOPE_STEP_NVTX ("" the default names) */
     uint64_t nvtx_steps; /* step ranges begun on the rank of the last pre-pass */
     uint16_t marker_op;
@@ -83,9 +83,9 @@ struct cs__steps {
     struct cs__srank *r;  /* [world] */
     struct cs__budget *g; /* per step, sums over ranks */
     size_t ng, capg;
-    int count_min, count_max; /* steps per rank, over the ranks present */
-    int tail;                 /* the reference rank's last step was still open at its end */
-    struct cs__rtab reqs;     /* struct cs__sreq: requests in flight beyond the ranks' lists */
+    int count_min, count_max;     /* steps per rank, over the ranks present */
+    int tail;                     /* the reference rank's last step was still open at its end */
+    struct cs__rtab reqs;         /* struct cs__sreq: requests in flight beyond the ranks' lists */
     unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */
     struct cs__budget sink;       /* where a rank's adds go outside its steps (never read) */
     /* groups.c */
@@ -222,16 +222,16 @@ enum { SC_REPLAY, SC_NOSTRAG, SC_OVERLAP, SC_BESTBW, SC_N };
 /* whatif.c: the mean over the timed steps first..end-1 with cnt[k] ranks of the per-scenario
  * sums of replayed step times (ns) into o's step times (s) and replay error; returns the number
  * of steps counted (0: o is left unchanged). */
-int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end,
-                     double measured_s, struct cs_report_whatif *o);
+int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end, double measured_s,
+                     struct cs_report_whatif *o);
 /* whatif.c: the median of c[0..m-1] (0 when m is 0), reordering c. Used for the no-straggler
  * factors of both replays. */
 double cs__whatif_median(double *c, size_t m);
 
 /* whatif_gpu.c: when every present rank has a GPU timeline, replay the GPU kernels instead of
  * the host calls and overwrite o's replayed values (left unchanged otherwise). */
-void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end,
-                    double measured_s, struct cs_report_whatif *o);
+void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end, double measured_s,
+                    struct cs_report_whatif *o);
 
 /* whatif.c */
 /* s_i of member i of a collective with arrivals arr: the latest of its own arrival and those its
@@ -247,10 +247,11 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
  * wanted): [3 * world], zeroed; the same over every step window (the whole run, for the POP split,
  * the ranks' p2p_wait_s and the report's time segments), then of each rank's the part inside
  * point-to-point calls (the rest is inside wait/test calls), then per rank the waits its partners
- * had for it (each wait booked to the partner that arrived last).  Returns 1 when the pass went over the whole run (p2p_run holds its
- * waits), 0 when it did not run or ran out of memory (both arrays left zero). */
+ * had for it (each wait booked to the partner that arrived last).  Returns 1 when the pass went
+ * over the whole run (p2p_run holds its waits), 0 when it did not run or ran out of memory (both
+ * arrays left zero). */
 int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
-                       double measured_s, struct cs_report_whatif *o, double *p2p_wait,
-                       double *p2p_run);
+                      double measured_s, struct cs_report_whatif *o, double *p2p_wait,
+                      double *p2p_run);
 
 #endif

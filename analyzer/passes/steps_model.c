@@ -165,8 +165,8 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     double *prun = pw ? pw + (size_t)run->world * CS_DIM_N : NULL;
     if (!pw)
         cs__problem(run, "out of memory for the point-to-point waits of the step budget");
-    int whole = cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif, pw,
-                                  prun);
+    int whole =
+        cs__whatif_report(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif, pw, prun);
     /* The POP split again, with the waits at point-to-point calls over the whole run; and those
      * waits per host rank (a GPU rank's are on its GPU timeline, in the budget only). */
     if (pw)

@@ -492,7 +492,7 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
     const struct cs__views *v = run->views;
     /* Each curve's communicator label once: every op row is compared with every curve of its op,
      * which with hundreds of communicators formatted labels tens of thousands of times. */
-    char (*lab)[40] = malloc((v->nbw ? v->nbw : 1) * sizeof *lab);
+    char(*lab)[40] = malloc((v->nbw ? v->nbw : 1) * sizeof *lab);
     for (size_t j = 0; lab && j < v->nbw; j++)
         cs__comm_label(v->bw[j].comm, lab[j], sizeof lab[j]);
     /* In the order of the report's op table, so the chart's legend and the table agree. */
@@ -501,9 +501,8 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
         for (size_t j = 0; j < v->nbw; j++) {
             const struct bw_acc *a = &v->bw[j];
             char label[40];
-            if (a->op != op ||
-                strcmp(lab ? lab[j] : cs__comm_label(a->comm, label, sizeof label),
-                       rep->ops[i].comm) != 0)
+            if (a->op != op || strcmp(lab ? lab[j] : cs__comm_label(a->comm, label, sizeof label),
+                                      rep->ops[i].comm) != 0)
                 continue;
             struct cs_report_bw_curve *c = &o->bw[o->nbw++];
             snprintf(c->op, sizeof c->op, "%s", rep->ops[i].op);

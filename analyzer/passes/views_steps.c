@@ -16,7 +16,6 @@
 
 #include "steps_internal.h"
 
-
 int cs__vsteps_init(struct cs__run *run)
 {
     const struct cs__steps *S = run->steps;
@@ -50,7 +49,6 @@ void cs__vsteps_free(struct cs__run *run)
     free(v);
     run->vsteps = NULL;
 }
-
 
 int cs__vsteps_current(const struct cs__run *run, int rank)
 {
@@ -106,8 +104,7 @@ void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns)
     cs__vsteps_wait_in(run->vsteps, &run->steps->r[rank], rank, t, wait_ns);
 }
 
-void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
-                     uint64_t others_ns)
+void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li, uint64_t others_ns)
 {
     struct cs__vsteps *v = run->vsteps;
     if (!v || !others_ns)

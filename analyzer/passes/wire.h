@@ -1,7 +1,7 @@
 /*
- * The wire section of the report (analyzer/passes/wire.c builds it, analyzer/render/report_wire.c renders it):
- * what the capture saw on each node's interfaces, joined with the traced communication.  Numbers
- * only; definitions in docs/metrics.md ("Wire").
+ * The wire section of the report (analyzer/passes/wire.c builds it, analyzer/render/report_wire.c
+ * renders it): what the capture saw on each node's interfaces, joined with the traced
+ * communication.  Numbers only; definitions in docs/metrics.md ("Wire").
  */
 #ifndef COMMSCOPE_ANALYZER_WIRE_H
 #define COMMSCOPE_ANALYZER_WIRE_H

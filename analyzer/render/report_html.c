@@ -26,9 +26,9 @@ static const char *const seg_color[CS_SEG_N] = {
     [CS_SEG_COMPUTE] = "#4e79a7",    [CS_SEG_COLL] = "#f28e2b", [CS_SEG_P2P] = "#59a14f",
     [CS_SEG_COMPLETION] = "#b07aa1", [CS_SEG_WAIT] = "#e15759",
 };
-const char *const cs__html_palette[CS__HTML_PALETTE] = {
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+const char *const cs__html_palette[CS__HTML_PALETTE] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                                        "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+                                                        "#9c755f", "#bab0ac"};
 
 void cs__html_esc(FILE *f, const char *s)
 {
@@ -539,8 +539,7 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
     }
     fputs("</svg>\n<p class=\"legend\">", f);
     for (size_t c = 0; c < v->nbw; c++) {
-        fprintf(f, "<span><i style=\"background:%s\"></i>",
-                cs__html_palette[c % CS__HTML_PALETTE]);
+        fprintf(f, "<span><i style=\"background:%s\"></i>", cs__html_palette[c % CS__HTML_PALETTE]);
         esc(f, v->bw[c].op);
         fputs(" on ", f);
         esc(f, v->bw[c].comm);

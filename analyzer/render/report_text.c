@@ -41,8 +41,7 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
         char p2p[32], caused[32], comm[32], comp[32];
-        fprintf(out,
-                "%5d %-16s %12.6f %12s %12s %12.6f %12s %12s %10" PRIu64 " %14" PRIu64 " %s\n",
+        fprintf(out, "%5d %-16s %12.6f %12s %12s %12.6f %12s %12s %10" PRIu64 " %14" PRIu64 " %s\n",
                 r->rank, r->host, r->wall_s, num(comm, sizeof comm, "%.6f", r->comm_s),
                 num(comp, sizeof comp, "%.6f", r->compute_s), r->wait_s,
                 num(p2p, sizeof p2p, "%.6f", r->p2p_wait_s),
@@ -109,7 +108,8 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
     }
 
     fprintf(out, "\n@--- Trace completeness %s\n", "----------------------------------------");
-    fprintf(out, "ranks_expected %d  ranks_found %d  events %" PRIu64 "  dropped_events %" PRIu64
+    fprintf(out,
+            "ranks_expected %d  ranks_found %d  events %" PRIu64 "  dropped_events %" PRIu64
             "  unrecorded_tests %" PRIu64 "\n",
             rep->ranks_expected, rep->ranks_found, rep->events, rep->dropped_events,
             rep->unrecorded_tests);

@@ -98,11 +98,12 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
                  f->v[0], f->v[1], f->v[2]);
         break;
     case CS_FIND_P2P_WAIT: {
-        int k = snprintf(buf, n,
-                         "At point-to-point calls the ranks wait for their partners %.1f %% of each "
-                         "step (%.6f s; most: rank %d on %s, %.1f %%): receives posted before their "
-                         "sends, sends held until their receives (in a pipeline, its bubbles).",
-                         f->v[0], f->v[2], f->rank, f->host, f->v[1]);
+        int k =
+            snprintf(buf, n,
+                     "At point-to-point calls the ranks wait for their partners %.1f %% of each "
+                     "step (%.6f s; most: rank %d on %s, %.1f %%): receives posted before their "
+                     "sends, sends held until their receives (in a pipeline, its bubbles).",
+                     f->v[0], f->v[2], f->rank, f->host, f->v[1]);
         if (f->count && k > 0 && (size_t)k < n)
             snprintf(buf + k, n - (size_t)k,
                      " The partners waited longest for rank %" PRIu64 ": %.6f s over the run.",

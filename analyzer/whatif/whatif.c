@@ -41,8 +41,9 @@
  * cut: the item keeps its measured time.  The same matching gives the step budget its waits at
  * point-to-point calls (s_i - a_i of a send or receive, and of a completion call from its
  * collectives' sync point to its partners' latest arrival), per rank and dimension over the
- * timed steps of host ranks, and per rank over all windows for the POP split (steps_model.c).  Step k's time is the mean over ranks of the replayed
- * time from the rank's step-k boundary to its next one, as in the step statistics.
+ * timed steps of host ranks, and per rank over all windows for the POP split (steps_model.c).  Step
+ * k's time is the mean over ranks of the replayed time from the rank's step-k boundary to its next
+ * one, as in the step statistics.
  *
  * Cost (this pass reads every event a second time, so it is kept to a few dozen instructions per
  * event and item): events come from the reader a block at a time (cs_reader_next_batch); a window's
@@ -62,9 +63,8 @@
 
 #include "steps_internal.h"
 
-
-int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end,
-                     double measured_s, struct cs_report_whatif *o)
+int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end, double measured_s,
+                     struct cs_report_whatif *o)
 {
     double v[SC_N] = {0};
     int m = 0;
@@ -152,9 +152,8 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
             if (in->arr[i] > all)
                 all = in->arr[i];
         int64_t pre = in->arr[0];
-        int64_t root_arr = pat == CS_PAT_1TON && in->root >= 0 && in->root < in->n
-                               ? in->arr[in->root]
-                               : INT64_MIN;
+        int64_t root_arr =
+            pat == CS_PAT_1TON && in->root >= 0 && in->root < in->n ? in->arr[in->root] : INT64_MIN;
         for (int32_t i = 0; i < in->n; i++) {
             int64_t s = in->arr[i];
             if (pat == CS_PAT_NTO1 && i == in->root) {
@@ -225,14 +224,14 @@ static inline struct lanes lanes_round(struct lanes x)
 /* The items of a window: all ranks' in one array (P->it), rank by rank in program order, each
  * rank's in P->it[w->off .. w->off + w->n). */
 struct item {
-    struct lanes A;     /* replayed arrival in each scenario, once arr is set */
-    double a, e;        /* measured, ns after the run's origin */
-    double gap;         /* a minus the previous item's e */
-    double x;           /* measured time after its dependencies were met */
-    int32_t inst;       /* collective instance in the window, -1 none */
-    int32_t pg;         /* point-to-point partner item (in P->it) waited for, -1 none */
-    int32_t dn, doff;   /* completion call: its dependencies P->dep[doff .. doff + dn) */
-    int32_t idx;        /* comm rank in the instance */
+    struct lanes A;   /* replayed arrival in each scenario, once arr is set */
+    double a, e;      /* measured, ns after the run's origin */
+    double gap;       /* a minus the previous item's e */
+    double x;         /* measured time after its dependencies were met */
+    int32_t inst;     /* collective instance in the window, -1 none */
+    int32_t pg;       /* point-to-point partner item (in P->it) waited for, -1 none */
+    int32_t dn, doff; /* completion call: its dependencies P->dep[doff .. doff + dn) */
+    int32_t idx;      /* comm rank in the instance */
     uint16_t op;
     unsigned char comm; /* a communication call */
     unsigned char init; /* non-blocking collective initiation (arrives, waits for nothing) */
@@ -246,18 +245,18 @@ struct item {
 };
 
 struct wrank {
-    size_t off, n; /* its items in P->it */
+    size_t off, n;               /* its items in P->it */
     const struct cs_event *peek; /* the next window's first event */
     /* the events cs_reader_next_batch() gave that are not read yet: bp .. be */
     const struct cs_event *bp, *be;
-    int done;                    /* stream exhausted */
-    int started;                 /* first event seen (prev_e valid) */
+    int done;    /* stream exhausted */
+    int started; /* first event seen (prev_e valid) */
     double prev_e;
     uint64_t occ;
     double comp; /* compute of the window's step: its gaps after the first item, in order, +
                   * next_gap, up to an end marker */
     double next_gap, f_cur, f_prev;
-    int ended;   /* an end marker was read in the window (from its second item on) */
+    int ended; /* an end marker was read in the window (from its second item on) */
     struct lanes fv_cur, fv_prev; /* {1, f, 1, 1}: the gap factor in each scenario */
     int fin_seen;
     /* per scenario, carried across windows */
@@ -306,7 +305,7 @@ struct winst {
     unsigned char pat; /* cs_op_info(op)->pattern */
     int32_t n, root, seen;
     int broken;
-    size_t off; /* its members' items in P->mem */
+    size_t off;     /* its members' items in P->mem */
     double amax;    /* the latest measured arrival of the members read */
     int64_t pa_all; /* the same rounded (resolve) */
     double scale;   /* best-bandwidth factor of its members' x (resolve) */
@@ -330,7 +329,7 @@ struct wtab {
     size_t cap, used; /* used: slots of the current stamp, deleted ones too */
     unsigned shift;   /* 64 - log2(cap) */
     uint32_t stamp;
-    int kept;         /* kept across windows (never cleared): deleted entries are purged */
+    int kept; /* kept across windows (never cleared): deleted entries are purged */
 };
 
 static int wt_init(struct wtab *t)
@@ -352,7 +351,8 @@ static void wt_clear(struct wtab *t)
 /* The slot of key (k1, k2, k3): its entry (live or deleted), or the empty slot where it would go.
  * The key is mixed with shifts between the multiplications (as splitmix64's finaliser): a product
  * of sums alone, ((k1 C1 + k2) C2 + k3) C3, is k1 (C1 C2 C3) + ..., and C1 C2 C3 / 2^64 is within
- * 6e-6 of 4/7, so the requests (rank, id) of 1024 ranks fell into seven runs (52 probes a look-up). */
+ * 6e-6 of 4/7, so the requests (rank, id) of 1024 ranks fell into seven runs (52 probes a look-up).
+ */
 static inline struct wslot *wt_slot(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
 {
     uint64_t h = k1 * 0x9e3779b97f4a7c15ull ^ k2;
@@ -373,8 +373,10 @@ static int wt_grow(struct wtab *t)
     for (size_t i = 0; t->kept && i < t->cap; i++)
         live += t->s[i].stamp == t->stamp && t->s[i].live;
     int same = t->kept && 4 * (live + 1) <= t->cap;
-    struct wtab g = {.cap = same ? t->cap : t->cap * 2, .shift = same ? t->shift : t->shift - 1,
-                     .stamp = 1, .kept = t->kept};
+    struct wtab g = {.cap = same ? t->cap : t->cap * 2,
+                     .shift = same ? t->shift : t->shift - 1,
+                     .stamp = 1,
+                     .kept = t->kept};
     g.s = calloc(g.cap, sizeof *g.s);
     if (!g.s)
         return -1;
@@ -452,14 +454,13 @@ static unsigned op_flags(const struct cs__steps *S, unsigned op)
     f |= k == CS_KIND_GPU ? F_GPU : 0;
     f |= k == CS_KIND_DONE ? F_DONE : 0;
     f |= k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
-                 k == CS_KIND_WAIT || k == CS_KIND_NCOLL || k == CS_KIND_NP2P ||
-                 k == CS_KIND_GROUP
+                 k == CS_KIND_WAIT || k == CS_KIND_NCOLL || k == CS_KIND_NP2P || k == CS_KIND_GROUP
              ? F_COMM
              : 0;
     f |= (k == CS_KIND_COLL || k == CS_KIND_ICOLL) && oi->pattern != CS_PAT_NONE ? F_COLL : 0;
     f |= k == CS_KIND_ICOLL ? F_ICOLL : 0;
-    f |= k == CS_KIND_P2P && (op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND ||
-                              op == CS_OP_RSEND)
+    f |= k == CS_KIND_P2P &&
+                 (op == CS_OP_SEND || op == CS_OP_SSEND || op == CS_OP_BSEND || op == CS_OP_RSEND)
              ? F_SEND
              : 0;
     f |= k == CS_KIND_P2P && op == CS_OP_RECV ? F_RECV : 0;
@@ -551,10 +552,10 @@ struct replay {
                      * are the last window's) */
     double *sum[SC_N];
     int *cnt;
-    double *med; /* [world + 1]: the ranks' compute, for the median */
-    double *prun; /* [world] the same over every window, or NULL */
-    double *pcall; /* [world] of prun, the part inside point-to-point calls (blocking sends and
-                    * receives, MPI_Sendrecv); the rest is inside wait/test calls */
+    double *med;    /* [world + 1]: the ranks' compute, for the median */
+    double *prun;   /* [world] the same over every window, or NULL */
+    double *pcall;  /* [world] of prun, the part inside point-to-point calls (blocking sends and
+                     * receives, MPI_Sendrecv); the rest is inside wait/test calls */
     double *pcause; /* [world] the waits of prun by the partner waited for (the latest one) */
     uint64_t cut, forced;
     uint64_t pcut; /* point-to-point pairs (and requests) across windows: not linked */
@@ -671,8 +672,7 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
                                     uint16_t op, int comm, int bnd)
 {
     if (P->nit == P->capit &&
-        (P->nit >= INT32_MAX ||
-         cs__grow((void **)&P->it, &P->capit, P->nit + 1, sizeof *P->it)))
+        (P->nit >= INT32_MAX || cs__grow((void **)&P->it, &P->capit, P->nit + 1, sizeof *P->it)))
         return NULL;
     struct item *it = &P->it[P->nit++];
     it->a = a;
@@ -765,8 +765,7 @@ static int32_t half_new(struct replay *P)
     if (h >= 0) {
         P->hfree = P->hv[h].next;
     } else {
-        if (P->nhv >= INT32_MAX ||
-            cs__grow((void **)&P->hv, &P->caphv, P->nhv + 1, sizeof *P->hv))
+        if (P->nhv >= INT32_MAX || cs__grow((void **)&P->hv, &P->caphv, P->nhv + 1, sizeof *P->hv))
             return -1;
         h = (int32_t)P->nhv++;
     }
@@ -828,8 +827,8 @@ static int32_t carried_pop(struct replay *P, struct wslot *cc)
 
 /* A blocking call of rank r over [a, e) in step k waited for its partner's arrival pa (rank
  * prank), unless the partner came before it or after it ended. */
-static void blocking_wait(struct replay *P, int32_t r, int k, double a, double e,
-                          unsigned char dim, double pa, int32_t prank)
+static void blocking_wait(struct replay *P, int32_t r, int k, double a, double e, unsigned char dim,
+                          double pa, int32_t prank)
 {
     if (pa > a && pa <= e)
         p2p_book(P, r, k, a, dim, pa - a, 1, prank);
@@ -896,8 +895,15 @@ static int32_t half_of(struct replay *P, int32_t g)
         return -1;
     const struct item *it = &P->it[g];
     struct half *H = &P->hv[h];
-    *H = (struct half){.a = it->a, .e = it->e, .rank = item_rank(P, g), .prank = -1, .rec = -1,
-                       .k = P->k, .next = -1, .dim = it->dim, .blocking = !it->nbp};
+    *H = (struct half){.a = it->a,
+                       .e = it->e,
+                       .rank = item_rank(P, g),
+                       .prank = -1,
+                       .rec = -1,
+                       .k = P->k,
+                       .next = -1,
+                       .dim = it->dim,
+                       .blocking = !it->nbp};
     if (it->pg >= 0) {
         H->known = 1;
         H->pa = P->it[it->pg].a;
@@ -1007,8 +1013,8 @@ static inline int32_t chan_pop(struct replay *P, struct wslot *c)
  * dst); linked both ways with its partner when that was read before it.  0, or -1 out of
  * memory.  Inline: the window reader calls it for every point-to-point event. */
 static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int32_t g,
-                                                           uint64_t comm, int32_t tag,
-                                                           int32_t src, int32_t dst, int send)
+                                                          uint64_t comm, int32_t tag, int32_t src,
+                                                          int32_t dst, int send)
 {
     uint64_t sd = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
     if (P->ncch) { /* partners carried from earlier windows come first */
@@ -1032,8 +1038,7 @@ static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int3
             p2p_x(P, o, it, send ? dst : src);
         }
     } else {
-        if (P->nnd == P->capnd &&
-            cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
+        if (P->nnd == P->capnd && cs__grow((void **)&P->nd, &P->capnd, P->nnd + 1, sizeof *P->nd))
             return -1;
         P->nd[P->nnd] = (struct wnode){g, -1, comm, sd, tag, send};
         if (c->head < 0)
@@ -1050,7 +1055,7 @@ static inline __attribute__((always_inline)) int pair_p2p(struct replay *P, int3
  * known peer and tag is matched with its partner (blocking or not) like a blocking one, by
  * (communicator, tag, source, destination) in order; the completion call of its request then
  * waits for the partner's arrival. */
-#define DEP_P2P (-2) /* struct wdep.inst of such a dependency; idx = the initiation's item */
+#define DEP_P2P (-2)   /* struct wdep.inst of such a dependency; idx = the initiation's item */
 #define DEP_CARRY (-3) /* a request carried from an earlier window; idx = its half */
 
 static int nbp_linkable(const struct replay *P, const struct cs_event *ev)
@@ -1085,8 +1090,7 @@ static int link_nbp(struct replay *P, int r, struct item *it, const struct cs_ev
 static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
 {
     return ev->op == CS_OP_IRECV && ev->request && !(ev->flags & CS_EV_PROC_NULL) &&
-           ((ev->flags & CS_EV_ANY_SOURCE) || ev->aux < 0) &&
-           (ev->peer < P->world);
+           ((ev->flags & CS_EV_ANY_SOURCE) || ev->aux < 0) && (ev->peer < P->world);
 }
 
 static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs_event *ev)
@@ -1106,8 +1110,8 @@ static int anysrc_post(struct replay *P, int r, struct item *it, const struct cs
 static int anysrc_link(struct replay *P, int r, const struct wrank *w, uint32_t g,
                        const struct cs_event *ev)
 {
-    if (g < w->off || g >= w->off + w->n || ev->peer < 0 || ev->peer >= P->world ||
-        ev->aux < 0 || (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
+    if (g < w->off || g >= w->off + w->n || ev->peer < 0 || ev->peer >= P->world || ev->aux < 0 ||
+        (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
         return 0;
     return pair_p2p(P, (int32_t)g, ev->comm, ev->aux, ev->peer, r, 0);
 }
@@ -1148,14 +1152,14 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
 
 /* The halves of a Sendrecv event before its item; *doff, *dn: their dependencies (dn 0: the call
  * is not linked).  0, or -1 out of memory. */
-static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_event *ev,
-                     double a, int32_t *doff, int32_t *dn)
+static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, double a,
+                     int32_t *doff, int32_t *dn)
 {
     *dn = 0;
     if (ev->flags & CS_EV_ERROR)
         return 0;
-    int send = ev->peer >= 0 && ev->peer < P->world && !(ev->flags & CS_EV_PROC_NULL) &&
-               ev->aux >= 0;
+    int send =
+        ev->peer >= 0 && ev->peer < P->world && !(ev->flags & CS_EV_PROC_NULL) && ev->aux >= 0;
     int recv = ev->seq > 0 && ev->seq <= (uint32_t)P->world && ev->request > 0 &&
                ev->request <= (uint64_t)INT32_MAX + 1;
     if (!send && !recv)
@@ -1198,8 +1202,8 @@ static inline void map_event(struct wrank *w, const struct cs__clock *c, const s
 /* Dependency d of the completion call just before record ev (rank r), when that call is a
  * wait/test call ending with the record and its dependencies are the last ones: 1 added, 0 not,
  * -1 out of memory. */
-static inline __attribute__((always_inline)) int
-done_dep(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, struct wdep d)
+static inline __attribute__((always_inline)) int done_dep(struct replay *P, int r, struct wrank *w,
+                                                          const struct cs_event *ev, struct wdep d)
 {
     if (!w->n)
         return 0;
@@ -1327,7 +1331,8 @@ static inline int32_t inst_in(struct replay *P, struct wdir *d, const struct cs_
     int32_t x = inst_of(P, ev);
     if (!d->n)
         d->base = ev->seq;
-    if (ev->seq == d->base + d->n && !cs__grow((void **)&d->inst, &d->cap, d->n + 1, sizeof *d->inst))
+    if (ev->seq == d->base + d->n &&
+        !cs__grow((void **)&d->inst, &d->cap, d->n + 1, sizeof *d->inst))
         d->inst[d->n++] = x;
     return x;
 }
@@ -1397,7 +1402,7 @@ static __attribute__((noinline)) int read_window(struct replay *P, int r, int fi
      * file): a pointer step per event instead of a call. */
     const struct cs_event *bp = w->bp, *be = w->be;
     const size_t lim = P->cap_n ? P->cap_n : SIZE_MAX; /* (cap_n >= 16: a window's first item
-                                                         * is never cut off) */
+                                                        * is never cut off) */
     int rc = 0;
     for (;; was_peek = 0) {
         if (!was_peek) {
@@ -1641,23 +1646,31 @@ static __attribute__((noinline)) void resolve(struct replay *P)
         if (sw > s || pending) {
             while ((size_t)P->cd[c] >= P->w[r].off + P->w[r].n)
                 r++;
-            enum cs_op_kind kd = it->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[it->op]
-                                                    : cs_op_info(it->op)->kind;
+            enum cs_op_kind kd =
+                it->op < CS_OP_MAX ? (enum cs_op_kind)P->kind[it->op] : cs_op_info(it->op)->kind;
             int in_call = kd != CS_KIND_WAIT;
             if (!pending) {
                 p2p_book(P, r, P->k, it->a, dw, sw - s, in_call, lw);
-            } else if (P->dfree < 0 && (P->ndv >= INT32_MAX ||
-                                         cs__grow((void **)&P->dv, &P->capdv, P->ndv + 1,
-                                                  sizeof *P->dv))) {
+            } else if (P->dfree < 0 &&
+                       (P->ndv >= INT32_MAX ||
+                        cs__grow((void **)&P->dv, &P->capdv, P->ndv + 1, sizeof *P->dv))) {
                 P->oom = 1;
                 P->nlk = lk0;
             } else {
                 int32_t d = P->dfree >= 0 ? P->dfree : (int32_t)P->ndv++;
                 if (d == P->dfree)
                     P->dfree = P->dv[d].next;
-                P->dv[d] = (struct defer){.a = it->a, .e = it->e, .s = s, .sp = sw, .rank = r,
-                                          .late = lw, .k = P->k, .pending = pending, .dim = dw,
-                                          .next = -1, .in_call = (unsigned char)in_call};
+                P->dv[d] = (struct defer){.a = it->a,
+                                          .e = it->e,
+                                          .s = s,
+                                          .sp = sw,
+                                          .rank = r,
+                                          .late = lw,
+                                          .k = P->k,
+                                          .pending = pending,
+                                          .dim = dw,
+                                          .next = -1,
+                                          .in_call = (unsigned char)in_call};
                 for (size_t i = lk0; i < P->nlk; i++)
                     P->lk[i].rec = d;
                 /* requests carried in: their halves wait in channels; link them now */
@@ -1776,7 +1789,7 @@ static inline int try_item(struct replay *P, struct wrank *w, const struct item 
 {
     struct lanes t;
     const struct lanes *S = &it->A; /* the sync point in each scenario */
-    double scale = 1; /* x's factor in best bandwidth: an instance member's */
+    double scale = 1;               /* x's factor in best bandwidth: an instance member's */
     struct winst *in;
     switch (forced ? W_NONE : it->wk) {
     case W_DEP:
@@ -2033,12 +2046,19 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         if (cap_n < 16)
             cap_n = 16;
     }
-    struct replay P = {
-        .run = run, .S = S, .world = run->world, .first = first, .end = end, .prun = p2p_run,
-        .pcall = p2p_run ? p2p_run + run->world : NULL,
-        .pcause = p2p_run ? p2p_run + 2 * (size_t)run->world : NULL,
-        .pwb = replay ? p2p_wait : NULL, /* only timed steps count in the budget */
-        .replay = replay, .cap_n = cap_n, .hfree = -1, .dfree = -1};
+    struct replay P = {.run = run,
+                       .S = S,
+                       .world = run->world,
+                       .first = first,
+                       .end = end,
+                       .prun = p2p_run,
+                       .pcall = p2p_run ? p2p_run + run->world : NULL,
+                       .pcause = p2p_run ? p2p_run + 2 * (size_t)run->world : NULL,
+                       .pwb = replay ? p2p_wait : NULL, /* only timed steps count in the budget */
+                       .replay = replay,
+                       .cap_n = cap_n,
+                       .hfree = -1,
+                       .dfree = -1};
     int rc = 0;
     P.w = calloc((size_t)run->world + 1, sizeof *P.w);
     P.cnt = calloc((size_t)end + 1, sizeof *P.cnt);
@@ -2112,8 +2132,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
     for (int r = 0; r < run->world; r++)
         for (int sc = 0; sc < SC_N; sc++)
             if (P.w[r].open_step[sc] >= 0)
-                step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc],
-                          LANE(P.w[r].R, sc));
+                step_done(&P, sc, P.w[r].open_step[sc], P.w[r].open_at[sc], LANE(P.w[r].R, sc));
     if (rc || P.oom) {
         if (rc || replay)
             snprintf(o->note, sizeof o->note,

@@ -27,19 +27,18 @@
 #include "nccl_p2p.h"
 #include "steps_internal.h"
 
-
 struct gi {
-    double a, e;      /* measured, ns after the origin */
-    double gap;       /* lane: a - previous item's e; first on its lane: a - step begin */
-    double x;         /* NCCL: e - measured sync point; compute: e - a */
-    double scale;     /* best-bandwidth factor of x */
-    int prev;         /* previous item on its lane in this window, -1 first */
-    int lane;         /* its lane in the window (struct gr's lane) */
-    int comp;         /* compute kernel */
+    double a, e;       /* measured, ns after the origin */
+    double gap;        /* lane: a - previous item's e; first on its lane: a - step begin */
+    double x;          /* NCCL: e - measured sync point; compute: e - a */
+    double scale;      /* best-bandwidth factor of x */
+    int prev;          /* previous item on its lane in this window, -1 first */
+    int lane;          /* its lane in the window (struct gr's lane) */
+    int comp;          /* compute kernel */
     int32_t inst, idx; /* NCCL: instance in the window and comm rank, -1 none */
     double A, E;
     int arrived, done;
-    int32_t p0, pn;    /* NCCL send/recv sides of its launch: its window's pl[p0 .. p0 + pn) */
+    int32_t p0, pn; /* NCCL send/recv sides of its launch: its window's pl[p0 .. p0 + pn) */
 };
 
 struct gr {
@@ -49,19 +48,19 @@ struct gr {
     uint64_t *lane; /* lane keys of this window, parallel to last */
     int *last;
     size_t nl, capl;
-    int unsorted; /* an item began before the previous one read on its lane */
+    int unsorted;         /* an item began before the previous one read on its lane */
     struct lane_ord *ord; /* relink(): the items by lane and start */
     size_t capord;
     const struct cs_event *peek;
     const struct cs_event *bp, *be; /* cs_reader_next_batch()'s events not read yet */
     int done_reading;
     uint64_t occ;
-    int step;           /* the window being read: step index, -1 before the first */
-    int fresh;          /* this window began a step */
-    double b, c;        /* measured begin and end of the window's step */
-    int closed;         /* the step was closed by an end marker (c known) */
-    double B[SC_N];     /* replayed begin of the window's step */
-    double comp, f;     /* compute in the window, no-straggler factor */
+    int step;              /* the window being read: step index, -1 before the first */
+    int fresh;             /* this window began a step */
+    double b, c;           /* measured begin and end of the window's step */
+    int closed;            /* the step was closed by an end marker (c known) */
+    double B[SC_N];        /* replayed begin of the window's step */
+    double comp, f;        /* compute in the window, no-straggler factor */
     struct cs__map launch; /* launch id -> op | root << 16, bytes in the second map */
     struct cs__map lbytes;
     /* NCCL point-to-point (whole run): launch id -> struct p2pl *, and per channel and side the
@@ -102,7 +101,7 @@ struct gp {
     uint64_t nextch;
     struct pend {
         int32_t r[2], item[2]; /* [0] the send's rank and item, [1] the receive's; -1 absent */
-    } *pe;
+    } * pe;
     size_t npe, cappe;
 };
 
@@ -112,7 +111,7 @@ struct p2pl {
     struct p2pref {
         uint64_t ch, k;
         int recv;
-    } *v;
+    } * v;
 };
 
 /* The same key as whatif.c's best transfer times (cs__whatif_instance). */
@@ -656,8 +655,8 @@ static void replay(struct gp *P, int sc)
     }
 }
 
-void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end,
-                    double measured_s, struct cs_report_whatif *o)
+void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end, double measured_s,
+                    struct cs_report_whatif *o)
 {
     if (!S->gpu || !S->mode || end <= first || !(measured_s > 0))
         return;

@@ -79,12 +79,12 @@ enum { TSC_OFF = 0, TSC_CALIBRATING = 1, TSC_ON = 2 };
 
 /* Process-wide calibration.  The hot path never reads it: threads copy the factor at anchoring. */
 static struct {
-    _Atomic int state;               /* TSC_* */
-    _Atomic uint64_t mult;           /* ns per tick << 32; 0 until calibrated */
-    _Atomic uint64_t anchor_ticks;   /* ~CS__ANCHOR_NS in ticks; 0 until calibrated */
-    _Atomic uint64_t next_refine;    /* TSC value after which the factor is refined */
-    pthread_mutex_t mu;              /* guards base_* (taken with trylock only) */
-    uint64_t base_tsc, base_ns;      /* start of the calibration interval */
+    _Atomic int state;             /* TSC_* */
+    _Atomic uint64_t mult;         /* ns per tick << 32; 0 until calibrated */
+    _Atomic uint64_t anchor_ticks; /* ~CS__ANCHOR_NS in ticks; 0 until calibrated */
+    _Atomic uint64_t next_refine;  /* TSC value after which the factor is refined */
+    pthread_mutex_t mu;            /* guards base_* (taken with trylock only) */
+    uint64_t base_tsc, base_ns;    /* start of the calibration interval */
 } cal = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* The per-thread anchor is cs_thread_state.clk (hot.h): the front ends read it inline too. */

@@ -63,7 +63,6 @@ int cs__skew_confirm(int rank, uint64_t *t);
  */
 int cs__clock_tsc_state(void);
 
-
 /* Rank for warnings (-1 before the first open). */
 extern int cs__rank;
 
@@ -74,22 +73,22 @@ int cs__disable_requested(void);
 
 /* State of the open trace (trace.c), read by the hot path in buffer.c. */
 struct cs__trace {
-    char *base;                       /* mapping of the whole cap; header at offset 0 */
-    struct cs_file_header *hdr;       /* == base */
-    size_t map_bytes;                 /* CS_HEADER_SIZE + max_blocks * CS_BLOCK_SIZE */
-    uint64_t max_blocks;              /* blocks that fit under the cap */
-    int fd;                           /* the trace file, open while the trace is */
-    int open;                         /* a trace is open (mapping valid) */
-    _Atomic uint64_t next_block;      /* blocks claimed so far (never above max_blocks) */
-    _Atomic uint64_t file_blocks;     /* blocks the file currently holds */
-    _Atomic uint32_t next_thread;     /* next thread index */
-    int fallocate_works;              /* 0 once fallocate said EOPNOTSUPP: write zeros */
-    _Atomic int storage_failed;       /* the file could not grow: record nothing more */
-    _Atomic uint64_t ready_blocks;    /* blocks populated (page-table entries in place) */
-    _Atomic uint64_t wake_at;         /* a claim reaching this block wakes the helper */
-    _Atomic uint32_t helper_seq;      /* futex word: bumped to wake the helper */
-    _Atomic int helper_stop;          /* set at close: the helper exits */
-    _Atomic int helper_running;       /* the helper thread exists (join it at close) */
+    char *base;                    /* mapping of the whole cap; header at offset 0 */
+    struct cs_file_header *hdr;    /* == base */
+    size_t map_bytes;              /* CS_HEADER_SIZE + max_blocks * CS_BLOCK_SIZE */
+    uint64_t max_blocks;           /* blocks that fit under the cap */
+    int fd;                        /* the trace file, open while the trace is */
+    int open;                      /* a trace is open (mapping valid) */
+    _Atomic uint64_t next_block;   /* blocks claimed so far (never above max_blocks) */
+    _Atomic uint64_t file_blocks;  /* blocks the file currently holds */
+    _Atomic uint32_t next_thread;  /* next thread index */
+    int fallocate_works;           /* 0 once fallocate said EOPNOTSUPP: write zeros */
+    _Atomic int storage_failed;    /* the file could not grow: record nothing more */
+    _Atomic uint64_t ready_blocks; /* blocks populated (page-table entries in place) */
+    _Atomic uint64_t wake_at;      /* a claim reaching this block wakes the helper */
+    _Atomic uint32_t helper_seq;   /* futex word: bumped to wake the helper */
+    _Atomic int helper_stop;       /* set at close: the helper exits */
+    _Atomic int helper_running;    /* the helper thread exists (join it at close) */
     pthread_t helper;
     pthread_mutex_t grow_mu;          /* serialises extending the file */
     pthread_mutex_t comm_mu;          /* serialises the communicator table */

@@ -37,8 +37,8 @@ static int timeout_ms(void)
     if (*end || x < 1 || x > TIMEOUT_MS_MAX) {
         static int warned;
         if (!warned++)
-            cs_warn("COMMSCOPE_ROOT_TIMEOUT_MS=\"%s\" is not a number of ms in 1..%d; using %d",
-                    v, TIMEOUT_MS_MAX, TIMEOUT_MS_DEFAULT);
+            cs_warn("COMMSCOPE_ROOT_TIMEOUT_MS=\"%s\" is not a number of ms in 1..%d; using %d", v,
+                    TIMEOUT_MS_MAX, TIMEOUT_MS_DEFAULT);
         return TIMEOUT_MS_DEFAULT;
     }
     return (int)x;

@@ -218,8 +218,8 @@ int cs_trace_open(const struct cs_trace_params *p)
                 cfg->run_dir, strerror(err));
 
     snprintf(cs__t.path, sizeof cs__t.path, "%s/rank-%05d.cst", cfg->local_dir, p->rank);
-    int fd = open(cs__t.path, O_RDWR | O_CREAT | (p->exclusive ? O_EXCL : O_TRUNC) | O_CLOEXEC,
-                  0644);
+    int fd =
+        open(cs__t.path, O_RDWR | O_CREAT | (p->exclusive ? O_EXCL : O_TRUNC) | O_CLOEXEC, 0644);
     if (fd < 0 && p->exclusive && errno == EEXIST)
         return -1; /* another process of this rank left its trace: keep it */
     if (fd < 0) {

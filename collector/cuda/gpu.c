@@ -110,7 +110,9 @@ static int uses_cuda(void)
 static void *open_cupti(char *tried, size_t cap)
 {
     const char *env = getenv("COMMSCOPE_CUPTI_LIB");
-    static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so",
+    static const char *const names[] = {"libcupti.so.13",
+                                        "libcupti.so.12",
+                                        "libcupti.so",
                                         "/usr/local/cuda/lib64/libcupti.so",
                                         "/usr/local/cuda/lib/libcupti.so",
                                         "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
@@ -119,7 +121,8 @@ static void *open_cupti(char *tried, size_t cap)
         return dlopen(env, RTLD_NOW | RTLD_LOCAL);
     }
     snprintf(tried, cap,
-             "libcupti.so.13/.12/libcupti.so, /usr/local/cuda/lib{64,}, /usr/local/cuda/extras/CUPTI/lib64");
+             "libcupti.so.13/.12/libcupti.so, /usr/local/cuda/lib{64,}, "
+             "/usr/local/cuda/extras/CUPTI/lib64");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (h)

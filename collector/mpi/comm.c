@@ -26,9 +26,9 @@ struct cslot {
 };
 
 static struct cslot ctable[CSLOTS];
-static uint32_t created;     /* communicators this rank created as their rank 0 */
-static int world_rank = -1;  /* this process's rank in MPI_COMM_WORLD */
-static int self_member;      /* members[] of MPI_COMM_SELF */
+static uint32_t created;    /* communicators this rank created as their rank 0 */
+static int world_rank = -1; /* this process's rank in MPI_COMM_WORLD */
+static int self_member;     /* members[] of MPI_COMM_SELF */
 static struct cs__comm self_info;
 static int full_warned;
 
@@ -112,8 +112,7 @@ static struct cs__comm *comm_remove(MPI_Comm c)
             continue;
         struct cs__comm *ci = __atomic_load_n(&s->info, __ATOMIC_ACQUIRE);
         if (ci && ci != CLAIMED_INFO &&
-            __atomic_compare_exchange_n(&s->info, &ci, NULL, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
+            __atomic_compare_exchange_n(&s->info, &ci, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             return ci;
     }
     return NULL;
@@ -186,8 +185,7 @@ void cs__comm_init(int wrank, int wsize, int write_records)
  * Agree on an id for the new intra-communicator nc with its members (PMPI only, collective over
  * nc), record it and map it.  Returns the new info, or NULL (then nc is traced as unknown).
  */
-static struct cs__comm *comm_register(MPI_Comm parent, MPI_Comm nc, uint16_t op, int color,
-                                      int key)
+static struct cs__comm *comm_register(MPI_Comm parent, MPI_Comm nc, uint16_t op, int color, int key)
 {
     int inter = 0, size = 0, rank = 0;
     if (PMPI_Comm_test_inter(nc, &inter) != MPI_SUCCESS || inter)
@@ -201,8 +199,7 @@ static struct cs__comm *comm_register(MPI_Comm parent, MPI_Comm nc, uint16_t op,
     int *scratch = members ? members : malloc((size_t)size * sizeof(int));
     uint64_t id = 0;
     if (rank == 0)
-        id = ((uint64_t)(world_rank + 1) << 32) |
-             __atomic_fetch_add(&created, 1, __ATOMIC_RELAXED);
+        id = ((uint64_t)(world_rank + 1) << 32) | __atomic_fetch_add(&created, 1, __ATOMIC_RELAXED);
     int rc = PMPI_Bcast(&id, 1, MPI_UINT64_T, 0, nc);
     int me = world_rank;
     if (scratch)

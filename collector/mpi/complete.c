@@ -67,8 +67,7 @@ static int snap_take(int n, const MPI_Request *reqs, struct snap *s)
 }
 
 /* One CS_OP_COMPLETE record for snapshot s, finished with status st (may be NULL). */
-static void complete_one(const struct snap *s, const MPI_Status *st, int err_in_status,
-                         uint64_t t)
+static void complete_one(const struct snap *s, const MPI_Status *st, int err_in_status, uint64_t t)
 {
     if (!s->slot)
         return;
@@ -228,8 +227,8 @@ static int any(int test, int count, MPI_Request reqs[], int *index, int *flag, M
     MPI_Status own;
     MPI_Status *st = (status == MPI_STATUS_IGNORE && tracked) ? &own : status;
     uint64_t t0 = cs_hot_now();
-    int rc = test ? PMPI_Testany(count, reqs, index, flag, st)
-                  : PMPI_Waitany(count, reqs, index, st);
+    int rc =
+        test ? PMPI_Testany(count, reqs, index, flag, st) : PMPI_Waitany(count, reqs, index, st);
     uint64_t t1 = cs_hot_now();
     int i = *index;
     int done = (test ? *flag : 1) && i != MPI_UNDEFINED && i >= 0 && i < count;

@@ -18,12 +18,12 @@
  * (or at MPI_Init for world and self) and never changed afterwards except for seq.
  */
 struct cs__comm {
-    uint64_t id;          /* global id all members agree on; 0 = unknown communicator */
-    int size;             /* members (remote group size for an unknown inter-communicator) */
-    int rank;             /* this process's rank in it */
-    int ident;            /* 1: comm rank == world rank (MPI_COMM_WORLD) */
-    const int *members;   /* world rank of comm rank i, or NULL (ident, or unknown) */
-    uint32_t seq;         /* next collective sequence number (atomic) */
+    uint64_t id;        /* global id all members agree on; 0 = unknown communicator */
+    int size;           /* members (remote group size for an unknown inter-communicator) */
+    int rank;           /* this process's rank in it */
+    int ident;          /* 1: comm rank == world rank (MPI_COMM_WORLD) */
+    const int *members; /* world rank of comm rank i, or NULL (ident, or unknown) */
+    uint32_t seq;       /* next collective sequence number (atomic) */
 };
 
 /* World and this process's world rank/size, set at MPI_Init (comm.c). */
@@ -71,14 +71,14 @@ static inline int32_t cs__to_world(const struct cs__comm *ci, int r, uint16_t *f
  * the completion record needs.  Safe under MPI_THREAD_MULTIPLE.
  */
 struct cs__req {
-    uint64_t id;   /* request id (per rank, from 1) */
-    uint64_t comm; /* communicator id */
+    uint64_t id;     /* request id (per rank, from 1) */
+    uint64_t comm;   /* communicator id */
     MPI_Comm handle; /* the communicator, to translate a receive's actual source */
-    uint32_t seq;  /* collective sequence number (0 for point-to-point) */
-    int32_t peer;  /* world rank of the peer / root, or -1 */
-    uint16_t op;   /* op of the initiation */
-    uint16_t recv; /* 1: a receive (source and count come from the status) */
-    int32_t tag;   /* point-to-point tag */
+    uint32_t seq;    /* collective sequence number (0 for point-to-point) */
+    int32_t peer;    /* world rank of the peer / root, or -1 */
+    uint16_t op;     /* op of the initiation */
+    uint16_t recv;   /* 1: a receive (source and count come from the status) */
+    int32_t tag;     /* point-to-point tag */
 };
 
 /* Next request id of this rank (1, 2, ...). */

@@ -92,9 +92,8 @@ retry:
         if (key != k)
             continue;
         uint64_t old = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
-        if (old == CLAIMED ||
-            !__atomic_compare_exchange_n(&s->id, &old, CLAIMED, 0, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE))
+        if (old == CLAIMED || !__atomic_compare_exchange_n(&s->id, &old, CLAIMED, 0,
+                                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             goto retry; /* a recycler is taking this slot for another key; look again */
         if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != k) {
             /* Recycled for another key between our key read and our claim: give it back. */

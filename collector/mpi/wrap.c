@@ -50,8 +50,14 @@ static inline void finish(uint64_t t0, uint64_t t1, uint16_t op, int rc, uint64_
 {
     uint64_t id = 0;
     if (request && rc == MPI_SUCCESS && *request != MPI_REQUEST_NULL) {
-        struct cs__req q = {.id = cs__req_next_id(), .comm = comm, .handle = c, .seq = seq,
-                            .peer = f->peer, .op = op, .recv = f->recv, .tag = f->tag};
+        struct cs__req q = {.id = cs__req_next_id(),
+                            .comm = comm,
+                            .handle = c,
+                            .seq = seq,
+                            .peer = f->peer,
+                            .op = op,
+                            .recv = f->recv,
+                            .tag = f->tag};
         id = q.id;
         cs__req_add(*request, &q);
     }
@@ -122,16 +128,16 @@ static inline uint64_t status_bytes(const MPI_Status *st)
  * argument list, BODY fills `f` (it may use ci, which is the table entry or a temporary for an
  * unknown communicator once NEED_CI is true).
  */
-#define CS_COLL(NAME, OP, NB, PARAMS, ARGS, NEED_CI, BODY)                                        \
+#define CS_COLL(NAME, OP, NB, PARAMS, ARGS, NEED_CI, BODY)                                         \
     CS_EXPORT int MPI_##NAME PARAMS                                                                \
     {                                                                                              \
         if (CS_UNLIKELY(!cs_active))                                                               \
             return PMPI_##NAME ARGS;                                                               \
         struct cs__comm *ci = cs__comm_get(comm), tmp_;                                            \
         uint32_t seq_ = ci ? next_seq(ci) : 0;                                                     \
-        uint64_t t0_ = cs_hot_now();                                                                   \
+        uint64_t t0_ = cs_hot_now();                                                               \
         int rc_ = PMPI_##NAME ARGS;                                                                \
-        uint64_t t1_ = cs_hot_now();                                                                   \
+        uint64_t t1_ = cs_hot_now();                                                               \
         struct fill f = {.peer = -1};                                                              \
         uint64_t cid_ = ci ? ci->id : 0;                                                           \
         if (rc_ == MPI_SUCCESS) {                                                                  \
@@ -141,7 +147,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
             }                                                                                      \
             BODY                                                                                   \
         }                                                                                          \
-        finish(t0_, t1_, OP, rc_, cid_, seq_, &f, CS_REQ_##NB, comm);                                    \
+        finish(t0_, t1_, OP, rc_, cid_, seq_, &f, CS_REQ_##NB, comm);                              \
         return rc_;                                                                                \
     }
 
@@ -149,19 +155,19 @@ static inline uint64_t status_bytes(const MPI_Status *st)
     CS_COLL(NAME, OP, NB, (MPI_Comm comm CS_REQP_##NB), (comm CS_REQA_##NB), 0, (void)ci;)
 
 #define CS_FAM_BCAST(NAME, OP, NB, ARG)                                                            \
-    CS_COLL(NAME, OP, NB,                                                                          \
-            (void *buffer, int count, MPI_Datatype datatype, int root,                             \
-             MPI_Comm comm CS_REQP_##NB),                                                          \
-            (buffer, count, datatype, root, comm CS_REQA_##NB), 1, {                               \
-                uint64_t b = (uint64_t)count * cs__tsize(datatype);                                \
-                f.peer = cs__to_world(ci, root, &f.flags);                                         \
-                if (is_root(ci, root)) {                                                           \
-                    f.flags |= CS_EV_ROOT;                                                         \
-                    f.bytes = b;                                                                   \
-                } else if (root != MPI_PROC_NULL) {                                                \
-                    f.brecv = b;                                                                   \
-                }                                                                                  \
-            })
+    CS_COLL(                                                                                       \
+        NAME, OP, NB,                                                                              \
+        (void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm CS_REQP_##NB),    \
+        (buffer, count, datatype, root, comm CS_REQA_##NB), 1, {                                   \
+            uint64_t b = (uint64_t)count * cs__tsize(datatype);                                    \
+            f.peer = cs__to_world(ci, root, &f.flags);                                             \
+            if (is_root(ci, root)) {                                                               \
+                f.flags |= CS_EV_ROOT;                                                             \
+                f.bytes = b;                                                                       \
+            } else if (root != MPI_PROC_NULL) {                                                    \
+                f.brecv = b;                                                                       \
+            }                                                                                      \
+        })
 
 #define CS_FAM_REDUCE(NAME, OP, NB, ARG)                                                           \
     CS_COLL(NAME, OP, NB,                                                                          \
@@ -209,8 +215,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
     CS_COLL(NAME, OP, NB,                                                                          \
             (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,             \
              int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm CS_REQP_##NB),          \
-            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,                     \
-             comm CS_REQA_##NB),                                                                   \
+            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm CS_REQA_##NB), \
             1, {                                                                                   \
                 int r_ = is_root(ci, root);                                                        \
                 f.peer = cs__to_world(ci, root, &f.flags);                                         \
@@ -223,19 +228,17 @@ static inline uint64_t status_bytes(const MPI_Status *st)
                 } else if ((ARG) == 0) {                                                           \
                     uint64_t rb = r_ ? (uint64_t)recvcount * cs__tsize(recvtype) : 0;              \
                     f.brecv = rb * (uint64_t)ci->size;                                             \
-                    f.bytes = (f.flags & CS_EV_IN_PLACE)                                           \
-                                  ? rb                                                             \
-                                  : (root == MPI_ROOT                                              \
-                                         ? 0                                                       \
-                                         : (uint64_t)sendcount * cs__tsize(sendtype));             \
+                    f.bytes =                                                                      \
+                        (f.flags & CS_EV_IN_PLACE)                                                 \
+                            ? rb                                                                   \
+                            : (root == MPI_ROOT ? 0 : (uint64_t)sendcount * cs__tsize(sendtype));  \
                 } else {                                                                           \
                     uint64_t sb = r_ ? (uint64_t)sendcount * cs__tsize(sendtype) : 0;              \
                     f.bytes = sb * (uint64_t)ci->size;                                             \
-                    f.brecv = (f.flags & CS_EV_IN_PLACE)                                           \
-                                  ? sb                                                             \
-                                  : (root == MPI_ROOT                                              \
-                                         ? 0                                                       \
-                                         : (uint64_t)recvcount * cs__tsize(recvtype));             \
+                    f.brecv =                                                                      \
+                        (f.flags & CS_EV_IN_PLACE)                                                 \
+                            ? sb                                                                   \
+                            : (root == MPI_ROOT ? 0 : (uint64_t)recvcount * cs__tsize(recvtype));  \
                 }                                                                                  \
             })
 
@@ -266,8 +269,8 @@ static inline uint64_t status_bytes(const MPI_Status *st)
 #define CS_FAM_SCATTERV(NAME, OP, NB, ARG)                                                         \
     CS_COLL(NAME, OP, NB,                                                                          \
             (const void *sendbuf, const int sendcounts[], const int displs[],                      \
-             MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,           \
-             int root, MPI_Comm comm CS_REQP_##NB),                                                \
+             MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, \
+             MPI_Comm comm CS_REQP_##NB),                                                          \
             (sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,            \
              comm CS_REQA_##NB),                                                                   \
             1, {                                                                                   \
@@ -306,22 +309,22 @@ static inline uint64_t status_bytes(const MPI_Status *st)
             })
 
 #define CS_FAM_ALLGATHERV(NAME, OP, NB, ARG)                                                       \
-    CS_COLL(NAME, OP, NB,                                                                          \
-            (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,             \
-             const int recvcounts[], const int displs[], MPI_Datatype recvtype,                    \
-             MPI_Comm comm CS_REQP_##NB),                                                          \
-            (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,                  \
-             comm CS_REQA_##NB),                                                                   \
-            1, {                                                                                   \
-                uint64_t rs = cs__tsize(recvtype);                                                 \
-                f.brecv = sum_counts(recvcounts, ci->size) * rs;                                   \
-                if (sendbuf == MPI_IN_PLACE) {                                                     \
-                    f.flags |= CS_EV_IN_PLACE;                                                     \
-                    f.bytes = own_count(recvcounts, ci) * rs;                                      \
-                } else {                                                                           \
-                    f.bytes = (uint64_t)sendcount * cs__tsize(sendtype);                           \
-                }                                                                                  \
-            })
+    CS_COLL(                                                                                       \
+        NAME, OP, NB,                                                                              \
+        (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,                 \
+         const int recvcounts[], const int displs[], MPI_Datatype recvtype,                        \
+         MPI_Comm comm CS_REQP_##NB),                                                              \
+        (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm CS_REQA_##NB),  \
+        1, {                                                                                       \
+            uint64_t rs = cs__tsize(recvtype);                                                     \
+            f.brecv = sum_counts(recvcounts, ci->size) * rs;                                       \
+            if (sendbuf == MPI_IN_PLACE) {                                                         \
+                f.flags |= CS_EV_IN_PLACE;                                                         \
+                f.bytes = own_count(recvcounts, ci) * rs;                                          \
+            } else {                                                                               \
+                f.bytes = (uint64_t)sendcount * cs__tsize(sendtype);                               \
+            }                                                                                      \
+        })
 
 #define CS_FAM_ALLTOALLV(NAME, OP, NB, ARG)                                                        \
     CS_COLL(NAME, OP, NB,                                                                          \
@@ -375,14 +378,14 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
         if (CS_UNLIKELY(!cs_active))                                                               \
             return PMPI_##NAME(buf, count, datatype, dest, tag, comm CS_REQA_##NB);                \
         const struct cs__comm *ci = cs__comm_get(comm);                                            \
-        uint64_t t0_ = cs_hot_now();                                                                   \
+        uint64_t t0_ = cs_hot_now();                                                               \
         int rc_ = PMPI_##NAME(buf, count, datatype, dest, tag, comm CS_REQA_##NB);                 \
-        uint64_t t1_ = cs_hot_now();                                                                   \
+        uint64_t t1_ = cs_hot_now();                                                               \
         struct fill f = {.aux = tag, .tag = tag};                                                  \
         f.peer = cs__to_world(ci ? ci : &no_comm, dest, &f.flags);                                 \
         if (rc_ == MPI_SUCCESS && dest != MPI_PROC_NULL)                                           \
             f.bytes = (uint64_t)count * cs__tsize(datatype);                                       \
-        finish(t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB, comm);                            \
+        finish(t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB, comm);                      \
         return rc_;                                                                                \
     }
 
@@ -419,15 +422,13 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
         if (CS_UNLIKELY(!cs_active))                                                               \
             return PMPI_##NAME(buf, count, datatype, source, tag, comm, CS_RECVA_##NB);            \
         const struct cs__comm *ci = cs__comm_get(comm);                                            \
-        CS_RECV_ST_##NB                                                                            \
-        uint64_t t0_ = cs_hot_now();                                                                   \
+        CS_RECV_ST_##NB uint64_t t0_ = cs_hot_now();                                               \
         int rc_ = PMPI_##NAME(buf, count, datatype, source, tag, comm, CS_RECV_STA_##NB);          \
-        uint64_t t1_ = cs_hot_now();                                                                   \
+        uint64_t t1_ = cs_hot_now();                                                               \
         struct fill f = {.aux = tag, .tag = tag, .peer = -1};                                      \
         if (source == MPI_ANY_SOURCE)                                                              \
             f.flags |= CS_EV_ANY_SOURCE;                                                           \
-        CS_RECV_TAIL_##NB                                                                          \
-        finish(t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB, comm);                            \
+        CS_RECV_TAIL_##NB finish(t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB, comm);    \
         return rc_;                                                                                \
     }
 
@@ -442,8 +443,9 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
  * side is in seq (world rank of the message's source, from the status, + 1; 0 none) and request
  * (the received message's tag + 1; 0 none), which blocking calls leave unused otherwise.
  */
-static void finish_sendrecv(uint64_t t0, uint64_t t1, uint16_t op, int rc, const struct cs__comm *ci,
-                            int dest, int sendtag, uint64_t sbytes, int source, const MPI_Status *st)
+static void finish_sendrecv(uint64_t t0, uint64_t t1, uint16_t op, int rc,
+                            const struct cs__comm *ci, int dest, int sendtag, uint64_t sbytes,
+                            int source, const MPI_Status *st)
 {
     const struct cs__comm *c = ci ? ci : &no_comm;
     struct fill f = {.aux = sendtag, .tag = sendtag};

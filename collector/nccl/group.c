@@ -56,8 +56,7 @@ CS_EXPORT ncclResult_t ncclGroupEnd(void)
     g->depth--;
     if (outer)
         cs__gpu_launch_end(launch, g->stream, g->comm, g->seq, g->calls, rc);
-    cs__nccl_event(CS_OP_NCCL_GROUP_END, t0, t1, rc, outer ? g->comm : 0,
-                   outer ? g->seq : 0, 0, outer ? g->calls : 0, launch, gpuf,
-                   outer ? (int32_t)g->calls : g->depth);
+    cs__nccl_event(CS_OP_NCCL_GROUP_END, t0, t1, rc, outer ? g->comm : 0, outer ? g->seq : 0, 0,
+                   outer ? g->calls : 0, launch, gpuf, outer ? (int32_t)g->calls : g->depth);
     return rc;
 }

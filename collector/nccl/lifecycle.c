@@ -99,11 +99,10 @@ CS_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *de
     uint64_t t1 = cs_now();
     static uint32_t calls;
     const struct cs_file_header *h = cs_trace_header();
-    uint64_t id = made(rc) && h ? cs__ncomm_id_initall(h->rank,
-                                                       __atomic_fetch_add(&calls, 1,
-                                                                          __ATOMIC_RELAXED),
-                                                       ndev)
-                                : 0;
+    uint64_t id =
+        made(rc) && h
+            ? cs__ncomm_id_initall(h->rank, __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED), ndev)
+            : 0;
     for (int i = 0; id && comm && i < ndev; i++)
         if (comm[i])
             cs__ncomm_add(comm[i], id, ndev, i, 0, CS_OP_NCCL_COMM_INIT_ALL, 0, 0);

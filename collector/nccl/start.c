@@ -90,7 +90,7 @@ ncclResult_t cs__nccl_missing(const char *name)
 
 /* The root service (collector/core/root.c): where, and whether the start-up session worked. */
 static struct {
-    int ok;        /* clock sample 0 came from the service: use it at exit too */
+    int ok; /* clock sample 0 came from the service: use it at exit too */
     char host[256], port[16];
     struct cs__ident id;
     uint64_t run_id;
@@ -104,8 +104,8 @@ static void root_start(const struct cs__ident *id, uint64_t run_id)
     char src[320] = "", err[512] = "";
     root.id = *id;
     root.run_id = run_id;
-    int where = cs__root_where(root.host, sizeof root.host, root.port, sizeof root.port, src,
-                               sizeof src);
+    int where =
+        cs__root_where(root.host, sizeof root.host, root.port, sizeof root.port, src, sizeof src);
     if (where == 1) {
         uint32_t rounds = 0;
         int fd = cs__root_open(root.host, root.port, CS_ROOT_START, id->rank, id->size, run_id,

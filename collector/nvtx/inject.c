@@ -222,8 +222,7 @@ static int install(const struct cs_nvtx_callbacks *cb, int module, unsigned id, 
 {
     cs_nvtx_fn **table = NULL;
     unsigned size = 0;
-    if (!cb->get_module_function_table(module, &table, &size) || !table || id >= size ||
-        !table[id])
+    if (!cb->get_module_function_table(module, &table, &size) || !table || id >= size || !table[id])
         return 0;
     *table[id] = fn;
     return 1;

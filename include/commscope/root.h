@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#define CS_ROOT_MAGIC "CSROOT\0\1"   /* hello: 8 bytes */
+#define CS_ROOT_MAGIC "CSROOT\0\1"  /* hello: 8 bytes */
 #define CS_ROOT_OK_MAGIC "CSROOTOK" /* reply accepted: 8 bytes */
 #define CS_ROOT_NO_MAGIC "CSROOTNO" /* reply refused: 8 bytes, reason in msg */
 #define CS_ROOT_VERSION 1u

@@ -38,11 +38,11 @@
 
 /* File header flags. */
 enum {
-    CS_FLAG_PARTIAL = 1u << 0,    /* not closed by MPI_Finalize: the rank died or is running */
-    CS_FLAG_DROPPED = 1u << 1,    /* events were dropped at the buffer cap (count in dropped) */
-    CS_FLAG_DISABLED = 1u << 2,   /* the collector turned itself off (reason in note) */
-    CS_FLAG_CLOCK_SKEW = 1u << 3, /* test-only artificial clock offset/drift was applied */
-    CS_FLAG_THREADS = 1u << 4,    /* MPI_THREAD_MULTIPLE was granted */
+    CS_FLAG_PARTIAL = 1u << 0,     /* not closed by MPI_Finalize: the rank died or is running */
+    CS_FLAG_DROPPED = 1u << 1,     /* events were dropped at the buffer cap (count in dropped) */
+    CS_FLAG_DISABLED = 1u << 2,    /* the collector turned itself off (reason in note) */
+    CS_FLAG_CLOCK_SKEW = 1u << 3,  /* test-only artificial clock offset/drift was applied */
+    CS_FLAG_THREADS = 1u << 4,     /* MPI_THREAD_MULTIPLE was granted */
     CS_FLAG_NCCL_STATIC = 1u << 5, /* the program uses NCCL that could not be interposed
                                       (statically linked): its communication is not recorded */
     CS_FLAG_NO_MPI = 1u << 6,      /* opened without MPI (rank from the environment, see
@@ -90,16 +90,16 @@ struct cs_clock_sample {
 };
 
 struct cs_file_header {
-    char magic[8];         /* CS_TRACE_MAGIC */
-    uint32_t version;      /* CS_TRACE_VERSION */
-    uint32_t header_size;  /* CS_HEADER_SIZE */
-    uint32_t block_size;   /* CS_BLOCK_SIZE */
-    uint32_t event_size;   /* CS_EVENT_SIZE */
-    uint32_t flags;        /* CS_FLAG_* */
-    uint32_t header_crc;   /* CRC-32 of the CS_HEADER_SIZE bytes with this field zero; 0 = partial */
-    int32_t rank;          /* world rank */
-    int32_t world_size;    /* world size */
-    int32_t pid;           /* process id */
+    char magic[8];        /* CS_TRACE_MAGIC */
+    uint32_t version;     /* CS_TRACE_VERSION */
+    uint32_t header_size; /* CS_HEADER_SIZE */
+    uint32_t block_size;  /* CS_BLOCK_SIZE */
+    uint32_t event_size;  /* CS_EVENT_SIZE */
+    uint32_t flags;       /* CS_FLAG_* */
+    uint32_t header_crc;  /* CRC-32 of the CS_HEADER_SIZE bytes with this field zero; 0 = partial */
+    int32_t rank;         /* world rank */
+    int32_t world_size;   /* world size */
+    int32_t pid;          /* process id */
     uint32_t thread_level; /* MPI thread level provided */
     uint64_t run_id;       /* same in every rank of one run (chosen by rank 0) */
     uint64_t nonce;        /* random per file; tells copies of one file apart from other files */
@@ -108,28 +108,28 @@ struct cs_file_header {
     uint64_t blocks;       /* blocks in the file (closed files); 0 in partial files */
     uint64_t events;       /* event records written (closed files) */
     uint64_t dropped;      /* event records dropped at the cap */
-    uint64_t unrecorded_tests;    /* MPI_Test* calls that completed nothing (not recorded) */
-    uint64_t unrecorded_test_ns;  /* time spent in them */
+    uint64_t unrecorded_tests;       /* MPI_Test* calls that completed nothing (not recorded) */
+    uint64_t unrecorded_test_ns;     /* time spent in them */
     struct cs_clock_sample clock[2]; /* [0] at MPI_Init, [1] at MPI_Finalize */
     char host[CS_HOST_MAX];          /* node name (NUL-terminated) */
     char program[CS_PROGRAM_MAX];    /* executable path (NUL-terminated) */
     char note[256];                  /* why the collector disabled itself, if it did */
     /* Added for NCCL/GPU jobs (zero in MPI-only traces; older version-1 files have zeros). */
-    uint32_t nccl_version;           /* NCCL_VERSION_CODE of the program's NCCL; 0 none seen */
-    uint32_t gpu_timing;             /* enum cs_gpu_timing */
-    uint32_t rank_source;            /* enum cs_rank_source */
-    int32_t local_rank;              /* rank on this node (LOCAL_RANK, ...); -1 unknown */
-    uint64_t gpu_dropped;            /* GPU activity records lost (CUPTI dropped, or unmapped) */
-    char gpu_note[256];              /* what about NCCL/GPU timing is missing, and why */
+    uint32_t nccl_version; /* NCCL_VERSION_CODE of the program's NCCL; 0 none seen */
+    uint32_t gpu_timing;   /* enum cs_gpu_timing */
+    uint32_t rank_source;  /* enum cs_rank_source */
+    int32_t local_rank;    /* rank on this node (LOCAL_RANK, ...); -1 unknown */
+    uint64_t gpu_dropped;  /* GPU activity records lost (CUPTI dropped, or unmapped) */
+    char gpu_note[256];    /* what about NCCL/GPU timing is missing, and why */
     /*
      * Added with CS_FLAG_CHECKED (zero in files without it): what makes a partial file, whose
      * header_crc is 0, checkable byte for byte.  The counters dropped, unrecorded_tests,
      * unrecorded_test_ns and gpu_dropped change on busy paths; each has its bitwise complement
      * beside it.  live_crc covers the rest of the header.
      */
-    uint32_t live_crc;   /* CRC-32 of the header with header_crc, live_crc and the four counters
-                            and their complements taken as zero; kept current by the collector */
-    uint32_t live_pad;   /* 0 */
+    uint32_t live_crc; /* CRC-32 of the header with header_crc, live_crc and the four counters
+                          and their complements taken as zero; kept current by the collector */
+    uint32_t live_pad; /* 0 */
     uint64_t counter_check[4]; /* complements, indexed by enum cs_counter */
     /* The host's boot (Linux /proc/sys/kernel/random/boot_id, 16 bytes; zero unknown): ranks
      * with the same one read one CLOCK_MONOTONIC, so their clocks need no alignment. */
@@ -138,9 +138,9 @@ struct cs_file_header {
 
 /* The header counters that carry a complement (cs_file_header.counter_check). */
 enum cs_counter {
-    CS_COUNTER_DROPPED = 0,   /* ~dropped */
-    CS_COUNTER_TESTS = 1,     /* ~unrecorded_tests */
-    CS_COUNTER_TEST_NS = 2,   /* ~unrecorded_test_ns */
+    CS_COUNTER_DROPPED = 0,    /* ~dropped */
+    CS_COUNTER_TESTS = 1,      /* ~unrecorded_tests */
+    CS_COUNTER_TEST_NS = 2,    /* ~unrecorded_test_ns */
     CS_COUNTER_GPU_DROPPED = 3 /* ~gpu_dropped */
 };
 
@@ -150,14 +150,14 @@ enum cs_block_kind {
 };
 
 struct cs_block_header {
-    uint32_t magic;    /* CS_BLOCK_MAGIC; 0 in an unclaimed block */
-    uint16_t kind;     /* enum cs_block_kind */
-    uint16_t thread;   /* index of the recording thread in this rank (0 = first) */
-    uint32_t used;     /* events (CS_BLOCK_EVENTS) or bytes (CS_BLOCK_COMMS) committed */
-    uint32_t crc;      /* CRC-32 of the whole block with this field zero; 0 = not sealed */
-    uint32_t span;     /* blocks this block occupies (1, more for a large comm record) */
-    uint32_t ostid;    /* operating-system thread id */
-    uint64_t seq;      /* block sequence number of this thread (0, 1, ...) */
+    uint32_t magic;  /* CS_BLOCK_MAGIC; 0 in an unclaimed block */
+    uint16_t kind;   /* enum cs_block_kind */
+    uint16_t thread; /* index of the recording thread in this rank (0 = first) */
+    uint32_t used;   /* events (CS_BLOCK_EVENTS) or bytes (CS_BLOCK_COMMS) committed */
+    uint32_t crc;    /* CRC-32 of the whole block with this field zero; 0 = not sealed */
+    uint32_t span;   /* blocks this block occupies (1, more for a large comm record) */
+    uint32_t ostid;  /* operating-system thread id */
+    uint64_t seq;    /* block sequence number of this thread (0, 1, ...) */
     /*
      * Event blocks of a CS_FLAG_CHECKED file, while unsealed: live_sum is cs_live_sum() of the
      * first live_used events, stored (with live_used, in one 8-byte store) before `used`, so a
@@ -171,16 +171,16 @@ struct cs_block_header {
 
 /* Event flags. */
 enum {
-    CS_EV_ERROR = 1u << 0,       /* the MPI call returned an error (code in aux) */
-    CS_EV_ANY_SOURCE = 1u << 1,  /* receive posted with MPI_ANY_SOURCE */
-    CS_EV_IN_PLACE = 1u << 2,    /* MPI_IN_PLACE was used */
-    CS_EV_ROOT = 1u << 3,        /* this rank is the root of a rooted collective */
-    CS_EV_NONBLOCKING = 1u << 4, /* initiation of a non-blocking operation (request set) */
-    CS_EV_PROC_NULL = 1u << 5,   /* peer was MPI_PROC_NULL */
-    CS_EV_CANCELLED = 1u << 6,   /* COMPLETE: the request was cancelled */
-    CS_EV_GROUPED = 1u << 7,     /* NCCL call between ncclGroupStart and ncclGroupEnd */
-    CS_EV_GPU_EVENTS = 1u << 8,  /* GPU record timed by CUDA events, not CUPTI */
-    CS_EV_GRAPH = 1u << 9,       /* NCCL call captured into a CUDA graph: not timed on the GPU */
+    CS_EV_ERROR = 1u << 0,        /* the MPI call returned an error (code in aux) */
+    CS_EV_ANY_SOURCE = 1u << 1,   /* receive posted with MPI_ANY_SOURCE */
+    CS_EV_IN_PLACE = 1u << 2,     /* MPI_IN_PLACE was used */
+    CS_EV_ROOT = 1u << 3,         /* this rank is the root of a rooted collective */
+    CS_EV_NONBLOCKING = 1u << 4,  /* initiation of a non-blocking operation (request set) */
+    CS_EV_PROC_NULL = 1u << 5,    /* peer was MPI_PROC_NULL */
+    CS_EV_CANCELLED = 1u << 6,    /* COMPLETE: the request was cancelled */
+    CS_EV_GROUPED = 1u << 7,      /* NCCL call between ncclGroupStart and ncclGroupEnd */
+    CS_EV_GPU_EVENTS = 1u << 8,   /* GPU record timed by CUDA events, not CUPTI */
+    CS_EV_GRAPH = 1u << 9,        /* NCCL call captured into a CUDA graph: not timed on the GPU */
     CS_EV_IN_PROGRESS = 1u << 10, /* NCCL returned ncclInProgress (non-blocking communicator) */
 };
 
@@ -269,10 +269,10 @@ enum cs_comm_kind {
  */
 struct cs_comm_record {
     uint32_t record_bytes;
-    uint16_t kind;     /* enum cs_comm_kind */
-    uint16_t op;       /* cs_op id that created it (0 for world/self) */
+    uint16_t kind; /* enum cs_comm_kind */
+    uint16_t op;   /* cs_op id that created it (0 for world/self) */
     uint64_t id;
-    uint64_t parent;   /* id of the communicator it was derived from (0 none) */
+    uint64_t parent; /* id of the communicator it was derived from (0 none) */
     uint64_t t_created;
     int32_t size;      /* number of members */
     int32_t my_rank;   /* this rank's rank in the communicator */
@@ -288,9 +288,9 @@ struct cs_comm_record {
  * leaves room for it.
  */
 struct cs_comm_gpu {
-    int32_t cuda_dev;  /* CUDA device ordinal of this member; -1 unknown */
-    uint32_t flags;    /* CS_COMM_GPU_* bits; other bits 0 */
-    char bus_id[24];   /* PCI bus id "0000:3b:00.0" (NUL-terminated); "" unknown */
+    int32_t cuda_dev; /* CUDA device ordinal of this member; -1 unknown */
+    uint32_t flags;   /* CS_COMM_GPU_* bits; other bits 0 */
+    char bus_id[24];  /* PCI bus id "0000:3b:00.0" (NUL-terminated); "" unknown */
 };
 
 /*

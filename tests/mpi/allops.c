@@ -89,8 +89,8 @@ int main(int argc, char **argv)
         COLL(Scatter, Iscatter, me_root ? n * blk : 0, s, N, MPI_INT, r, N, MPI_INT, root, w);
         if (nb)
             MPI_Waitall(nq, q, MPI_STATUSES_IGNORE), count("MPI_Waitall", 0), nq = 0;
-        COLL(Scatterv, Iscatterv, me_root ? n * blk : 0, s, cnt, dsp, MPI_INT, r, N, MPI_INT,
-             root, w);
+        COLL(Scatterv, Iscatterv, me_root ? n * blk : 0, s, cnt, dsp, MPI_INT, r, N, MPI_INT, root,
+             w);
         if (nb)
             MPI_Waitall(nq, q, MPI_STATUSES_IGNORE), count("MPI_Waitall", 0), nq = 0;
         COLL(Allgather, Iallgather, blk, s, N, MPI_INT, r, N, MPI_INT, w);

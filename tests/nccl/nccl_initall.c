@@ -32,8 +32,8 @@ static void *drive(void *arg)
     for (int it = 0; it < iters; it++) {
         for (int k = 0; k < COUNT; k++)
             buf[i][0][k] = (float)(i + 1);
-        if (ncclAllReduce(buf[i][0], buf[i][1], COUNT, (ncclDataType_t)7, (ncclRedOp_t)0,
-                          comms[i], NULL) != ncclSuccess ||
+        if (ncclAllReduce(buf[i][0], buf[i][1], COUNT, (ncclDataType_t)7, (ncclRedOp_t)0, comms[i],
+                          NULL) != ncclSuccess ||
             buf[i][1][0] != (float)(ndev * (ndev + 1) / 2))
             __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
     }

@@ -19,8 +19,8 @@
 
 static void host(struct tw *w, int rank, uint64_t t, uint32_t seq, uint64_t launch)
 {
-    struct cs_event e = tw_host_allreduce(w, 0, CS_COMM_WORLD_ID, T0 + t * US,
-                                          T0 + t * US + 2 * US, seq, launch);
+    struct cs_event e =
+        tw_host_allreduce(w, 0, CS_COMM_WORLD_ID, T0 + t * US, T0 + t * US + 2 * US, seq, launch);
     printf("host %d %s %" PRIu64 " %" PRIu32 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", rank,
            cs_op_name(e.op), e.comm, e.seq, launch, e.t_begin, e.t_end);
 }

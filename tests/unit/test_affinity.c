@@ -1,8 +1,8 @@
 /*
- * GPU-NIC affinity per rank (analyzer/passes/affinity.c) on synthetic traces whose NCCL communicator
- * records name each rank's GPU, with the JUWELS Booster node's saved hwloc topology as the host's
- * snapshot (4 A100s, each below the same PCIe switch as its own HDR HCA; GPUs 0 and 1 with
- * mlx5_1 and mlx5_0 on socket 0, GPUs 2 and 3 with mlx5_3 and mlx5_2 on socket 1).
+ * GPU-NIC affinity per rank (analyzer/passes/affinity.c) on synthetic traces whose NCCL
+ * communicator records name each rank's GPU, with the JUWELS Booster node's saved hwloc topology as
+ * the host's snapshot (4 A100s, each below the same PCIe switch as its own HDR HCA; GPUs 0 and 1
+ * with mlx5_1 and mlx5_0 on socket 0, GPUs 2 and 3 with mlx5_3 and mlx5_2 on socket 1).
  *
  * Run 1, NCCL_IB_HCA=mlx5_0 recorded: rank 0 on GPU 1 (mlx5_0 is its own: pcie-switch), rank 1
  * on GPU 0 (mlx5_0 is on its socket, another NUMA node: "socket", not a mismatch), rank 2 on GPU

@@ -27,8 +27,14 @@ static void ev(struct wr *x, uint16_t op, uint64_t tb, uint64_t te, uint64_t com
                uint64_t bytes, uint16_t flags, int32_t peer, uint64_t req)
 {
     struct cs_event e = {.t_begin = (uint64_t)((int64_t)tb - x->off),
-                         .t_end = (uint64_t)((int64_t)te - x->off), .comm = comm, .bytes = bytes,
-                         .bytes_recv = bytes, .request = req, .seq = seq, .peer = peer, .op = op,
+                         .t_end = (uint64_t)((int64_t)te - x->off),
+                         .comm = comm,
+                         .bytes = bytes,
+                         .bytes_recv = bytes,
+                         .request = req,
+                         .seq = seq,
+                         .peer = peer,
+                         .op = op,
                          .flags = flags};
     tw_event(x->w, 0, &e);
 }
@@ -223,10 +229,10 @@ static void test_four_ranks(void)
 static void test_clock_map(void)
 {
     struct cs_file_header h = {0};
-    h.clock[0] = (struct cs_clock_sample){.local_ns = 1000000, .offset_ns = 5000000, .valid = 1,
-                                          .rtt_ns = 800};
-    h.clock[1] = (struct cs_clock_sample){.local_ns = 101000000, .offset_ns = 5000100,
-                                          .valid = 1, .rtt_ns = 600};
+    h.clock[0] = (struct cs_clock_sample){
+        .local_ns = 1000000, .offset_ns = 5000000, .valid = 1, .rtt_ns = 800};
+    h.clock[1] = (struct cs_clock_sample){
+        .local_ns = 101000000, .offset_ns = 5000100, .valid = 1, .rtt_ns = 600};
     struct cs__clock c;
     cs__clock_init(&c, &h);
     CHECK_INT(c.valid, ==, 2);
@@ -248,7 +254,8 @@ static void test_clock_map(void)
 static int64_t ref_map(const struct cs_clock_sample *s0, const struct cs_clock_sample *s1,
                        uint64_t t)
 {
-    __int128 num = (__int128)(s1->offset_ns - s0->offset_ns) * ((__int128)t - (__int128)s0->local_ns);
+    __int128 num =
+        (__int128)(s1->offset_ns - s0->offset_ns) * ((__int128)t - (__int128)s0->local_ns);
     __int128 den = (__int128)s1->local_ns - (__int128)s0->local_ns;
     if (den < 0) {
         num = -num;
@@ -263,12 +270,13 @@ static int64_t ref_map(const struct cs_clock_sample *s0, const struct cs_clock_s
  * overflow 64 bits (the 128-bit path). */
 static void test_clock_map_exact(void)
 {
-    static const int64_t offs[] = {0, 1, -1, 3, -7, 1000, -999999, 123456789, -(1ll << 40),
-                                   (1ll << 62)};
+    static const int64_t offs[] = {0,       1,         -1,           3,          -7, 1000,
+                                   -999999, 123456789, -(1ll << 40), (1ll << 62)};
     static const uint64_t l0s[] = {0, 1, 1000000, 1ull << 40, (1ull << 63) + 5};
     static const uint64_t dens[] = {1, 2, 3, 7, 64, 1000, 999983, 1ull << 33, 1ull << 62};
-    static const uint64_t ts[] = {0, 1, 2, 3, 499, 500, 501, 1ull << 20, 1ull << 45, 1ull << 62,
-                                  (1ull << 63) - 1, 1ull << 63, ~0ull};
+    static const uint64_t ts[] = {
+        0,          1,    2, 3, 499, 500, 501, 1ull << 20, 1ull << 45, 1ull << 62, (1ull << 63) - 1,
+        1ull << 63, ~0ull};
     uint64_t checked = 0, wrong = 0;
     for (size_t a = 0; a < sizeof offs / sizeof *offs; a++)
         for (size_t b = 0; b < sizeof offs / sizeof *offs; b++)
@@ -279,10 +287,10 @@ static void test_clock_map_exact(void)
                         uint64_t l0 = l0s[i], l1 = l0s[i] + dens[j];
                         if (l1 < l0)
                             continue;
-                        h.clock[0] = (struct cs_clock_sample){.local_ns = swap ? l1 : l0,
-                                                              .offset_ns = offs[a], .valid = 1};
-                        h.clock[1] = (struct cs_clock_sample){.local_ns = swap ? l0 : l1,
-                                                              .offset_ns = offs[b], .valid = 1};
+                        h.clock[0] = (struct cs_clock_sample){
+                            .local_ns = swap ? l1 : l0, .offset_ns = offs[a], .valid = 1};
+                        h.clock[1] = (struct cs_clock_sample){
+                            .local_ns = swap ? l0 : l1, .offset_ns = offs[b], .valid = 1};
                         struct cs__clock c;
                         cs__clock_init(&c, &h);
                         struct cs__clock_memo m = {0};
@@ -311,10 +319,10 @@ static void test_clock_map_near(void)
     for (size_t a = 0; a < sizeof o1s / sizeof *o1s; a++)
         for (size_t j = 0; j < sizeof dens / sizeof *dens; j++) {
             struct cs_file_header h = {0};
-            h.clock[0] = (struct cs_clock_sample){.local_ns = 5000000, .offset_ns = -250,
-                                                  .valid = 1};
-            h.clock[1] = (struct cs_clock_sample){.local_ns = 5000000 + dens[j],
-                                                  .offset_ns = -250 + o1s[a], .valid = 1};
+            h.clock[0] =
+                (struct cs_clock_sample){.local_ns = 5000000, .offset_ns = -250, .valid = 1};
+            h.clock[1] = (struct cs_clock_sample){
+                .local_ns = 5000000 + dens[j], .offset_ns = -250 + o1s[a], .valid = 1};
             struct cs__clock c;
             cs__clock_init(&c, &h);
             struct cs__clock_memo m = {0};
@@ -395,8 +403,8 @@ static void merge_run(const char *name, int world, int late_first)
         if (sscanf(line, "%d,%*[^,],%*[^,],%*[^,],%lld,", &rank, &tb) != 2)
             continue; /* the header */
         if (lines && (tb < prev_t || (tb == prev_t && rank <= prev_rank))) {
-            fprintf(stderr, "%s: event %d (rank %d at %lld) after rank %d at %lld\n", name,
-                    lines, rank, tb, prev_rank, prev_t);
+            fprintf(stderr, "%s: event %d (rank %d at %lld) after rank %d at %lld\n", name, lines,
+                    rank, tb, prev_rank, prev_t);
             order_ok = 0;
         }
         prev_t = tb;
@@ -492,10 +500,12 @@ static void test_clock_absurd(void)
         int64_t o1;
         const char *want;
     } cases[] = {
-        {1, (int64_t)1 << 50, "rank 1: its clock samples (offset 0 ns to rank 0, drift 1.1259e+21"
-                              " ppm) would move its time 100000 ns by 2^58 ns or more"},
-        {99000, 60000, "rank 1: its clock samples (offset 0 ns to rank 0, drift 606061 ppm) would"
-                       " move its time 4611686018427387904 ns by 2^61 ns or more"},
+        {1, (int64_t)1 << 50,
+         "rank 1: its clock samples (offset 0 ns to rank 0, drift 1.1259e+21"
+         " ppm) would move its time 100000 ns by 2^58 ns or more"},
+        {99000, 60000,
+         "rank 1: its clock samples (offset 0 ns to rank 0, drift 606061 ppm) would"
+         " move its time 4611686018427387904 ns by 2^61 ns or more"},
     };
     for (int k = 0; k < 2; k++) {
         char dir[300], err[512];
@@ -540,10 +550,10 @@ static void test_wait_sums_wide(void)
         w[r] = begin(r, 4, 8, 0);
         tw_header(w[r].w)->t_finalize = L + 2000;
         tw_header(w[r].w)->clock[1].local_ns = L + 2000;
-        ev(&w[r], CS_OP_ALLREDUCE, r < 3 ? 1500 + 100 * (uint64_t)r : L - 100, L,
-           CS_COMM_WORLD_ID, 0, 8, 0, -1, 0);
-        struct cs_event fin = {.t_begin = L + 1000, .t_end = L + 1500, .op = CS_OP_FINALIZE,
-                               .peer = -1};
+        ev(&w[r], CS_OP_ALLREDUCE, r < 3 ? 1500 + 100 * (uint64_t)r : L - 100, L, CS_COMM_WORLD_ID,
+           0, 8, 0, -1, 0);
+        struct cs_event fin = {
+            .t_begin = L + 1000, .t_end = L + 1500, .op = CS_OP_FINALIZE, .peer = -1};
         tw_event(w[r].w, 0, &fin);
         char p[512];
         snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
@@ -595,14 +605,14 @@ static void test_steps_occasional(void)
                 ev(&x, CS_OP_ALLREDUCE, tm + 2000, tm + 3000, CS_COMM_WORLD_ID, seq++, 500, 0, -1,
                    0);
             }
-            ev(&x, CS_OP_ALLREDUCE, t0 + 50000, t0 + 52000, CS_COMM_WORLD_ID, seq++, 100000, 0,
-               -1, 0);
+            ev(&x, CS_OP_ALLREDUCE, t0 + 50000, t0 + 52000, CS_COMM_WORLD_ID, seq++, 100000, 0, -1,
+               0);
             if (k % 5 == 0 || k == steps - 1)
                 ev(&x, CS_OP_ALLREDUCE, t0 + 60000, t0 + 60500, CS_COMM_WORLD_ID, seq++, 8, 0, -1,
                    0);
         }
-        struct cs_event fin = {.t_begin = end + 500, .t_end = end + 1000, .op = CS_OP_FINALIZE,
-                               .peer = -1};
+        struct cs_event fin = {
+            .t_begin = end + 500, .t_end = end + 1000, .op = CS_OP_FINALIZE, .peer = -1};
         tw_event(x.w, 0, &fin);
         char p[512];
         snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);

@@ -77,7 +77,7 @@ struct work {
         int file;
         size_t off;
         size_t block; /* offset of its block */
-    } *ev, *cr;
+    } * ev, *cr;
     size_t nev, ncr;
     uint64_t comms[64]; /* communicator ids seen in records (a sample) */
     int ncomms;
@@ -394,7 +394,7 @@ static int mutate_event(struct work *w, char *desc, size_t cap)
         break;
     case 4: { /* request: another event's, off by one, or none */
         uint64_t x = below(3);
-        e->request = x == 0 ? event_at(w, &w->ev[below(w->nev)])->request
+        e->request = x == 0   ? event_at(w, &w->ev[below(w->nev)])->request
                      : x == 1 ? e->request + 1
                               : 0;
         snprintf(what + n, sizeof what - n, "request %llu", (unsigned long long)e->request);
@@ -535,7 +535,8 @@ static int mutate_comm(struct work *w, char *desc, size_t cap)
                  (unsigned long long)c->parent, c->color);
         break;
     default:
-        c->kind = (uint16_t)(below(2) ? (uint64_t)(CS_COMM_MPI + CS_COMM_NCCL - c->kind) : below(4));
+        c->kind =
+            (uint16_t)(below(2) ? (uint64_t)(CS_COMM_MPI + CS_COMM_NCCL - c->kind) : below(4));
         snprintf(what + n, sizeof what - (size_t)n, "kind %u", c->kind);
         break;
     }
@@ -605,9 +606,9 @@ static int mutate_file(struct work *w, char *desc, size_t cap)
         snprintf(desc, cap, "%s run_id %#llx", name, (unsigned long long)h->run_id);
         break;
     case 5: { /* a flag: dropped, threads, no-MPI, root clock, static NCCL, disabled */
-        static const uint32_t fl[] = {CS_FLAG_DROPPED,     CS_FLAG_THREADS,    CS_FLAG_NO_MPI,
-                                      CS_FLAG_CLOCK_ROOT,  CS_FLAG_NCCL_STATIC, CS_FLAG_DISABLED,
-                                      CS_FLAG_CLOCK_SKEW,  CS_FLAG_PARTIAL};
+        static const uint32_t fl[] = {CS_FLAG_DROPPED,    CS_FLAG_THREADS,     CS_FLAG_NO_MPI,
+                                      CS_FLAG_CLOCK_ROOT, CS_FLAG_NCCL_STATIC, CS_FLAG_DISABLED,
+                                      CS_FLAG_CLOCK_SKEW, CS_FLAG_PARTIAL};
         h->flags ^= fl[below(8)];
         if (h->flags & CS_FLAG_DROPPED)
             h->dropped = below(1000);
@@ -620,9 +621,10 @@ static int mutate_file(struct work *w, char *desc, size_t cap)
         work_index(w);
         break;
     case 7: { /* cut at a block boundary or anywhere */
-        size_t at = below(2) ? CS_HEADER_SIZE + below((w->f[i].n - CS_HEADER_SIZE) / CS_BLOCK_SIZE +
-                                                      1) * CS_BLOCK_SIZE
-                             : below(w->f[i].n);
+        size_t at = below(2)
+                        ? CS_HEADER_SIZE + below((w->f[i].n - CS_HEADER_SIZE) / CS_BLOCK_SIZE + 1) *
+                                               CS_BLOCK_SIZE
+                        : below(w->f[i].n);
         w->f[i].n = at;
         snprintf(desc, cap, "%s cut at byte %zu", name, at);
         work_index(w);
@@ -983,8 +985,8 @@ static int check_text(const char *path, const char *what, char *why, size_t cap)
             ls--;
         const char *le = strchr(bad, '\n');
         int ll = le ? (int)(le - ls) : (int)strlen(ls);
-        snprintf(why, cap, "the %s prints a non-finite number: \"%.*s\"", what,
-                 ll > 160 ? 160 : ll, ls);
+        snprintf(why, cap, "the %s prints a non-finite number: \"%.*s\"", what, ll > 160 ? 160 : ll,
+                 ls);
     }
     free(s);
     return bad ? -1 : 0;
@@ -1015,8 +1017,8 @@ static int analyse(const char dir[64], char *why, size_t cap, int *code)
         if (!freopen(out, "w", stdout) || !freopen(err, "w", stderr))
             _exit(120);
         alarm(CHILD_LIMIT_S);
-        char *argv[] = {"analyze", (char *)dir, "--json",   json, "--html", html,
-                        "--perfetto", pf,       "--events", csv,  NULL};
+        char *argv[] = {"analyze",    (char *)dir, "--json",   json, "--html", html,
+                        "--perfetto", pf,          "--events", csv,  NULL};
         int rc = cs_cmd_analyze(10, argv);
         fflush(NULL);
         exit(rc); /* exit, not _exit: LeakSanitizer runs at exit */
@@ -1031,9 +1033,10 @@ static int analyse(const char dir[64], char *why, size_t cap, int *code)
     int rc = -1;
     *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (WIFSIGNALED(st))
-        snprintf(why, cap, "%s", WTERMSIG(st) == SIGALRM
-                                     ? "the analysis did not finish in " "300 s"
-                                     : strsignal(WTERMSIG(st)));
+        snprintf(why, cap, "%s",
+                 WTERMSIG(st) == SIGALRM ? "the analysis did not finish in "
+                                           "300 s"
+                                         : strsignal(WTERMSIG(st)));
     else if (e && (strstr(e, "Sanitizer") || strstr(e, "runtime error:")))
         snprintf(why, cap, "a sanitizer report (exit %d)", WEXITSTATUS(st));
     else if (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 1 && WEXITSTATUS(st) != 3)
@@ -1105,8 +1108,8 @@ int main(int argc, char **argv)
 {
     long iters = 200;
     uint64_t seed;
-    int first = fuzz_args(argc, argv, &iters, &seed,
-                          "test_fuzz [-n ITERATIONS] [-s SEED] SEED_RUN_DIR...");
+    int first =
+        fuzz_args(argc, argv, &iters, &seed, "test_fuzz [-n ITERATIONS] [-s SEED] SEED_RUN_DIR...");
     if (first < 0)
         return 2;
     int nruns = argc - first;

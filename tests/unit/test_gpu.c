@@ -277,8 +277,8 @@ static void test_missing_member(const char *root)
         for (uint32_t k = 0; k < 3; k++) {
             tw_host_allreduce(w, 0, X, T0 + (10 + 300 * k) * US, T0 + (12 + 300 * k) * US, k,
                               k + 1);
-            struct cs_event g = gpu(CS_OP_GPU_NCCL, 50 + 300 * k + 10 * (uint64_t)r,
-                                    200 + 300 * k, r, k, k + 1);
+            struct cs_event g =
+                gpu(CS_OP_GPU_NCCL, 50 + 300 * k + 10 * (uint64_t)r, 200 + 300 * k, r, k, k + 1);
             g.comm = X;
             tw_event(w, 1, &g);
         }

@@ -1,6 +1,6 @@
-/* The what-if's median (cs__whatif_median, analyzer/whatif/whatif.c) against a full sort: sizes 0..300
- * (the small path, the partitions and their boundaries), few distinct values (ties on every side
- * of the partitions) and many, NaN-free. */
+/* The what-if's median (cs__whatif_median, analyzer/whatif/whatif.c) against a full sort: sizes
+ * 0..300 (the small path, the partitions and their boundaries), few distinct values (ties on every
+ * side of the partitions) and many, NaN-free. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,13 +7,29 @@ static double expected(const char *name, int n)
 {
     static const char *const allreduce[] = {"MPI_Allreduce", "MPI_Iallreduce"};
     static const char *const one[] = {"MPI_Bcast", "MPI_Ibcast", "MPI_Reduce", "MPI_Ireduce",
-                                      "MPI_Scan", "MPI_Iscan", "MPI_Exscan", "MPI_Iexscan"};
-    static const char *const nm1[] = {
-        "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv", "MPI_Allgather",
-        "MPI_Allgatherv", "MPI_Alltoall", "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Reduce_scatter",
-        "MPI_Reduce_scatter_block", "MPI_Igather", "MPI_Igatherv", "MPI_Iscatter",
-        "MPI_Iscatterv", "MPI_Iallgather", "MPI_Iallgatherv", "MPI_Ialltoall", "MPI_Ialltoallv",
-        "MPI_Ialltoallw", "MPI_Ireduce_scatter", "MPI_Ireduce_scatter_block"};
+                                      "MPI_Scan",  "MPI_Iscan",  "MPI_Exscan", "MPI_Iexscan"};
+    static const char *const nm1[] = {"MPI_Gather",
+                                      "MPI_Gatherv",
+                                      "MPI_Scatter",
+                                      "MPI_Scatterv",
+                                      "MPI_Allgather",
+                                      "MPI_Allgatherv",
+                                      "MPI_Alltoall",
+                                      "MPI_Alltoallv",
+                                      "MPI_Alltoallw",
+                                      "MPI_Reduce_scatter",
+                                      "MPI_Reduce_scatter_block",
+                                      "MPI_Igather",
+                                      "MPI_Igatherv",
+                                      "MPI_Iscatter",
+                                      "MPI_Iscatterv",
+                                      "MPI_Iallgather",
+                                      "MPI_Iallgatherv",
+                                      "MPI_Ialltoall",
+                                      "MPI_Ialltoallv",
+                                      "MPI_Ialltoallw",
+                                      "MPI_Ireduce_scatter",
+                                      "MPI_Ireduce_scatter_block"};
     for (size_t i = 0; i < sizeof allreduce / sizeof *allreduce; i++)
         if (!strcmp(name, allreduce[i]))
             return 2.0 * (n - 1) / n;
@@ -51,10 +67,10 @@ int main(void)
     static const struct {
         const char *name;
         int family; /* 0: 2(n-1)/n, 1: (n-1)/n, 2: 1 */
-    } nccl[] = {{"ncclAllReduce", 0},     {"ncclAllGather", 1}, {"ncclReduceScatter", 1},
-                {"ncclAlltoAll", 1},      {"ncclGather", 1},    {"ncclScatter", 1},
-                {"ncclBroadcast", 2},     {"ncclBcast", 2},     {"ncclReduce", 2},
-                {"ncclSend", 2},          {"ncclRecv", 2}};
+    } nccl[] = {{"ncclAllReduce", 0}, {"ncclAllGather", 1}, {"ncclReduceScatter", 1},
+                {"ncclAlltoAll", 1},  {"ncclGather", 1},    {"ncclScatter", 1},
+                {"ncclBroadcast", 2}, {"ncclBcast", 2},     {"ncclReduce", 2},
+                {"ncclSend", 2},      {"ncclRecv", 2}};
     int nccl_ops = 0;
     for (unsigned op = 0; op < CS_OP_MAX; op++)
         nccl_ops += cs_op_is_nccl(op);

@@ -17,9 +17,15 @@ static void path_of(char *buf, size_t n, const char *name)
 
 static struct cs_event mkev(uint64_t t, uint16_t op, uint64_t k)
 {
-    struct cs_event e = {.t_begin = t, .t_end = t + 50 + k % 7, .comm = CS_COMM_WORLD_ID,
-                         .bytes = 8 * k, .bytes_recv = 8 * k, .seq = (uint32_t)k, .peer = -1,
-                         .op = op, .aux = (int32_t)k};
+    struct cs_event e = {.t_begin = t,
+                         .t_end = t + 50 + k % 7,
+                         .comm = CS_COMM_WORLD_ID,
+                         .bytes = 8 * k,
+                         .bytes_recv = 8 * k,
+                         .seq = (uint32_t)k,
+                         .peer = -1,
+                         .op = op,
+                         .aux = (int32_t)k};
     return e;
 }
 
@@ -30,13 +36,13 @@ static void test_round_trip(void)
     struct tw *w = tw_new(3, WORLD, 0x1234, 99);
     static struct cs_event evs[N];
     for (int i = 0; i < N; i++) {
-        evs[i] = mkev(1000 + 100 * (uint64_t)i, i % 3 ? CS_OP_ALLREDUCE : CS_OP_BARRIER,
-                      (uint64_t)i);
+        evs[i] =
+            mkev(1000 + 100 * (uint64_t)i, i % 3 ? CS_OP_ALLREDUCE : CS_OP_BARRIER, (uint64_t)i);
         tw_event(w, (unsigned)(i % 3), &evs[i]);
     }
     static int32_t big[5000], small[2] = {3, 7};
     for (int i = 0; i < 5000; i++)
-        big[i] = i; /* rank 3 is member 3 */
+        big[i] = i;                                /* rank 3 is member 3 */
     tw_comm(w, CS_COMM_WORLD_ID, 0, 5000, 3, big); /* 20048 bytes: spans 2 blocks */
     tw_comm(w, (4ull << 32) | 1, CS_OP_COMM_SPLIT, 2, 0, small);
     char p[512];
@@ -282,12 +288,21 @@ static void test_semantic_errors(void)
         int32_t n, mine;
         const char *want; /* NULL: accepted */
     } lists[] = {
-        {{2, 0, 0}, 3, 0, "comm record 0 in block 0: member 2 is world rank 0, out of range or"
-                          " repeated"},
-        {{0, 2, 7}, 3, 1, "comm record 0 in block 0: member 2 is world rank 7, out of range or"
-                          " repeated"},
-        {{0, 2, 2}, 3, 1, "comm record 0 in block 0: member 2 is world rank 2, out of range or"
-                          " repeated"},
+        {{2, 0, 0},
+         3,
+         0,
+         "comm record 0 in block 0: member 2 is world rank 0, out of range or"
+         " repeated"},
+        {{0, 2, 7},
+         3,
+         1,
+         "comm record 0 in block 0: member 2 is world rank 7, out of range or"
+         " repeated"},
+        {{0, 2, 2},
+         3,
+         1,
+         "comm record 0 in block 0: member 2 is world rank 2, out of range or"
+         " repeated"},
         {{3, 2, 0}, 3, 1, NULL},
         {{0, 2, 3}, 3, 1, NULL},
     };

@@ -92,9 +92,15 @@ static void steps_rank(struct tw *w, int r)
 /* MPI_Irecv(MPI_ANY_SOURCE, tag) at [b, e) us, request req, as the collector records it. */
 static void irecv_any(struct tw *w, uint64_t b, uint64_t e, uint64_t req, int32_t tag)
 {
-    struct cs_event ev = {.t_begin = T0 + b * US, .t_end = T0 + e * US, .comm = CS_COMM_WORLD_ID,
-                          .peer = -1, .request = req, .op = CS_OP_IRECV, .aux = tag,
-                          .bytes_recv = 64, .flags = CS_EV_NONBLOCKING | CS_EV_ANY_SOURCE};
+    struct cs_event ev = {.t_begin = T0 + b * US,
+                          .t_end = T0 + e * US,
+                          .comm = CS_COMM_WORLD_ID,
+                          .peer = -1,
+                          .request = req,
+                          .op = CS_OP_IRECV,
+                          .aux = tag,
+                          .bytes_recv = 64,
+                          .flags = CS_EV_NONBLOCKING | CS_EV_ANY_SOURCE};
     tw_event(w, 0, &ev);
 }
 

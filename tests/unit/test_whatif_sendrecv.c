@@ -17,8 +17,9 @@
  * Each call's receive waits for the other's send: rank 0 waits from 200 to 780 and both spend
  * 20 after it.  Full overlap (communication costs nothing, dependencies kept; the timed steps
  * begin as measured): rank 1's steps take 780 + 200 = 980; rank 0's call ends when rank 1's
- * begins (780 after its step began), its next step 200 later: 980 per step.  Without the link (the call keeping its measured time after its
- * own arrival) rank 0's steps would take 400 and the mean 690.
+ * begins (780 after its step began), its next step 200 later: 980 per step.  Without the link (the
+ * call keeping its measured time after its own arrival) rank 0's steps would take 400 and the mean
+ * 690.
  */
 static void sendrecv(struct tw *w, uint16_t op, uint64_t b, uint64_t e, int32_t peer,
                      int32_t sendtag, uint32_t source, int32_t recvtag)

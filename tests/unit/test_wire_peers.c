@@ -1,6 +1,6 @@
 /*
- * Per-peer and per-host traced vs wire (analyzer/passes/wire_expect.c, wire.c; docs/wire.md "Per peer
- * and per host"):
+ * Per-peer and per-host traced vs wire (analyzer/passes/wire_expect.c, wire.c; docs/wire.md "Per
+ * peer and per host"):
  *
  *  1. the collective ranges per host, on instances built here, against the formulas;
  *  2. runs of 2 ranks on hosts ha and hb whose traces (tw.c) send 3 x 1,000,000 bytes from ha to

@@ -17,9 +17,9 @@ struct tw {
     struct cs_file_header h;
     struct tblock *b;
     size_t nb, capb;
-    long cur[64];        /* current event block of each thread, -1 none */
-    uint64_t seq[64];    /* next block seq of each thread */
-    long comm_cur;       /* current comm block, -1 none */
+    long cur[64];     /* current event block of each thread, -1 none */
+    uint64_t seq[64]; /* next block seq of each thread */
+    long comm_cur;    /* current comm block, -1 none */
     uint64_t events;
 };
 
@@ -93,8 +93,9 @@ static void comm_record(struct tw *w, uint64_t id, uint16_t op, uint16_t kind, i
     uint32_t len = mlen + (uint32_t)tlen;
     size_t room = CS_BLOCK_SIZE - sizeof(struct cs_block_header);
     long c = w->comm_cur;
-    if (c < 0 || (size_t)w->b[c].span * CS_BLOCK_SIZE - sizeof(struct cs_block_header) -
-                         bh(w, c)->used < len) {
+    if (c < 0 ||
+        (size_t)w->b[c].span * CS_BLOCK_SIZE - sizeof(struct cs_block_header) - bh(w, c)->used <
+            len) {
         uint32_t span = 1;
         if (len > room)
             span = (uint32_t)((len + sizeof(struct cs_block_header) + CS_BLOCK_SIZE - 1) /
@@ -151,8 +152,7 @@ long tw_write(struct tw *w, const char *path, const struct tw_opts *o)
         b->crc = 0;
         if (o->partial && (long)i >= (long)w->nb - o->unsealed) {
             if (o->garbage && b->kind == CS_BLOCK_EVENTS)
-                for (size_t k = sizeof *b + (size_t)b->used * CS_EVENT_SIZE; k < CS_BLOCK_SIZE;
-                     k++)
+                for (size_t k = sizeof *b + (size_t)b->used * CS_EVENT_SIZE; k < CS_BLOCK_SIZE; k++)
                     w->b[i].data[k] = (unsigned char)(0xa5 ^ k);
             continue;
         }
