@@ -4,6 +4,7 @@
 # Debian 12 packages commscope needs to build and test.
 CS_PACKAGES=(build-essential cmake libopenmpi-dev openmpi-bin mpich libmpich-dev libhwloc-dev libibverbs-dev
              libpcap-dev python3 iproute2 chromium libyajl-dev zlib1g-dev
+             clang-format   # the format check (clang-format 14)
              python3-torch   # torchrun for the root_torchrun test (~146 MB, ~85 s to install)
              slurmctld slurmd slurm-client munge)  # srun for the root_slurm test (~60 s)
 
