@@ -3,8 +3,11 @@
 #define COMMSCOPE_ANALYZER_CMD_H
 
 /*
- * `commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE] [--perfetto FILE
- * [--perfetto-window FROM:TO] [--perfetto-ranks LIST]] [--quiet]`; argv[0] is "analyze".
+ * `commscope analyze RUN_DIR [--json FILE] [--html FILE] [--events FILE] [--pcap FILE...]
+ * [--perfetto FILE [--perfetto-window FROM:TO] [--perfetto-steps A:B] [--perfetto-ranks LIST]]
+ * [--quiet]`, `commscope analyze --pcap FILE... [...]` (capture files alone) and
+ * `commscope analyze --from kineto DIR|FILE... [...]` (PyTorch profiler traces); argv[0] is
+ * "analyze".
  * Returns the process exit status: 0 all input read and analysed; 1 analysed, but some input was
  * missing or invalid (each problem said on stderr and in the report); 2 usage error; 3 nothing
  * could be analysed.

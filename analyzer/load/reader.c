@@ -884,11 +884,6 @@ const struct cs_reader_stats *cs_reader_stats(const struct cs_reader *r)
     return &r->st;
 }
 
-const char *cs_reader_name(const struct cs_reader *r)
-{
-    return r->name;
-}
-
 const struct cs_comm_record *cs_reader_comm(const struct cs_reader *r, size_t i)
 {
     return i < r->ncomm ? r->comm[i] : NULL;

@@ -81,9 +81,6 @@ const struct cs_file_header *cs_reader_header(const struct cs_reader *r);
 /* Statistics of the file (owned by the reader). */
 const struct cs_reader_stats *cs_reader_stats(const struct cs_reader *r);
 
-/* The file's base name, as used in messages (owned by the reader). */
-const char *cs_reader_name(const struct cs_reader *r);
-
 /*
  * Communicator record i (0 <= i < cs_reader_stats(r)->comms), validated: record_bytes fits,
  * 1 <= size, 0 <= my_rank < size, members are distinct world ranks, members[my_rank] is this

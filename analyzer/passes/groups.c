@@ -22,21 +22,6 @@ struct cs__scomm *cs__groups_scomm(struct cs__steps *S, int i)
     return &S->comms[i];
 }
 
-struct cs__cclass *cs__groups_class(struct cs__steps *S, int c)
-{
-    return &S->classes[c];
-}
-
-size_t cs__groups_nclasses(const struct cs__steps *S)
-{
-    return S->nclasses;
-}
-
-size_t cs__groups_ncomms(const struct cs__steps *S)
-{
-    return S->ncomms;
-}
-
 static int int_cmp(const void *x, const void *y)
 {
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;

@@ -13,10 +13,9 @@
  * ranks), one per communicator and class, and one per request in flight.  Nothing grows with the
  * number of events.
  *
- * Everything here works on intervals of MPI calls on the host.  A GPU kernel timeline (NCCL
- * issue) is meant to feed the same accounting: a device interval is one more "request in flight"
- * (begin, end, class) whose exposed part is what the host spent blocked in the calls that waited
- * for it (see req_begin / req_done in steps.c).
+ * The accounting works on intervals of MPI and NCCL calls on the host; a rank with a GPU timeline
+ * adds its device intervals (steps_gpu.c): a kernel is one more interval in flight (begin, end,
+ * class) whose exposed part is what the host spent blocked in the calls that waited for it.
  */
 #ifndef COMMSCOPE_ANALYZER_STEPS_H
 #define COMMSCOPE_ANALYZER_STEPS_H
@@ -86,9 +85,6 @@ int cs__groups_comm(struct cs__run *run, struct cs__steps *S, uint64_t id);
 void cs__groups_infer(struct cs__run *run, struct cs__steps *S);
 /* Accessors for steps.c. */
 struct cs__scomm *cs__groups_scomm(struct cs__steps *S, int i);
-struct cs__cclass *cs__groups_class(struct cs__steps *S, int c);
-size_t cs__groups_nclasses(const struct cs__steps *S);
-size_t cs__groups_ncomms(const struct cs__steps *S);
 void cs__groups_free(struct cs__steps *S);
 
 /* The report model of the step analysis (numbers only).  NaN: no value. */
