@@ -1,7 +1,7 @@
 /*
  * Analyzer throughput: events per second through the whole in-process pipeline
- * (cs__analyze_dir: open + validate every file, align clocks, k-way merge, match, metrics, report
- * model) on a synthetic run written with the test-only trace writer (tests/unit/tw.c).
+ * (commscope/analyzer.h: open + validate every file, align clocks, k-way merge, match, metrics,
+ * report model) on a synthetic run written with the test-only trace writer (tests/unit/tw.c).
  *
  * The synthetic program does, every step on every rank: Allreduce, Barrier, Bcast and Reduce on
  * world; an Allreduce and an Iallreduce (with its completion and Wait) on a split of the even/odd
@@ -10,14 +10,15 @@
  * per-instance costs dominate), arrivals are jittered per rank and every rank has its own clock
  * offset and drift, so the clock mapping takes its two-sample path.
  *
- * usage: cs_bench_analyzer [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k] [-j JSON] [-p
- * PPM] -d DIR   write the run there (default: a fresh directory under $TMPDIR or /tmp) -k keep the
- * run directory (and reuse DIR if it already holds a run of this shape) -j FILE  also write the
- * JSON report of the last repetition (to diff optimisations) -p PPM   drift at most PPM of the
- * run's span (default: up to 10 us whatever the span, which is thousands of ppm in a run of a few
- * steps; real clocks drift tens of ppm) Prints the median, min and max of REPS timed analyses (wall
- * clock, and the process' CPU time, which a shared machine's load moves less); no assertions
- * (timings are noisy).
+ * usage: cs_bench_analyzer [-r RANKS] [-e EVENTS_PER_RANK] [-n REPS] [-d DIR] [-k] [-j JSON]
+ *                          [-p PPM]
+ *   -d DIR   write the run there (default: a fresh directory under $TMPDIR or /tmp)
+ *   -k       keep the run directory (and reuse DIR if it already holds a run of this shape)
+ *   -j FILE  also write the JSON report of the last repetition (to diff optimisations)
+ *   -p PPM   drift at most PPM of the run's span (default: up to 10 us whatever the span, which
+ *            is thousands of ppm in a run of a few steps; real clocks drift tens of ppm)
+ * Prints the median, min and max of REPS timed analyses (wall clock, and the process' CPU time,
+ * which a shared machine's load moves less); no assertions (timings are noisy).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -29,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "commscope/analyzer.h"
 #include "commscope/ops.h"
-#include "internal.h"
 #include "tw.h"
 
 #define MAX_RANKS 4096
@@ -319,38 +320,38 @@ int main(int argc, char **argv)
     double tm[100], tl[100], tc[100];
     uint64_t events = 0;
     for (int i = 0; i < reps; i++) {
-        struct cs__run run;
-        struct cs_report rep;
-        char err[512];
-        /* What cs__analyze_dir does, timed in two parts: open + validate, then the analysis. */
+        struct cs_analysis *a;
+        char err[512] = "";
+        /* The analysis timed in two parts: open + validate, then the analysis. */
         t = now_s();
         double c0 = cpu_s();
-        run = (struct cs__run){0};
-        rep = (struct cs_report){0};
-        int rc = cs__rundir_load(&run, dir, err, sizeof err);
+        int rc = cs_analysis_open(&a, dir, NULL, err, sizeof err);
         tl[i] = now_s() - t;
         if (!rc)
-            rc = cs__analyze(&run, &rep);
+            rc = cs_analysis_run(a);
         tm[i] = now_s() - t;
         tc[i] = cpu_s() - c0;
         if (rc) {
-            fprintf(stderr, "cs_bench_analyzer: analysis failed: %s\n", err);
+            fprintf(stderr, "cs_bench_analyzer: analysis failed: %s\n",
+                    err[0] ? err : cs_strerror(rc));
+            cs_analysis_free(a);
             return 1;
         }
-        events = rep.events;
+        const struct cs_report *rep = cs_analysis_report(a);
+        events = rep->events;
         if (i == 0)
             printf("events %" PRIu64 ", matched instances %" PRIu64 ", incomplete %" PRIu64
                    ", problems %zu\n",
-                   rep.events, rep.matched, rep.incomplete, rep.nproblems);
+                   rep->events, rep->matched, rep->incomplete, rep->nproblems);
         if (i == reps - 1 && json) {
             FILE *f = fopen(json, "w");
-            if (!f || cs__report_json(&rep, f) || fclose(f)) {
+            if (!f || cs_report_write_json(rep, f) || fclose(f)) {
                 fprintf(stderr, "cs_bench_analyzer: cannot write %s\n", json);
+                cs_analysis_free(a);
                 return 1;
             }
         }
-        cs__report_free(&rep);
-        cs__run_free(&run);
+        cs_analysis_free(a);
     }
     qsort(tm, (size_t)reps, sizeof *tm, cmp_double);
     qsort(tl, (size_t)reps, sizeof *tl, cmp_double);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Do two builds write the same reports?  The check of a behaviour-neutral change (a move, a
 # restructure): every report of every run in RUNS_DIR (text, JSON, HTML, Perfetto, events CSV;
-# Kineto imports too) analysed by both builds, compared byte for byte.
+# Kineto imports too) analysed by both builds, and `commscope compare` over all the runs, compared
+# byte for byte.
 #
 # usage: bench/reports_identical.sh BUILD_A BUILD_B RUNS_DIR
 #        bench/reports_identical.sh --record BUILD RUNS_DIR    (record the reference runs)
@@ -80,6 +81,11 @@ for side in a b; do
         analyse "$build" "$side" kineto-dlrm --from kineto "$shared/dlrm_8ranks"
         analyse "$build" "$side" kineto-hta --from kineto "$shared/hta/trace_filter_2of128"
     fi
+    # commscope compare over every run (text and JSON)
+    dirs=()
+    for name in "${inputs[@]}"; do dirs+=("$runs/$name"); done
+    "$build/bin/commscope" compare "${dirs[@]}" --json "$out/$side/compare.json" \
+        >"$out/$side/compare.txt" 2>"$out/$side/compare.err" || echo "exit $?" >>"$out/$side/compare.err"
 done
 status=0
 for f in "$out"/a/*; do
@@ -91,5 +97,5 @@ for f in "$out"/a/*; do
     fi
 done
 n=$(find "$out/a" -type f | wc -l)
-[ $status = 0 ] && echo "identical: $n report files of ${#inputs[@]} runs and the Kineto imports"
+[ $status = 0 ] && echo "identical: $n report files of ${#inputs[@]} runs, the Kineto imports and compare"
 exit $status

@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzer/core/internal.h"
-#include "analyzer/passes/steps.h"
 #include "analyzer/render/json.h"
+#include "commscope/analyzer.h"
 #include "internal.h"
 
 enum { T_LB, T_CE, T_SCAL, T_N };
@@ -85,59 +84,58 @@ static int by_ranks(const void *a, const void *b)
 /* Analyse dir into c.  Returns 0, or the analyzer's error (message on stderr). */
 static int load(const char *dir, struct crun *c)
 {
-    struct cs__run run;
-    struct cs_report rep;
+    struct cs_analysis *a;
     char err[512] = "";
-    int rc = cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL);
-    if (rc || rep.ranks_found == 0) {
+    int rc = cs_analysis_open(&a, dir, NULL, err, sizeof err);
+    if (!rc)
+        rc = cs_analysis_run(a);
+    static const struct cs_report none;
+    const struct cs_report *rp = a ? cs_analysis_report(a) : &none;
+    if (rc || rp->ranks_found == 0) {
         /* (as commscope analyze: what went wrong, then why nothing can be compared) */
-        for (size_t i = 0; i < run.nproblems; i++)
-            fprintf(stderr, "commscope compare: %s: %s\n", dir, run.problems[i]);
+        for (size_t i = 0; a && i < cs_analysis_nproblems(a); i++)
+            fprintf(stderr, "commscope compare: %s: %s\n", dir, cs_analysis_problem(a, i));
         if (rc)
             fprintf(stderr, "commscope compare: %s: %s\n", dir, err[0] ? err : cs_strerror(rc));
         else
             fprintf(stderr,
                     "commscope compare: %s: nothing to analyse (no rank's trace was read)\n", dir);
-        cs__report_free(&rep);
-        cs__run_free(&run);
+        cs_analysis_free(a);
         return rc ? rc : CS_ENOENT;
     }
-    if (rep.nproblems)
+    const struct cs_report *rep = rp;
+    if (rep->nproblems)
         fprintf(stderr,
                 "commscope compare: warning: %s: its analysis found %zu problem%s ('commscope"
                 " analyze %s' lists them); its numbers may be incomplete\n",
-                dir, rep.nproblems, rep.nproblems == 1 ? "" : "s", dir);
-    *c = (struct crun){.dir = dir, .ranks = (int)rep.nranks, .worst = -1};
-    snprintf(c->program, sizeof c->program, "%s", rep.program);
-    for (size_t i = 0; i < rep.nranks; i++) {
-        if (rep.ranks[i].wall_s > c->runtime_s)
-            c->runtime_s = rep.ranks[i].wall_s;
-        c->compute_s += rep.ranks[i].compute_s;
+                dir, rep->nproblems, rep->nproblems == 1 ? "" : "s", dir);
+    *c = (struct crun){.dir = dir, .ranks = (int)rep->nranks, .worst = -1};
+    snprintf(c->program, sizeof c->program, "%s", rep->program);
+    for (size_t i = 0; i < rep->nranks; i++) {
+        if (rep->ranks[i].wall_s > c->runtime_s)
+            c->runtime_s = rep->ranks[i].wall_s;
+        c->compute_s += rep->ranks[i].compute_s;
     }
-    c->lb = rep.load_balance;
-    c->ce = rep.communication_efficiency;
-    c->pe = rep.parallel_efficiency;
-    c->ser = rep.steps ? rep.steps->serialization_efficiency : NAN;
-    c->xfer = rep.steps ? rep.steps->transfer_efficiency : NAN;
-    c->step_s = rep.steps ? rep.steps->mean_s : NAN;
+    c->lb = rep->load_balance;
+    c->ce = rep->communication_efficiency;
+    c->pe = rep->parallel_efficiency;
+    c->ser = rep->steps ? rep->steps->serialization_efficiency : NAN;
+    c->xfer = rep->steps ? rep->steps->transfer_efficiency : NAN;
+    c->step_s = rep->steps ? rep->steps->mean_s : NAN;
     for (int k = 0; k < B_N; k++)
         c->part[k] = NAN;
-    if (rep.steps && rep.steps->timed > 0) {
-        const struct cs_report_budget *b = &rep.steps->total;
-        double comm = 0;
-        for (int d = 0; d < CS_DIM_N; d++)
-            comm += b->comm_s[d];
+    if (rep->steps && rep->steps->timed > 0) {
+        const struct cs_report_budget *b = &rep->steps->total;
         c->part[B_COMPUTE] = b->compute_s;
         c->part[B_GRAD] = b->grad_sync_s;
         c->part[B_TP] = b->comm_s[CS_DIM_TP];
-        c->part[B_OTHER] = comm - b->comm_s[CS_DIM_TP];
+        c->part[B_OTHER] = b->other_comm_s;
         c->part[B_WAIT] = b->wait_s;
         c->part[B_MPI] = b->other_mpi_s;
         c->part[B_IDLE] = b->idle_s;
     }
-    c->problems = rep.nproblems;
-    cs__report_free(&rep);
-    cs__run_free(&run);
+    c->problems = rep->nproblems;
+    cs_analysis_free(a);
     return 0;
 }
 

@@ -1,17 +1,17 @@
 /*
- * The pipeline on a loaded run: align clocks, stream every rank's events in aligned time order
- * (a k-way merge over ranks, so open collective instances stay few and memory stays bounded by
- * the events in flight), match and measure, then build the report model.
+ * The driver: on a loaded run, align clocks, then run the pass table (passes.def): every pass's
+ * begin; every rank's events streamed in aligned time order (a k-way merge over ranks, so open
+ * collective instances stay few and memory stays bounded by the events in flight) through every
+ * pass's event hook, derived events and finished instances fanned out the same way; then drain,
+ * finish, the report model section by section, and the passes' state freed.
  */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
 #include "internal.h"
-#include "nccl_p2p.h"
-#include "steps.h"
+#include "passes.h"
 
 /* The merge: a tournament (loser) tree over the ranks with events, ordered by (aligned t_begin,
  * rank).  Taking the next event replays one leaf-to-root path: one comparison per level, where a
@@ -175,6 +175,84 @@ static void clock_sane(struct cs__run *run, int r)
     }
 }
 
+/* The phases of the pass table, each one expansion of passes.def. */
+#define CS__HOOK_BEGIN(name, begin, ...) begin(run);
+#define CS__HOOK_EVENT(name, begin, event, ...) event(run, e);
+#define CS__HOOK_DERIVED(name, begin, event, derived, ...) derived(run, e);
+#define CS__HOOK_INSTANCE(name, begin, event, derived, instance, ...) instance(run, in, &f);
+#define CS__HOOK_RANK_DONE(name, begin, event, derived, instance, rank_done, ...) rank_done(run, r);
+#define CS__HOOK_DRAIN(name, b, e, d, i, rd, drain, ...) drain(run);
+#define CS__HOOK_FINISH(name, b, e, d, i, rd, dr, finish, ...) finish(run);
+#define CS__HOOK_REPORT(name, b, e, d, i, rd, dr, f, report, ...) report(run, rep);
+#define CS__HOOK_FREE(name, b, e, d, i, rd, dr, f, rp, free_) free_(run);
+
+static void passes_begin(struct cs__run *run)
+{
+#define CS__PASS CS__HOOK_BEGIN
+#include "passes.def"
+#undef CS__PASS
+}
+
+static void passes_drain(struct cs__run *run)
+{
+#define CS__PASS CS__HOOK_DRAIN
+#include "passes.def"
+#undef CS__PASS
+}
+
+static void passes_finish(struct cs__run *run)
+{
+#define CS__PASS CS__HOOK_FINISH
+#include "passes.def"
+#undef CS__PASS
+}
+
+/* Metrics' row builds the model's frame first; the step report comes before the views: its
+ * what-if pass measures the waits at point-to-point calls that the views' time segments book as
+ * waiting. */
+static void passes_report(struct cs__run *run, struct cs_report *rep)
+{
+#define CS__PASS CS__HOOK_REPORT
+#include "passes.def"
+#undef CS__PASS
+}
+
+static inline void passes_event(struct cs__run *run, struct cs__ev *e)
+{
+#define CS__PASS CS__HOOK_EVENT
+#include "passes.def"
+#undef CS__PASS
+}
+
+static inline void passes_rank_done(struct cs__run *run, int r)
+{
+#define CS__PASS CS__HOOK_RANK_DONE
+#include "passes.def"
+#undef CS__PASS
+}
+
+void cs__analyze_derived(struct cs__run *run, struct cs__ev *e)
+{
+#define CS__PASS CS__HOOK_DERIVED
+#include "passes.def"
+#undef CS__PASS
+}
+
+void cs__analyze_instance(struct cs__run *run, struct cs__inst *in, int complete)
+{
+    struct cs__inst_facts f = {.used = complete && !in->mixed};
+#define CS__PASS CS__HOOK_INSTANCE
+#include "passes.def"
+#undef CS__PASS
+}
+
+void cs__passes_free(struct cs__run *run)
+{
+#define CS__PASS CS__HOOK_FREE
+#include "passes.def"
+#undef CS__PASS
+}
+
 int cs__analyze(struct cs__run *run, struct cs_report *rep)
 {
     int rc = cs__comms_build(run);
@@ -203,20 +281,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);
         rk->t_last_end = rk->t_first;
     }
-    /* Charts and the Perfetto export are extras: without memory for them the analysis goes on. */
-    if (cs__views_init(run))
-        cs__problem(run, "out of memory for the report's charts; the HTML report leaves them out");
-    /* Step boundaries and group roles need a look at one rank's whole stream first. */
-    if (cs__steps_begin(run)) {
-        cs__problem(run, "out of memory in the step analysis; steps are not reported");
-        cs__steps_free(run);
-    }
-    cs__wire_begin(run);
-    if (cs__vsteps_init(run))
-        cs__problem(run, "out of memory for the step views; the HTML report shows time bins");
-    /* After the steps' pre-pass: --perfetto-steps needs the step boundaries. */
-    if (run->perfetto_opts)
-        cs__perfetto_begin(run);
+    passes_begin(run);
     struct tourney h = {.m = 1, .rbits = 1};
     while (h.m < run->world)
         h.m *= 2;
@@ -256,7 +321,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     /* Ranks without events will send nothing: instances need not wait for them. */
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present && !run->ranks[r].next)
-            cs__match_rank_done(run, r);
+            passes_rank_done(run, r);
     /* Op kinds by table: every event needs its kind in two places. */
     unsigned char kind[CS_OP_MAX];
     for (unsigned op = 0; op < CS_OP_MAX; op++)
@@ -269,35 +334,24 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         if (!h.wide)
             prefetch_runner_up(&h, run, r);
         /* Each timestamp is mapped once here and handed on. */
-        int64_t tb = rk->next_key, te = cs__clock_map_near(&rk->clkm, &rk->clk, ev->t_end);
-        if (run->events_out)
-            cs__events_csv_line(run->events_out, run, r, ev, tb, te);
-        enum cs_op_kind k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind;
-        if (run->views)
-            cs__views_event(run, r, ev, k);
+        struct cs__ev e = {
+            .ev = ev,
+            .r = r,
+            .k = ev->op < CS_OP_MAX ? kind[ev->op] : cs_op_info(ev->op)->kind,
+            .tb = rk->next_key,
+            .te = cs__clock_map_near(&rk->clkm, &rk->clk, ev->t_end),
+            .row = SIZE_MAX,
+        };
         if (run->progress_out && !(++nev & 0xfffff))
             cs__progress(run, nev, 0);
-        size_t row = cs__metrics_event(run, r, ev, k, te);
-        cs__steps_event(run, r, ev, k, tb, te);
-        /* After the step hook, so a step's first event already counts as in the step. */
-        if (run->perfetto)
-            cs__perfetto_event(run, r, ev, k, tb, te);
-        /* Matching looks at collectives and requests only. */
-        if (k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_IP2P || k == CS_KIND_DONE)
-            cs__match_event(run, r, ev, k, row, tb, te);
-        if (run->wire)
-            cs__wire_event(run, r, ev);
-        if (k == CS_KIND_NP2P)
-            cs__np2p_call(run, r, ev);
-        if (k == CS_KIND_GPU || k == CS_KIND_NCOLL || k == CS_KIND_NP2P)
-            cs__gpu_event(run, r, ev, k, tb, te);
+        passes_event(run, &e);
         rk->next = rank_next(rk);
         h.next[r] = rk->next;
         if (rk->next) {
             rk->next_key = cs__clock_map_near(&rk->clkm, &rk->clk, rk->next->t_begin);
         } else {
             h.n--;
-            cs__match_rank_done(run, r);
+            passes_rank_done(run, r);
         }
         uint64_t v64 = DONE_KEY64;
         if (h.wide)
@@ -314,22 +368,10 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     free(w64);
     if (run->progress_out)
         cs__progress(run, nev, 1);
-    cs__gpu_finish(run);
-    cs__match_finish(run);
-    if (run->perfetto && cs__perfetto_finish(run))
-        cs__problem(run, "error writing the Perfetto trace %s", run->perfetto_opts->path);
-    cs__steps_finish(run);
-    cs__report_build(run, rep);
-    /* The step report first: its what-if pass measures the waits at point-to-point calls that
-     * the views' time segments book as waiting. */
-    cs__steps_report(run, rep);
-    cs__views_build(run, rep);
-    cs__np2p_report(run, rep);
-    cs__wire_end(run, rep);
-    cs__vsteps_build(run, rep);
-    cs__vsteps_free(run);
-    cs__steps_free(run);
-    cs__gpu_report(run, rep);
+    passes_drain(run);
+    passes_finish(run);
+    passes_report(run, rep);
+    cs__passes_free(run);
     return 0;
 }
 

@@ -1,13 +1,18 @@
 /*
- * What the analyzer's files share.  The pipeline runs forward only:
+ * What the analyzer's files share: the run (struct cs__run: the loaded ranks, the communicator
+ * and op tables, and each pass's state behind its own pointer) and the report model.  The
+ * pipeline runs forward only:
  *
- *   rundir.c   find and open rank-*.cst (reader.c validates each), check they form one run
- *   align.c    map each rank's timestamps onto rank 0's clock
- *   analyze.c  stream all ranks' events in aligned time order (k-way merge) through
- *   match.c    collective instances by (communicator id, sequence) across ranks, and
- *   metrics.c  per-event and per-instance accumulation, then the report model (numbers only)
- *   report_text.c, report_json.c   renderers (formatting only)
- *   cmd_analyze.c   the `commscope analyze` command line
+ *   load/      rundir.c finds and opens rank-*.cst (reader.c validates each) and checks they form
+ *              one run; align.c maps each rank's timestamps onto rank 0's clock
+ *   core/      analyze.c, the driver: the k-way merge of all ranks' events through the pass table
+ *              (passes.def: every pass's hooks in dependency order; passes.h their shapes)
+ *   passes/    metrics, steps and groups, views, NCCL point-to-point, wire, GPU timeline, matching
+ *   whatif/    the what-if replay (called from the steps' report)
+ *   import/    Kineto traces converted to a run;  export/  Perfetto, events CSV
+ *   render/    text, JSON, HTML and the verdict: formatting only
+ *
+ * docs/architecture.md says what each pass reads and publishes, and how to add one.
  */
 #ifndef COMMSCOPE_ANALYZER_INTERNAL_H
 #define COMMSCOPE_ANALYZER_INTERNAL_H
@@ -18,17 +23,14 @@
 #include <string.h>
 
 #include "commscope/ops.h"
+#include "commscope/report.h"
 #include "commscope/trace.h"
 #include "reader.h"
 #include "views.h"
 
 struct cs__steps;
-struct cs_report_steps;
 struct cs__gpu;
-struct cs_report_gpu;
-struct cs_report_kineto;
 struct cs__np2p;
-struct cs_report_np2p;
 
 /* ---- small hash map: (a, b) -> 64-bit value (map.c) ---- */
 
@@ -469,6 +471,9 @@ static inline int32_t cs__comm_rank(const struct cs__run *run, const struct cs__
 /* tb, te: ev's t_begin and t_end on rank 0's clock. */
 void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                      size_t row, int64_t tb, int64_t te);
+/* The same for an event another pass derived (through the driver). */
+void cs__match_derived(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
+                       size_t row, int64_t tb, int64_t te);
 void cs__match_rank_done(struct cs__run *run, int rank);
 void cs__match_finish(struct cs__run *run);
 
@@ -479,7 +484,8 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
                          enum cs_op_kind k, int64_t te);
 /* The op row of (op, comm), created when absent; SIZE_MAX out of memory. */
 size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm);
-void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete);
+struct cs__inst_facts;
+void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, struct cs__inst_facts *f);
 void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, int64_t t_end);
 
 /* nccl.c: NCCL communicators, clocks of jobs without MPI, header notes. */
@@ -493,74 +499,6 @@ void cs__nccl_clock(struct cs__run *run, int r);
 void cs__nccl_header_problems(struct cs__run *run);
 /* An NCCL call (CS_KIND_NCOLL/NP2P) into its op row; returns the row or SIZE_MAX. */
 size_t cs__nccl_metrics_event(struct cs__run *run, int rank, const struct cs_event *ev);
-
-/* The report model: numbers only; renderers format it.  NaN means "no value" (null in JSON). */
-struct cs_report_rank {
-    int rank;
-    char host[CS_HOST_MAX];
-    double wall_s, comm_s, compute_s, wait_s;
-    uint64_t calls, bytes;
-    int partial;
-    double offset_init_s, offset_final_s, drift_ppm, rtt_s;
-    /* GPU timeline (NaN on ranks without GPU records): union of communication kernels, the part
-     * of it covered by compute kernels, comm - overlapped, and overlapped / comm */
-    double gpu_comm_s, gpu_overlapped_s, exposed_comm_s, overlap_ratio;
-    /* Waiting at point-to-point calls for partners over the whole run (late senders and
-     * receivers, from the what-if pass's matching; steps_model.c): NaN when not measured (no
-     * complete steps, or the rank's budget comes from a GPU timeline) */
-    double p2p_wait_s;
-    /* The waits of its partners for it at point-to-point calls over the whole run (each wait
-     * booked to the partner that arrived last), NaN as p2p_wait_s */
-    double p2p_caused_s;
-};
-struct cs_report_op {
-    char op[40];
-    char comm[40];
-    int comm_size; /* 0 unknown */
-    uint64_t calls, bytes;
-    double time_s, algbw_gbps, busbw_gbps;
-};
-struct cs_report_straggler {
-    int rank;
-    char host[CS_HOST_MAX];
-    uint64_t late_arrivals;
-    double others_waited_s;
-};
-struct cs_report {
-    char dir[4096];
-    char program[CS_PROGRAM_MAX];
-    int world_size, hosts;
-    uint64_t run_id;
-    struct cs_report_rank *ranks;
-    size_t nranks;
-    struct cs_report_op *ops;
-    size_t nops;
-    uint64_t matched, incomplete;
-    double mean_skew_s, max_skew_s;
-    double load_balance, communication_efficiency, parallel_efficiency;
-    struct cs_report_straggler *stragglers;
-    size_t nstragglers;
-    double max_offset_s, uncertainty_s;
-    uint64_t violations_repaired;
-    int ranks_expected, ranks_found;
-    int *missing, *partial;
-    size_t nmissing, npartial;
-    uint64_t events, dropped_events, unrecorded_tests;
-    /* Ranks whose process made no MPI or NCCL call (CS_FLAG_NO_CALLS): their time split is
-     * unknown; what the first of them saw (its header note, "" none). */
-    int no_call_ranks;
-    char no_calls_note[256];
-    char **problems; /* borrowed from the run */
-    size_t nproblems;
-    struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
-    struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
-    struct cs_report_nodes *nodes; /* hosts, topology, capacity, scopes (nodes.c); NULL none */
-    struct cs_wire_report *wire;   /* the wire section (wire.h), NULL without capture data; owned */
-    struct cs_report_gpu *gpu;     /* GPU timeline per GPU and communicator (gpu.h); owned */
-    char source[16];               /* trace.source */
-    struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
-    struct cs_report_np2p *np2p;     /* NCCL point-to-point pairs (nccl_p2p.h); owned, or NULL */
-};
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
 int cs__analyze(struct cs__run *run, struct cs_report *rep);
@@ -596,6 +534,7 @@ void cs__wire_begin(struct cs__run *run);
 void cs__wire_event(struct cs__run *run, int rank, const struct cs_event *ev);
 void cs__wire_instance(struct cs__run *run, const struct cs__inst *in);
 void cs__wire_end(struct cs__run *run, struct cs_report *rep);
+void cs__wire_free(struct cs__run *run);
 
 /* Renderers. */
 void cs__report_text(const struct cs_report *rep, FILE *out);

@@ -12,6 +12,7 @@
 #include "gpu.h"
 #include "internal.h"
 #include "nccl_p2p.h"
+#include "passes.h"
 #include "steps.h"
 
 void cs__problem(struct cs__run *run, const char *fmt, ...)
@@ -318,11 +319,7 @@ oom:
 
 void cs__run_free(struct cs__run *run)
 {
-    cs__views_free(run);
-    cs__steps_free(run);
-    cs__vsteps_free(run);
-    cs__gpu_free(run);
-    cs__np2p_free(run);
+    cs__passes_free(run);
     free(run->p2p_wait);
     run->p2p_wait = NULL;
     for (int r = 0; r < run->world && run->ranks; r++)

@@ -1,6 +1,7 @@
 /* The GPU timeline: per-GPU running unions and NCCL instances from GPU times (see gpu.h). */
 #include "gpu.h"
 #include "nccl_p2p.h"
+#include "passes.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -253,7 +254,8 @@ static void nccl_member(struct cs__run *run, struct cs__gpu *g, int rank, const 
                              .flags = L->flags & CS_EV_ROOT};
         size_t row = cs__row_get(run, L->op, L->comm);
         g->instances++;
-        cs__match_event(run, rank, &m, CS_KIND_COLL, row, tb, te);
+        struct cs__ev e = {.ev = &m, .r = rank, .k = CS_KIND_COLL, .tb = tb, .te = te, .row = row};
+        cs__analyze_derived(run, &e);
     }
     free(L);
 }

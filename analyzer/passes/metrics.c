@@ -12,6 +12,7 @@
 #include "nccl_p2p.h"
 #include "internal.h"
 #include "kineto.h"
+#include "passes.h"
 #include "steps.h"
 #include "wire.h"
 
@@ -143,15 +144,13 @@ static inline void arrival_order(const int64_t *a, int32_t n, struct arrivals *o
     }
 }
 
-void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete)
+void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, struct cs__inst_facts *f)
 {
-    if (!complete || in->mixed) {
+    if (!f->used) {
         run->incomplete++;
         return;
     }
     run->matched++;
-    if (run->wire)
-        cs__wire_instance(run, in);
     int32_t n = in->n;
     enum cs_op_pattern pat = (enum cs_op_pattern)in->pat;
     int64_t *a = in->arr;
@@ -225,20 +224,17 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         others += (uint64_t)wt[i];
     }
     others -= (uint64_t)wt[li];
-    /* The charts and the step budget take the waits computed here. */
-    if (run->views)
-        cs__views_waits(run, in);
+    /* What the instance hooks below take (the charts, the step budget, the step views). */
+    *f = (struct cs__inst_facts){
+        .used = 1, .size = S, .last = last, .last_end = last_end, .li = li, .others = others};
     if ((pat == CS_PAT_NXN || pat == CS_PAT_NTO1) && n > 1 &&
         last - second > (int64_t)run->uncertainty_ns) {
         struct cs__rank *s = &run->ranks[in->members[li]];
         s->late_arrivals++;
         s->others_waited_ns += others;
-        cs__vsteps_late(run, in, li, others);
+        f->late = 1;
     }
 
-    if (run->views)
-        cs__views_transfer(run, in->op, in->comm, (double)S,
-                           (double)(last_end > last ? last_end - last : 0));
     /* The row is the creating event's; look it up only if that failed (out of memory). */
     size_t row = in->row;
     if (row == SIZE_MAX) {
@@ -251,7 +247,6 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, int complete
         r->inst_ns += (double)(last_end > last ? last_end - last : 0);
         r->instances++;
     }
-    cs__steps_instance(run, in);
 }
 
 /* ---- the report model ---- */

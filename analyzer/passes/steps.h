@@ -22,8 +22,7 @@
 
 #include "internal.h"
 
-/* Parallelism dimensions. */
-enum cs__dim { CS_DIM_DP, CS_DIM_TP, CS_DIM_PP, CS_DIM_EP, CS_DIM_OTHER, CS_DIM_N };
+/* Parallelism dimensions (enum cs__dim, commscope/report.h): their names. */
 extern const char *const cs__dim_names[CS_DIM_N];
 
 /* One rank's step, or a sum of them (nanoseconds, as doubles: sums over many ranks). */
@@ -86,69 +85,6 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S);
 /* Accessors for steps.c. */
 struct cs__scomm *cs__groups_scomm(struct cs__steps *S, int i);
 void cs__groups_free(struct cs__steps *S);
-
-/* The report model of the step analysis (numbers only).  NaN: no value. */
-struct cs_report_step {
-    int index;
-    int timed; /* used in the statistics */
-    double time_s, overlap_ratio, grad_sync_share;
-};
-struct cs_report_budget {
-    int rank;     /* -1: all ranks */
-    double steps; /* rank-steps summed */
-    double step_s, compute_s, grad_sync_s, comm_s[CS_DIM_N], wait_s, other_mpi_s, idle_s;
-    double p2p_wait_s; /* of wait_s, at point-to-point calls and their completions */
-};
-struct cs_report_group {
-    char comm[40];
-    enum cs__dim role;
-    int32_t size;
-    int32_t *ranks; /* owned */
-    double confidence;
-    char why[160];
-};
-struct cs_report_dim {
-    enum cs__dim role;
-    int comms;
-    double time_s, bytes, exposed_share, overlap_ratio;
-};
-struct cs_report_overlap {
-    char comm[40];
-    double ratio, overlapped_s, in_flight_s;
-};
-struct cs_report_whatif {
-    double measured_step_s, replayed_step_s, no_straggler_step_s, full_overlap_step_s,
-        best_bandwidth_step_s, replay_error;
-    char note[256];
-};
-struct cs_report_steps {
-    /* steps */
-    int count, warmup_excluded, tail_excluded, timed;
-    char source[16];  /* "marker", "nvtx", "pattern" or "none" */
-    char detail[224]; /* which marker op, or which call anchors the pattern */
-    char note[256];   /* why something could not be computed ("" when all could) */
-    double mean_s, median_s, p95_s;
-    struct cs_report_step *list;
-    size_t nlist;
-    /* budget */
-    struct cs_report_budget total;
-    struct cs_report_budget *ranks;
-    size_t nranks;
-    /* gradient synchronisation, per step and rank (means) */
-    double grad_share, grad_total_s, grad_exposed_s, grad_wait_s, grad_overlapped_s;
-    char grad_note[160];
-    /* overlap */
-    double overlap_ratio;
-    struct cs_report_overlap *overlap;
-    size_t noverlap;
-    /* groups */
-    struct cs_report_group *groups;
-    size_t ngroups;
-    struct cs_report_dim dims[CS_DIM_N];
-    /* POP additions */
-    double serialization_efficiency, transfer_efficiency;
-    struct cs_report_whatif whatif;
-};
 
 /* steps.c hooks into the pipeline (analyze.c, metrics.c). */
 int cs__steps_begin(struct cs__run *run);

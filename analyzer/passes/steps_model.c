@@ -38,6 +38,10 @@ static void fill_budget(struct cs_report_budget *o, const struct cs__budget *b, 
         o->comm_s[d] = (x > 0 ? x : 0) / n;
         wait += w;
     }
+    double comm = 0;
+    for (int d = 0; d < CS_DIM_N; d++)
+        comm += o->comm_s[d];
+    o->other_comm_s = comm - o->comm_s[CS_DIM_TP];
     o->wait_s = wait / n;
     o->p2p_wait_s = (b->p2p_wait < wait ? b->p2p_wait : wait) / n;
     o->other_mpi_s = b->other_mpi / n;

@@ -805,6 +805,12 @@ void cs__wire_end(struct cs__run *run, struct cs_report *rep)
     run->wire = NULL;
 }
 
+void cs__wire_free(struct cs__run *run)
+{
+    wire_free(run->wire);
+    run->wire = NULL;
+}
+
 struct cs_wire_report *cs__wire_only(void)
 {
     struct cs__wire *w = load(NULL, NULL);

@@ -688,9 +688,6 @@ static void sec_overlap(const struct cs_report *rep, FILE *f)
 
 static void budget_row(FILE *f, const char *who, const struct cs_report_budget *b)
 {
-    double comm = 0;
-    for (int d = 0; d < CS_DIM_N; d++)
-        comm += isfinite(b->comm_s[d]) ? b->comm_s[d] : 0;
     fprintf(f, "<tr><td>%s</td><td>", who);
     num(f, "%.6f", b->step_s);
     fputs("</td><td>", f);
@@ -700,7 +697,7 @@ static void budget_row(FILE *f, const char *who, const struct cs_report_budget *
     fputs("</td><td>", f);
     num(f, "%.6f", b->comm_s[CS_DIM_TP]);
     fputs("</td><td>", f);
-    num(f, "%.6f", isfinite(b->step_s) ? comm - clamp0(b->comm_s[CS_DIM_TP]) : NAN);
+    num(f, "%.6f", b->other_comm_s);
     fputs("</td><td>", f);
     num(f, "%.6f", b->wait_s);
     fputs("</td><td>", f);

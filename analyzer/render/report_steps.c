@@ -144,14 +144,10 @@ static const char *fmt(char *buf, size_t n, const char *f, double v)
 static void budget_line(FILE *out, const char *who, const struct cs_report_budget *b, int idle)
 {
     char x[8][32];
-    double comm = 0;
-    for (int d = 0; d < CS_DIM_N; d++)
-        comm += b->comm_s[d];
     fprintf(out, "%6s %12s %12s %12s %12s %12s %12s %12s", who, fmt(x[0], 32, "%.6f", b->step_s),
             fmt(x[1], 32, "%.6f", b->compute_s), fmt(x[2], 32, "%.6f", b->grad_sync_s),
-            fmt(x[3], 32, "%.6f", b->comm_s[CS_DIM_TP]),
-            fmt(x[4], 32, "%.6f", comm - b->comm_s[CS_DIM_TP]), fmt(x[5], 32, "%.6f", b->wait_s),
-            fmt(x[6], 32, "%.6f", b->other_mpi_s));
+            fmt(x[3], 32, "%.6f", b->comm_s[CS_DIM_TP]), fmt(x[4], 32, "%.6f", b->other_comm_s),
+            fmt(x[5], 32, "%.6f", b->wait_s), fmt(x[6], 32, "%.6f", b->other_mpi_s));
     if (idle)
         fprintf(out, " %12s", fmt(x[7], 32, "%.6f", b->idle_s));
     fputc('\n', out);

@@ -1,0 +1,159 @@
+/*
+ * The report model: every number a commscope report shows, computed once by the analysis
+ * (include/commscope/analyzer.h) and only formatted by the renderers.  NaN means "no value" (null
+ * in JSON).  Definitions of the numbers: docs/metrics.md; the JSON form: docs/report-schema.md.
+ *
+ * The sections behind the pointers declared but not defined here (views, nodes, wire, GPU, Kineto,
+ * NCCL point-to-point) are the analyzer's own; their renderers read them.
+ */
+#ifndef COMMSCOPE_REPORT_H
+#define COMMSCOPE_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "commscope/trace.h"
+
+struct cs_report_views;
+struct cs_report_nodes;
+struct cs_wire_report;
+struct cs_report_gpu;
+struct cs_report_kineto;
+struct cs_report_np2p;
+
+/* Parallelism dimensions. */
+enum cs__dim { CS_DIM_DP, CS_DIM_TP, CS_DIM_PP, CS_DIM_EP, CS_DIM_OTHER, CS_DIM_N };
+
+/* The report model of the step analysis (numbers only).  NaN: no value. */
+struct cs_report_step {
+    int index;
+    int timed; /* used in the statistics */
+    double time_s, overlap_ratio, grad_sync_share;
+};
+struct cs_report_budget {
+    int rank;     /* -1: all ranks */
+    double steps; /* rank-steps summed */
+    double step_s, compute_s, grad_sync_s, comm_s[CS_DIM_N], wait_s, other_mpi_s, idle_s;
+    double p2p_wait_s;   /* of wait_s, at point-to-point calls and their completions */
+    double other_comm_s; /* comm_s of every role but TP (the tables' "other comm" column) */
+};
+struct cs_report_group {
+    char comm[40];
+    enum cs__dim role;
+    int32_t size;
+    int32_t *ranks; /* owned */
+    double confidence;
+    char why[160];
+};
+struct cs_report_dim {
+    enum cs__dim role;
+    int comms;
+    double time_s, bytes, exposed_share, overlap_ratio;
+};
+struct cs_report_overlap {
+    char comm[40];
+    double ratio, overlapped_s, in_flight_s;
+};
+struct cs_report_whatif {
+    double measured_step_s, replayed_step_s, no_straggler_step_s, full_overlap_step_s,
+        best_bandwidth_step_s, replay_error;
+    char note[256];
+};
+struct cs_report_steps {
+    /* steps */
+    int count, warmup_excluded, tail_excluded, timed;
+    char source[16];  /* "marker", "nvtx", "pattern" or "none" */
+    char detail[224]; /* which marker op, or which call anchors the pattern */
+    char note[256];   /* why something could not be computed ("" when all could) */
+    double mean_s, median_s, p95_s;
+    struct cs_report_step *list;
+    size_t nlist;
+    /* budget */
+    struct cs_report_budget total;
+    struct cs_report_budget *ranks;
+    size_t nranks;
+    /* gradient synchronisation, per step and rank (means) */
+    double grad_share, grad_total_s, grad_exposed_s, grad_wait_s, grad_overlapped_s;
+    char grad_note[160];
+    /* overlap */
+    double overlap_ratio;
+    struct cs_report_overlap *overlap;
+    size_t noverlap;
+    /* groups */
+    struct cs_report_group *groups;
+    size_t ngroups;
+    struct cs_report_dim dims[CS_DIM_N];
+    /* POP additions */
+    double serialization_efficiency, transfer_efficiency;
+    struct cs_report_whatif whatif;
+};
+
+/* The report model: numbers only; renderers format it.  NaN means "no value" (null in JSON). */
+struct cs_report_rank {
+    int rank;
+    char host[CS_HOST_MAX];
+    double wall_s, comm_s, compute_s, wait_s;
+    uint64_t calls, bytes;
+    int partial;
+    double offset_init_s, offset_final_s, drift_ppm, rtt_s;
+    /* GPU timeline (NaN on ranks without GPU records): union of communication kernels, the part
+     * of it covered by compute kernels, comm - overlapped, and overlapped / comm */
+    double gpu_comm_s, gpu_overlapped_s, exposed_comm_s, overlap_ratio;
+    /* Waiting at point-to-point calls for partners over the whole run (late senders and
+     * receivers, from the what-if pass's matching; steps_model.c): NaN when not measured (no
+     * complete steps, or the rank's budget comes from a GPU timeline) */
+    double p2p_wait_s;
+    /* The waits of its partners for it at point-to-point calls over the whole run (each wait
+     * booked to the partner that arrived last), NaN as p2p_wait_s */
+    double p2p_caused_s;
+};
+struct cs_report_op {
+    char op[40];
+    char comm[40];
+    int comm_size; /* 0 unknown */
+    uint64_t calls, bytes;
+    double time_s, algbw_gbps, busbw_gbps;
+};
+struct cs_report_straggler {
+    int rank;
+    char host[CS_HOST_MAX];
+    uint64_t late_arrivals;
+    double others_waited_s;
+};
+struct cs_report {
+    char dir[4096];
+    char program[CS_PROGRAM_MAX];
+    int world_size, hosts;
+    uint64_t run_id;
+    struct cs_report_rank *ranks;
+    size_t nranks;
+    struct cs_report_op *ops;
+    size_t nops;
+    uint64_t matched, incomplete;
+    double mean_skew_s, max_skew_s;
+    double load_balance, communication_efficiency, parallel_efficiency;
+    struct cs_report_straggler *stragglers;
+    size_t nstragglers;
+    double max_offset_s, uncertainty_s;
+    uint64_t violations_repaired;
+    int ranks_expected, ranks_found;
+    int *missing, *partial;
+    size_t nmissing, npartial;
+    uint64_t events, dropped_events, unrecorded_tests;
+    /* Ranks whose process made no MPI or NCCL call (CS_FLAG_NO_CALLS): their time split is
+     * unknown; what the first of them saw (its header note, "" none). */
+    int no_call_ranks;
+    char no_calls_note[256];
+    char **problems; /* borrowed from the run */
+    size_t nproblems;
+    struct cs_report_views *views; /* charts and verdict (views.h); NULL when not computed */
+    struct cs_report_steps *steps; /* steps, budgets, groups ... (steps.h); owned */
+    struct cs_report_nodes *nodes; /* hosts, topology, capacity, scopes (nodes.c); NULL none */
+    struct cs_wire_report *wire;   /* the wire section (wire.h), NULL without capture data; owned */
+    struct cs_report_gpu *gpu;     /* GPU timeline per GPU and communicator (gpu.h); owned */
+    char source[16];               /* trace.source */
+    struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
+    struct cs_report_np2p *np2p;     /* NCCL point-to-point pairs (nccl_p2p.h); owned, or NULL */
+};
+
+#endif
