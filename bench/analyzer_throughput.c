@@ -1,7 +1,7 @@
 /*
  * Analyzer throughput: events per second through the whole in-process pipeline
  * (commscope/analyzer.h: open + validate every file, align clocks, k-way merge, match, metrics,
- * report model) on a synthetic run written with the test-only trace writer (tests/unit/tw.c).
+ * report model) on a synthetic run written with the test-only trace writer (tests/support/tw.c).
  *
  * The synthetic program does, every step on every rank: Allreduce, Barrier, Bcast and Reduce on
  * world; an Allreduce and an Iallreduce (with its completion and Wait) on a split of the even/odd

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cs_test.h"
+#include "cs_test.h"
 #include "capture.h"
 
 static char dir[256];

@@ -30,8 +30,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cs_test.h"
-#include "../fuzz.h"
+#include "cs_test.h"
+#include "fuzz.h"
 #include "capture.h"
 
 /* What the campaign reached (printed at the end: a fuzzer that never reaches a path is no test

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../cs_test.h"
+#include "cs_test.h"
 #include "internal.h"
 
 #if defined(__x86_64__)

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cs_test.h"
+#include "cs_test.h"
 #include "collector.h"
 
 static char root[256];

@@ -3,7 +3,7 @@
 directory, LD_PRELOAD/COMMSCOPE_* set-up, `mpirun -x` insertion (checked with a stand-in `mpirun`
 that prints its arguments), exit status propagation and signal forwarding.
 
-Usage: test_cli.py COMMSCOPE_EXE.  Exit 0 pass, 1 fail.
+Usage: test_launcher_cli.py COMMSCOPE_EXE.  Exit 0 pass, 1 fail.
 """
 import os
 import signal
