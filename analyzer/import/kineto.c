@@ -433,6 +433,101 @@ static void note(struct notes *ns, const char *fmt, ...)
 }
 
 /* Convert in->f (rank in->rank of in->world) into DIR/rank-NNNNN.cst.  Returns 0 or -1. */
+/* The converted trace of input in: its events ev[ne] (in time order) and its process groups
+ * into DIR/rank-NNNNN.cst, in the trace format.  Returns 0, or -1 (the note says why). */
+static int write_trace(struct input *in, const char *dir, uint64_t run_id, const struct pgc *pgs,
+                       size_t npgs, const struct cs_event *ev, size_t ne, struct notes *ns)
+{
+    const struct cs__kfile *f = &in->f;
+    const char *name = in->file;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/rank-%05d.cst", dir, in->rank);
+    struct wr *w = calloc(1, sizeof *w);
+    if (!w || !(w->out = fopen(path, "w+b"))) {
+        note(ns, "%s: cannot write the converted trace %s: %s", name, path, strerror(errno));
+        free(w);
+        return -1;
+    }
+    struct cs_file_header h = {0};
+    memcpy(h.magic, CS_TRACE_MAGIC, 8);
+    h.version = CS_TRACE_VERSION;
+    h.header_size = CS_HEADER_SIZE;
+    h.block_size = CS_BLOCK_SIZE;
+    h.event_size = CS_EVENT_SIZE;
+    h.rank = in->rank;
+    h.world_size = in->world;
+    h.pid = -1;
+    h.run_id = run_id;
+    h.nonce = fnv(f->path, strlen(f->path), run_id);
+    int64_t t0 = f->t_min <= f->t_max ? f->t_min : 0, t1 = f->t_min <= f->t_max ? f->t_max : 0;
+    h.t_init = (uint64_t)t0;
+    h.t_finalize = (uint64_t)t1;
+    in->t_init = t0;
+    in->t_fin = t1;
+    h.gpu_timing = CS_GPU_CUPTI;
+    h.rank_source = CS_RANKSRC_TORCH;
+    h.local_rank = -1;
+    snprintf(h.host, sizeof h.host, "%.63s", name);
+    snprintf(h.program, sizeof h.program, "%.255s", f->path);
+    unsigned char zero[CS_HEADER_SIZE] = {0};
+    if (fwrite(zero, 1, CS_HEADER_SIZE, w->out) != CS_HEADER_SIZE)
+        w->err = 1;
+    for (size_t i = 0; i < npgs; i++)
+        if (pgs[i].id != CS_COMM_WORLD_ID &&
+            put_comm(w, pgs[i].id, pgs[i].size, pgs[i].my, pgs[i].members))
+            note(ns,
+                 "%s: process group of %d ranks too large for one record; its collectives "
+                 "are not matched",
+                 name, pgs[i].size);
+    for (size_t i = 0; i < ne; i++)
+        put_event(w, &ev[i]);
+    flush_events(w);
+    h.blocks = w->blocks;
+    h.events = w->events;
+    if (write_header(w->out, &h))
+        w->err = 1;
+    int werr = w->err;
+    if (fclose(w->out) != 0 || werr) {
+        note(ns, "%s: error writing the converted trace %s", name, path);
+        free(w);
+        return -1;
+    }
+    free(w);
+    return 0;
+}
+
+/* The step markers: an MPI_Pcontrol(1) at each ProfilerStep's start, and one where the last
+ * ends.  Returns how many were put at ev. */
+static size_t step_events(const struct cs__kfile *f, struct cs_report_kineto_rank *rr,
+                          struct cs_event *ev)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->steps.n; i++) {
+        const struct cs__kstep *s = &f->steps.v[i];
+        ev[n++] = (struct cs_event){.t_begin = (uint64_t)s->ts,
+                                    .t_end = (uint64_t)s->ts,
+                                    .peer = -1,
+                                    .op = CS_OP_PCONTROL,
+                                    .aux = 1};
+        if (rr->first_step < 0 || s->n < rr->first_step)
+            rr->first_step = s->n;
+    }
+    rr->steps = (int)f->steps.n;
+    /* A marker where the last ProfilerStep ends closes it (the step analysis leaves the tail
+     * after the last marker out of its statistics). */
+    int64_t last_end = INT64_MIN;
+    for (size_t i = 0; i < f->steps.n; i++)
+        if (f->steps.v[i].ts + f->steps.v[i].dur > last_end)
+            last_end = f->steps.v[i].ts + f->steps.v[i].dur;
+    if (f->steps.n)
+        ev[n++] = (struct cs_event){.t_begin = (uint64_t)last_end,
+                                    .t_end = (uint64_t)last_end,
+                                    .peer = -1,
+                                    .op = CS_OP_PCONTROL,
+                                    .aux = 1};
+    return n;
+}
+
 static int convert(struct input *in, const char *dir, uint64_t run_id, struct notes *ns)
 {
     struct cs__kfile *f = &in->f;
@@ -580,29 +675,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
                                      .op = CS_OP_GPU_NCCL,
                                      .aux = k->dev};
     }
-    for (size_t i = 0; i < f->steps.n; i++) {
-        const struct cs__kstep *s = &f->steps.v[i];
-        ev[ne++] = (struct cs_event){.t_begin = (uint64_t)s->ts,
-                                     .t_end = (uint64_t)s->ts,
-                                     .peer = -1,
-                                     .op = CS_OP_PCONTROL,
-                                     .aux = 1};
-        if (rr->first_step < 0 || s->n < rr->first_step)
-            rr->first_step = s->n;
-    }
-    rr->steps = (int)f->steps.n;
-    /* A marker where the last ProfilerStep ends closes it (the step analysis leaves the tail
-     * after the last marker out of its statistics). */
-    int64_t last_end = INT64_MIN;
-    for (size_t i = 0; i < f->steps.n; i++)
-        if (f->steps.v[i].ts + f->steps.v[i].dur > last_end)
-            last_end = f->steps.v[i].ts + f->steps.v[i].dur;
-    if (f->steps.n)
-        ev[ne++] = (struct cs_event){.t_begin = (uint64_t)last_end,
-                                     .t_end = (uint64_t)last_end,
-                                     .peer = -1,
-                                     .op = CS_OP_PCONTROL,
-                                     .aux = 1};
+    ne += step_events(f, rr, ev + ne);
     ksort(ev, ne, sizeof *ev, ev_cmp);
     if (no_comm && nbyt)
         note(ns,
@@ -629,60 +702,8 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
              "they are)",
              name);
 
-    /* the file */
-    char path[4200];
-    snprintf(path, sizeof path, "%s/rank-%05d.cst", dir, in->rank);
-    struct wr *w = calloc(1, sizeof *w);
-    if (!w || !(w->out = fopen(path, "w+b"))) {
-        note(ns, "%s: cannot write the converted trace %s: %s", name, path, strerror(errno));
-        free(w);
+    if (write_trace(in, dir, run_id, pgs, npgs, ev, ne, ns))
         goto fail;
-    }
-    struct cs_file_header h = {0};
-    memcpy(h.magic, CS_TRACE_MAGIC, 8);
-    h.version = CS_TRACE_VERSION;
-    h.header_size = CS_HEADER_SIZE;
-    h.block_size = CS_BLOCK_SIZE;
-    h.event_size = CS_EVENT_SIZE;
-    h.rank = in->rank;
-    h.world_size = in->world;
-    h.pid = -1;
-    h.run_id = run_id;
-    h.nonce = fnv(f->path, strlen(f->path), run_id);
-    int64_t t0 = f->t_min <= f->t_max ? f->t_min : 0, t1 = f->t_min <= f->t_max ? f->t_max : 0;
-    h.t_init = (uint64_t)t0;
-    h.t_finalize = (uint64_t)t1;
-    in->t_init = t0;
-    in->t_fin = t1;
-    h.gpu_timing = CS_GPU_CUPTI;
-    h.rank_source = CS_RANKSRC_TORCH;
-    h.local_rank = -1;
-    snprintf(h.host, sizeof h.host, "%.63s", name);
-    snprintf(h.program, sizeof h.program, "%.255s", f->path);
-    unsigned char zero[CS_HEADER_SIZE] = {0};
-    if (fwrite(zero, 1, CS_HEADER_SIZE, w->out) != CS_HEADER_SIZE)
-        w->err = 1;
-    for (size_t i = 0; i < npgs; i++)
-        if (pgs[i].id != CS_COMM_WORLD_ID &&
-            put_comm(w, pgs[i].id, pgs[i].size, pgs[i].my, pgs[i].members))
-            note(ns,
-                 "%s: process group of %d ranks too large for one record; its collectives "
-                 "are not matched",
-                 name, pgs[i].size);
-    for (size_t i = 0; i < ne; i++)
-        put_event(w, &ev[i]);
-    flush_events(w);
-    h.blocks = w->blocks;
-    h.events = w->events;
-    if (write_header(w->out, &h))
-        w->err = 1;
-    int werr = w->err;
-    if (fclose(w->out) != 0 || werr) {
-        note(ns, "%s: error writing the converted trace %s", name, path);
-        free(w);
-        goto fail;
-    }
-    free(w);
     free(byt);
     free(nks);
     free(ev);
@@ -883,6 +904,163 @@ static int patch_clock(const char *dir, const struct input *in, int64_t off, dou
     return rc;
 }
 
+/* Each usable input's rank: its distributedInfo, else (when no input has one) the file order;
+ * inputs of another world size, without distributedInfo among those with it, or with a rank
+ * already taken are skipped.  Returns the world size. */
+static int assign_ranks(struct input *ins, int n, int with_dist, int world, struct notes *ns)
+{
+    int next = 0;
+    for (int i = 0; i < n; i++) {
+        struct input *in = &ins[i];
+        if (!in->ok)
+            continue;
+        struct cs__kfile *f = &in->f;
+        int dist = (f->has_dist & 3) == 3 && f->rank >= 0 && f->world > 0 && f->rank < f->world;
+        if (dist && f->world != world) {
+            note(ns,
+                 "%s: world size %d differs from %d of the other traces (a different run?); "
+                 "file skipped",
+                 in->file, f->world, world);
+            in->ok = 0;
+        } else if (dist) {
+            in->rank = f->rank;
+        } else {
+            in->rank = with_dist ? -1 : next++;
+            if (with_dist)
+                note(ns,
+                     "%s: no distributedInfo (rank, world_size) while the other traces have "
+                     "it; file skipped",
+                     in->file);
+            else
+                note(ns,
+                     "%s: no distributedInfo (rank, world_size): taken as rank %d by file "
+                     "order",
+                     in->file, in->rank);
+            in->ok = with_dist ? 0 : 1;
+        }
+        for (int j = 0; j < i && in->ok; j++)
+            if (ins[j].ok && ins[j].rank == in->rank) {
+                note(ns, "duplicate rank %d: %s and %s both claim it; %s skipped", in->rank,
+                     ins[j].file, in->file, in->file);
+                in->ok = 0;
+            }
+        if (!in->ok)
+            cs__kfile_free(f);
+    }
+    return with_dist ? world : next;
+}
+
+/* Mixed runs: an input whose time span lies far from the first one's (an hour apart) is
+ * skipped. */
+static void skip_far_traces(struct input *ins, int n, struct notes *ns)
+{
+    int64_t ref_t = INT64_MIN;
+    for (int i = 0; i < n; i++) {
+        struct input *in = &ins[i];
+        if (!in->ok || in->f.t_min > in->f.t_max)
+            continue;
+        int64_t t = in->f.t_min + in->f.base_ns;
+        if (ref_t == INT64_MIN) {
+            ref_t = t;
+        } else if (llabs(t - ref_t) > 3600ll * 1000000000ll) {
+            note(ns,
+                 "%s: starts %.0f s away from the first trace: not the same run; file "
+                 "skipped",
+                 in->file, (double)llabs(t - ref_t) / 1e9);
+            in->ok = 0;
+            cs__kfile_free(&in->f);
+        }
+    }
+}
+
+/* The ranks of the world without a usable input, as ranges, in one note. */
+static void note_missing_ranks(const struct input *ins, int n, int world, struct notes *ns)
+{
+    char miss[512] = "";
+    size_t len = 0;
+    int nmiss = 0;
+    for (int r = 0; r < world; r++) {
+        int have = 0;
+        for (int i = 0; i < n && !have; i++)
+            have = ins[i].ok && ins[i].rank == r;
+        if (have)
+            continue;
+        int e = r;
+        while (e + 1 < world) {
+            int h2 = 0;
+            for (int i = 0; i < n && !h2; i++)
+                h2 = ins[i].ok && ins[i].rank == e + 1;
+            if (h2)
+                break;
+            e++;
+        }
+        nmiss += e - r + 1;
+        if (len < sizeof miss - 40)
+            len += (size_t)snprintf(miss + len, sizeof miss - len, e > r ? "%s%d-%d" : "%s%d",
+                                    len ? ", " : "", r, e);
+        r = e;
+    }
+    if (nmiss)
+        note(ns,
+             "%d of %d ranks have no usable trace among the inputs (ranks %s): their "
+             "collectives are incomplete",
+             nmiss, world, miss);
+}
+
+/* Times on one scale: ts + baseTimeNanoseconds, which must land in the trace format's range
+ * [0, 2^62) (both are within 2^61 of zero: the sums cannot overflow); records outside it are
+ * skipped and counted. */
+static void shift_times(struct input *in, struct notes *ns)
+{
+    struct cs__kfile *kf = &in->f;
+    uint64_t out_of_range = 0;
+#define CS__KSHIFT(vec, DUR)                                                                       \
+    do {                                                                                           \
+        size_t keep_ = 0;                                                                          \
+        for (size_t k = 0; k < (vec).n; k++) {                                                     \
+            int64_t t_ = (vec).v[k].ts + kf->base_ns;                                              \
+            if (t_ < 0 || t_ + (DUR) >= (int64_t)CS_TIME_LIMIT) {                                  \
+                out_of_range++;                                                                    \
+                continue;                                                                          \
+            }                                                                                      \
+            (vec).v[keep_] = (vec).v[k];                                                           \
+            (vec).v[keep_++].ts = t_;                                                              \
+        }                                                                                          \
+        (vec).n = keep_;                                                                           \
+    } while (0)
+    CS__KSHIFT(kf->kernels, kf->kernels.v[k].dur);
+    CS__KSHIFT(kf->launches, kf->launches.v[k].dur);
+    CS__KSHIFT(kf->comms, kf->comms.v[k].dur);
+    CS__KSHIFT(kf->steps, kf->steps.v[k].dur);
+    CS__KSHIFT(kf->flows, 0);
+#undef CS__KSHIFT
+    if (out_of_range)
+        note(ns,
+             "%s: %" PRIu64 " records skipped whose time with baseTimeNanoseconds lies "
+             "before 0 or beyond 2^62 ns",
+             in->file, out_of_range);
+    kf->t_min += kf->base_ns;
+    kf->t_max += kf->base_ns;
+    if (kf->t_min <= kf->t_max && (kf->t_min < 0 || kf->t_max >= (int64_t)CS_TIME_LIMIT)) {
+        /* The span came from events out of range too: take it from the records kept. */
+        kf->t_min = INT64_MAX;
+        kf->t_max = INT64_MIN;
+#define CS__KSPAN(vec, DUR)                                                                        \
+    for (size_t k = 0; k < (vec).n; k++) {                                                         \
+        if (kf->t_min > (vec).v[k].ts)                                                             \
+            kf->t_min = (vec).v[k].ts;                                                             \
+        if (kf->t_max < (vec).v[k].ts + (DUR))                                                     \
+            kf->t_max = (vec).v[k].ts + (DUR);                                                     \
+    }
+        CS__KSPAN(kf->kernels, kf->kernels.v[k].dur)
+        CS__KSPAN(kf->launches, kf->launches.v[k].dur)
+        CS__KSPAN(kf->comms, kf->comms.v[k].dur)
+        CS__KSPAN(kf->steps, kf->steps.v[k].dur)
+        CS__KSPAN(kf->flows, 0)
+#undef CS__KSPAN
+    }
+}
+
 int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run,
                        struct cs_report *rep, char *err, size_t errlen,
                        const struct cs__analyze_opts *o)
@@ -936,96 +1114,9 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
                 world = ins[i].f.world;
         }
     }
-    /* ranks: distributedInfo, else file order */
-    int next = 0;
-    for (int i = 0; i < n; i++) {
-        struct input *in = &ins[i];
-        if (!in->ok)
-            continue;
-        struct cs__kfile *f = &in->f;
-        int dist = (f->has_dist & 3) == 3 && f->rank >= 0 && f->world > 0 && f->rank < f->world;
-        if (dist && f->world != world) {
-            note(&ns,
-                 "%s: world size %d differs from %d of the other traces (a different run?); "
-                 "file skipped",
-                 in->file, f->world, world);
-            in->ok = 0;
-        } else if (dist) {
-            in->rank = f->rank;
-        } else {
-            in->rank = with_dist ? -1 : next++;
-            if (with_dist)
-                note(&ns,
-                     "%s: no distributedInfo (rank, world_size) while the other traces have "
-                     "it; file skipped",
-                     in->file);
-            else
-                note(&ns,
-                     "%s: no distributedInfo (rank, world_size): taken as rank %d by file "
-                     "order",
-                     in->file, in->rank);
-            in->ok = with_dist ? 0 : 1;
-        }
-        for (int j = 0; j < i && in->ok; j++)
-            if (ins[j].ok && ins[j].rank == in->rank) {
-                note(&ns, "duplicate rank %d: %s and %s both claim it; %s skipped", in->rank,
-                     ins[j].file, in->file, in->file);
-                in->ok = 0;
-            }
-        if (!in->ok)
-            cs__kfile_free(f);
-    }
-    if (!with_dist)
-        world = next;
-    /* mixed runs: a trace whose time span lies far from the others' (an hour apart) */
-    int64_t ref_t = INT64_MIN;
-    for (int i = 0; i < n; i++) {
-        struct input *in = &ins[i];
-        if (!in->ok || in->f.t_min > in->f.t_max)
-            continue;
-        int64_t t = in->f.t_min + in->f.base_ns;
-        if (ref_t == INT64_MIN) {
-            ref_t = t;
-        } else if (llabs(t - ref_t) > 3600ll * 1000000000ll) {
-            note(&ns,
-                 "%s: starts %.0f s away from the first trace: not the same run; file "
-                 "skipped",
-                 in->file, (double)llabs(t - ref_t) / 1e9);
-            in->ok = 0;
-            cs__kfile_free(&in->f);
-        }
-    }
-    {
-        char miss[512] = "";
-        size_t len = 0;
-        int nmiss = 0;
-        for (int r = 0; r < world; r++) {
-            int have = 0;
-            for (int i = 0; i < n && !have; i++)
-                have = ins[i].ok && ins[i].rank == r;
-            if (have)
-                continue;
-            int e = r;
-            while (e + 1 < world) {
-                int h2 = 0;
-                for (int i = 0; i < n && !h2; i++)
-                    h2 = ins[i].ok && ins[i].rank == e + 1;
-                if (h2)
-                    break;
-                e++;
-            }
-            nmiss += e - r + 1;
-            if (len < sizeof miss - 40)
-                len += (size_t)snprintf(miss + len, sizeof miss - len, e > r ? "%s%d-%d" : "%s%d",
-                                        len ? ", " : "", r, e);
-            r = e;
-        }
-        if (nmiss)
-            note(&ns,
-                 "%d of %d ranks have no usable trace among the inputs (ranks %s): their "
-                 "collectives are incomplete",
-                 nmiss, world, miss);
-    }
+    world = assign_ranks(ins, n, with_dist, world, &ns);
+    skip_far_traces(ins, n, &ns);
+    note_missing_ranks(ins, n, world, &ns);
     /* Pass 2: convert */
     nok = 0;
     for (int i = 0; i < n; i++) {
@@ -1041,56 +1132,7 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
                 continue;
             }
         }
-        /* Times on one scale: ts + baseTimeNanoseconds, which must land in the trace format's
-         * range [0, 2^62) (both are within 2^61 of zero: the sums cannot overflow); records
-         * outside it are skipped and counted. */
-        struct cs__kfile *kf = &in->f;
-        uint64_t out_of_range = 0;
-#define CS__KSHIFT(vec, DUR)                                                                       \
-    do {                                                                                           \
-        size_t keep_ = 0;                                                                          \
-        for (size_t k = 0; k < (vec).n; k++) {                                                     \
-            int64_t t_ = (vec).v[k].ts + kf->base_ns;                                              \
-            if (t_ < 0 || t_ + (DUR) >= (int64_t)CS_TIME_LIMIT) {                                  \
-                out_of_range++;                                                                    \
-                continue;                                                                          \
-            }                                                                                      \
-            (vec).v[keep_] = (vec).v[k];                                                           \
-            (vec).v[keep_++].ts = t_;                                                              \
-        }                                                                                          \
-        (vec).n = keep_;                                                                           \
-    } while (0)
-        CS__KSHIFT(kf->kernels, kf->kernels.v[k].dur);
-        CS__KSHIFT(kf->launches, kf->launches.v[k].dur);
-        CS__KSHIFT(kf->comms, kf->comms.v[k].dur);
-        CS__KSHIFT(kf->steps, kf->steps.v[k].dur);
-        CS__KSHIFT(kf->flows, 0);
-#undef CS__KSHIFT
-        if (out_of_range)
-            note(&ns,
-                 "%s: %" PRIu64 " records skipped whose time with baseTimeNanoseconds lies "
-                 "before 0 or beyond 2^62 ns",
-                 in->file, out_of_range);
-        kf->t_min += kf->base_ns;
-        kf->t_max += kf->base_ns;
-        if (kf->t_min <= kf->t_max && (kf->t_min < 0 || kf->t_max >= (int64_t)CS_TIME_LIMIT)) {
-            /* The span came from events out of range too: take it from the records kept. */
-            kf->t_min = INT64_MAX;
-            kf->t_max = INT64_MIN;
-#define CS__KSPAN(vec, DUR)                                                                        \
-    for (size_t k = 0; k < (vec).n; k++) {                                                         \
-        if (kf->t_min > (vec).v[k].ts)                                                             \
-            kf->t_min = (vec).v[k].ts;                                                             \
-        if (kf->t_max < (vec).v[k].ts + (DUR))                                                     \
-            kf->t_max = (vec).v[k].ts + (DUR);                                                     \
-    }
-            CS__KSPAN(kf->kernels, kf->kernels.v[k].dur)
-            CS__KSPAN(kf->launches, kf->launches.v[k].dur)
-            CS__KSPAN(kf->comms, kf->comms.v[k].dur)
-            CS__KSPAN(kf->steps, kf->steps.v[k].dur)
-            CS__KSPAN(kf->flows, 0)
-#undef CS__KSPAN
-        }
+        shift_times(in, &ns);
         if (convert(in, dir, run_id, &ns)) {
             in->ok = 0;
         } else {

@@ -77,6 +77,77 @@ static void pop_split(const struct cs_report *rep, struct cs_report_steps *o, in
     o->transfer_efficiency = t > 0 && t_ideal > 0 ? t_ideal / t : NAN;
 }
 
+/* The gradient synchronisation's figures from the timed steps' sum tot. */
+static void grad_sync(struct cs_report_steps *o, const struct cs__budget *t, int any_dp)
+{
+    if (!any_dp)
+        snprintf(o->grad_note, sizeof o->grad_note,
+                 "no data-parallel group was found, so no call counts as gradient"
+                 " synchronisation");
+    else if (!o->timed || t->dur <= 0)
+        snprintf(o->grad_note, sizeof o->grad_note, "no complete steps to measure it in");
+    else {
+        double rs = t->n * 1e9;
+        o->grad_share = t->grad_blocked / t->dur;
+        o->grad_exposed_s = t->grad_blocked / rs;
+        o->grad_wait_s = capped(t->grad_wait, t->grad_blocked) / rs;
+        o->grad_overlapped_s = t->grad_ovl / rs;
+        o->grad_total_s = (t->grad_blocked + t->grad_ovl) / rs;
+    }
+}
+
+/* Overlap per communicator, the groups and the parallelism dimensions. */
+static void overlap_groups(const struct cs__steps *S, const struct cs_report *rep,
+                           struct cs_report_steps *o)
+{
+    size_t nc = S->ncomms;
+    o->overlap = calloc(nc + 1, sizeof *o->overlap);
+    o->groups = calloc(nc + 1, sizeof *o->groups);
+    double ovl = 0, span = 0, wall = 0;
+    for (size_t i = 0; i < rep->nranks; i++)
+        wall += rep->ranks[i].wall_s * 1e9;
+    for (int d = 0; d < CS_DIM_N; d++)
+        o->dims[d] = (struct cs_report_dim){.role = (enum cs__dim)d, .overlap_ratio = NAN};
+    double dspan[CS_DIM_N] = {0}, dovl[CS_DIM_N] = {0};
+    for (size_t i = 0; i < nc && o->overlap && o->groups; i++) {
+        const struct cs__scomm *sc = &S->comms[i];
+        const struct cs__cclass *cl = &S->classes[sc->cls];
+        if (sc->span > 0) {
+            struct cs_report_overlap *v = &o->overlap[o->noverlap++];
+            cs__comm_label(sc->id, v->comm, sizeof v->comm);
+            v->ratio = sc->ovl / sc->span;
+            v->overlapped_s = sc->ovl / 1e9;
+            v->in_flight_s = sc->span / 1e9;
+            ovl += sc->ovl;
+            span += sc->span;
+        }
+        if (sc->size < 2)
+            continue;
+        struct cs_report_group *gr = &o->groups[o->ngroups];
+        gr->ranks = malloc((size_t)sc->size * sizeof *gr->ranks);
+        if (!gr->ranks)
+            continue;
+        o->ngroups++;
+        memcpy(gr->ranks, sc->members, (size_t)sc->size * sizeof *gr->ranks);
+        cs__comm_label(sc->id, gr->comm, sizeof gr->comm);
+        gr->role = cl->role < CS_DIM_N ? cl->role : CS_DIM_OTHER;
+        gr->size = sc->size;
+        gr->confidence = cl->confidence;
+        snprintf(gr->why, sizeof gr->why, "%s", cl->why);
+        struct cs_report_dim *dm = &o->dims[gr->role];
+        dm->comms++;
+        dm->time_s += sc->blocked / 1e9;
+        dm->bytes += sc->bytes;
+        dspan[gr->role] += sc->span;
+        dovl[gr->role] += sc->ovl;
+    }
+    for (int d = 0; d < CS_DIM_N; d++) {
+        o->dims[d].exposed_share = wall > 0 ? o->dims[d].time_s * 1e9 / wall : NAN;
+        o->dims[d].overlap_ratio = dspan[d] > 0 ? dovl[d] / dspan[d] : NAN;
+    }
+    o->overlap_ratio = span > 0 ? ovl / span : NAN;
+}
+
 void cs__steps_report(struct cs__run *run, struct cs_report *rep)
 {
     struct cs__steps *S = run->steps;
@@ -220,69 +291,8 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     }
     free(pw);
 
-    /* Gradient synchronisation. */
-    if (!any_dp)
-        snprintf(o->grad_note, sizeof o->grad_note,
-                 "no data-parallel group was found, so no call counts as gradient"
-                 " synchronisation");
-    else if (!o->timed || tot.dur <= 0)
-        snprintf(o->grad_note, sizeof o->grad_note, "no complete steps to measure it in");
-    else {
-        double rs = tot.n * 1e9;
-        o->grad_share = tot.grad_blocked / tot.dur;
-        o->grad_exposed_s = tot.grad_blocked / rs;
-        o->grad_wait_s = capped(tot.grad_wait, tot.grad_blocked) / rs;
-        o->grad_overlapped_s = tot.grad_ovl / rs;
-        o->grad_total_s = (tot.grad_blocked + tot.grad_ovl) / rs;
-    }
-
-    /* Overlap per communicator, groups, dimensions. */
-    size_t nc = S->ncomms;
-    o->overlap = calloc(nc + 1, sizeof *o->overlap);
-    o->groups = calloc(nc + 1, sizeof *o->groups);
-    double ovl = 0, span = 0, wall = 0;
-    for (size_t i = 0; i < rep->nranks; i++)
-        wall += rep->ranks[i].wall_s * 1e9;
-    for (int d = 0; d < CS_DIM_N; d++)
-        o->dims[d] = (struct cs_report_dim){.role = (enum cs__dim)d, .overlap_ratio = NAN};
-    double dspan[CS_DIM_N] = {0}, dovl[CS_DIM_N] = {0};
-    for (size_t i = 0; i < nc && o->overlap && o->groups; i++) {
-        const struct cs__scomm *sc = &S->comms[i];
-        const struct cs__cclass *cl = &S->classes[sc->cls];
-        if (sc->span > 0) {
-            struct cs_report_overlap *v = &o->overlap[o->noverlap++];
-            cs__comm_label(sc->id, v->comm, sizeof v->comm);
-            v->ratio = sc->ovl / sc->span;
-            v->overlapped_s = sc->ovl / 1e9;
-            v->in_flight_s = sc->span / 1e9;
-            ovl += sc->ovl;
-            span += sc->span;
-        }
-        if (sc->size < 2)
-            continue;
-        struct cs_report_group *gr = &o->groups[o->ngroups];
-        gr->ranks = malloc((size_t)sc->size * sizeof *gr->ranks);
-        if (!gr->ranks)
-            continue;
-        o->ngroups++;
-        memcpy(gr->ranks, sc->members, (size_t)sc->size * sizeof *gr->ranks);
-        cs__comm_label(sc->id, gr->comm, sizeof gr->comm);
-        gr->role = cl->role < CS_DIM_N ? cl->role : CS_DIM_OTHER;
-        gr->size = sc->size;
-        gr->confidence = cl->confidence;
-        snprintf(gr->why, sizeof gr->why, "%s", cl->why);
-        struct cs_report_dim *dm = &o->dims[gr->role];
-        dm->comms++;
-        dm->time_s += sc->blocked / 1e9;
-        dm->bytes += sc->bytes;
-        dspan[gr->role] += sc->span;
-        dovl[gr->role] += sc->ovl;
-    }
-    for (int d = 0; d < CS_DIM_N; d++) {
-        o->dims[d].exposed_share = wall > 0 ? o->dims[d].time_s * 1e9 / wall : NAN;
-        o->dims[d].overlap_ratio = dspan[d] > 0 ? dovl[d] / dspan[d] : NAN;
-    }
-    o->overlap_ratio = span > 0 ? ovl / span : NAN;
+    grad_sync(o, &tot, any_dp);
+    overlap_groups(S, rep, o);
     /* The run's step state stays for the step views (views_steps.c); analyze.c frees it. */
 }
 

@@ -504,6 +504,169 @@ static void compare_expected(struct cs__wire *w, struct cs_wire_report *rp)
     }
 }
 
+/* What capture file f (host label fh, "" unknown) says about itself, and its captures row. */
+static void file_warnings(struct cs__wire *w, struct cs_wire_report *rp,
+                          const struct cs_wire_file *f, const char *fh)
+{
+    for (size_t k = 0; k < f->nnotes; k++)
+        warn(w, "%s: %s", fh[0] ? fh : f->path, f->notes[k]);
+    if (f->status_no_capture)
+        warn(w, "%s: no capture on this node; its traffic is seen only from its peers",
+             fh[0] ? fh : f->path);
+    else if (!f->complete)
+        warn(w,
+             "%s ends early (the capture was killed, or the disk filled); its numbers are "
+             "a lower bound",
+             f->path);
+    if (f->untracked)
+        warn(w,
+             "%s: %llu packets of TCP flows beyond the 65,536 the capture tracks were not "
+             "checked for retransmissions or duplicate ACKs; those counts are a lower bound",
+             fh[0] ? fh : f->path, (unsigned long long)f->untracked);
+    if (f->bad_time)
+        warn(w,
+             "%s: %llu packets have timestamps past the year 2116 (a damaged capture); they "
+             "are left out of the time buckets and the links",
+             fh[0] ? fh : f->path, (unsigned long long)f->bad_time);
+    /* More than 1 % cut short: a snap length below the headers, or damaged frames. */
+    if (f->complete && f->short_headers && f->short_headers * 100 > f->total_packets)
+        warn(w,
+             "%s: %llu of %llu packets (%.1f %%) were captured too short to read their "
+             "headers (a snap length below them, or damaged frames); the links' and the "
+             "retransmission counts are a lower bound",
+             fh[0] ? fh : f->path, (unsigned long long)f->short_headers,
+             (unsigned long long)f->total_packets,
+             100.0 * (double)f->short_headers / (double)f->total_packets);
+    if (rp->captures) {
+        struct cs_wire_report_capture *rc = &rp->captures[rp->ncaptures++];
+        snprintf(rc->host, sizeof rc->host, "%s", fh[0] ? fh : f->path);
+        rc->packets = f->total_packets;
+        rc->bytes = f->total_bytes;
+        rc->ip_packets = f->ip_packets;
+        rc->non_ip = f->non_ip;
+        rc->short_headers = f->short_headers;
+        rc->untracked = f->untracked;
+        rc->bad_time = f->bad_time;
+        rc->complete = f->complete;
+        rc->no_capture = f->status_no_capture;
+    }
+}
+
+/* The interfaces of capture file f (host label fh) into rp->ifaces (*capif its capacity). */
+static void file_ifaces(struct cs__wire *w, struct cs_wire_report *rp, const struct cs_wire_file *f,
+                        const char *fh, size_t *capif)
+{
+    uint64_t host_total = 0;
+    for (int i = 0; i < f->nifaces; i++)
+        host_total += f->ifaces[i].bytes;
+    for (int i = 0; i < f->nifaces; i++) {
+        if (rp->nifaces == *capif) {
+            *capif = *capif ? 2 * *capif : 8;
+            void *q = realloc(rp->ifaces, *capif * sizeof *rp->ifaces);
+            if (!q)
+                return;
+            rp->ifaces = q;
+        }
+        struct cs_wire_report_iface *ri = &rp->ifaces[rp->nifaces++];
+        memset(ri, 0, sizeof *ri);
+        snprintf(ri->host, sizeof ri->host, "%s", fh[0] ? fh : "-");
+        snprintf(ri->name, sizeof ri->name, "%s", f->ifaces[i].name);
+        ri->bytes = f->ifaces[i].bytes;
+        ri->pkts = f->ifaces[i].pkts;
+        ri->expected = f->ifaces[i].expected;
+        ri->speed_mbps = f->ifaces[i].speed_mbps;
+        ri->share = host_total ? (double)ri->bytes / (double)host_total : NAN;
+        if (f->ifaces[i].recv > f->ifaces[i].seen + f->ifaces[i].recv / 100)
+            warn(w,
+                 "%s: %llu of %llu packets on %s were still in the kernel's buffer when the "
+                 "capture ended; wire numbers are a lower bound",
+                 ri->host, (unsigned long long)(f->ifaces[i].recv - f->ifaces[i].seen),
+                 (unsigned long long)f->ifaces[i].recv, ri->name);
+        if (f->ifaces[i].drop)
+            warn(w,
+                 "%s: the kernel dropped %llu packets on %s before the capture saw them; "
+                 "wire numbers are a lower bound",
+                 ri->host, (unsigned long long)f->ifaces[i].drop, ri->name);
+    }
+}
+
+/* Bytes between hosts: each direction once, from the sender's capture, or from the receiver's
+ * when the sender captured nothing. */
+static uint64_t bytes_between_hosts(const struct link *links, size_t nl)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < nl; i++) {
+        uint64_t tx = links[i].p.bytes_tx, rx = 0;
+        for (size_t j = 0; j < nl; j++)
+            if (strcmp(links[j].host, links[i].peer) == 0 &&
+                strcmp(links[j].peer, links[i].host) == 0)
+                rx = links[j].p.bytes_rx;
+        bytes += tx > rx ? tx : rx;
+    }
+    /* Directions seen only by the receiver. */
+    for (size_t j = 0; j < nl; j++) {
+        int sender_seen = 0;
+        for (size_t i = 0; i < nl && !sender_seen; i++)
+            sender_seen = strcmp(links[i].host, links[j].peer) == 0 &&
+                          strcmp(links[i].peer, links[j].host) == 0;
+        if (!sender_seen)
+            bytes += links[j].p.bytes_rx;
+    }
+    return bytes;
+}
+
+/* The warnings about what the captures cover: traffic off the expected interface, hosts without
+ * a capture file, and wire bytes far from the traced ones. */
+static void coverage_warnings(struct cs__wire *w, const struct cs_wire_report *rp)
+{
+    /* Interfaces that should not carry the job's traffic. */
+    for (size_t i = 0; i < rp->nifaces; i++) {
+        const struct cs_wire_report_iface *ri = &rp->ifaces[i];
+        if (ri->expected != 0 || ri->bytes < OFF_IFACE_BYTES || !(ri->share >= OFF_IFACE_SHARE))
+            continue;
+        char exp[256] = "";
+        size_t n = 0;
+        for (size_t j = 0; j < rp->nifaces; j++)
+            if (rp->ifaces[j].expected == 1 && strcmp(rp->ifaces[j].host, ri->host) == 0)
+                n += (size_t)snprintf(exp + n, sizeof exp - n, "%s%s", n ? "/" : "",
+                                      rp->ifaces[j].name);
+        char speed[64] = "";
+        if (ri->speed_mbps > 0)
+            snprintf(speed, sizeof speed, " (%g Gb/s)", (double)ri->speed_mbps / 1000);
+        warn_verdict(w,
+                     "OFF THE EXPECTED INTERFACE: rank traffic left %s through %s%s instead of %s: "
+                     "%llu bytes, %.0f%% of the job's traffic captured on %s",
+                     ri->host, ri->name, speed, exp[0] ? exp : "the expected data interface",
+                     (unsigned long long)ri->bytes, 100 * ri->share, ri->host);
+    }
+    /* Hosts of the trace without wire data. */
+    int live = 0;
+    for (size_t fi = 0; fi < w->nfiles; fi++)
+        live |= w->label[fi][0] != '\0';
+    for (int h = 0; live && h < w->nhosts; h++) {
+        int found = 0;
+        for (size_t fi = 0; fi < w->nfiles && !found; fi++)
+            found = strcmp(w->label[fi], w->hosts[h]) == 0;
+        if (!found && w->hosts[h][0])
+            warn(w,
+                 "no wire capture file from host %s (wire-%s.csw); its traffic is seen only "
+                 "from its peers",
+                 w->hosts[h], w->hosts[h]);
+    }
+    if (rp->traced_bytes && rp->ratio < 0.9)
+        warn(w,
+             "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
+             "the capture missed traffic (a node or interface not captured, kernel drops, or "
+             "RDMA/shared-memory paths libpcap cannot see)",
+             rp->ratio, (unsigned long long)rp->wire_bytes, (unsigned long long)rp->traced_bytes);
+    else if (rp->traced_bytes && rp->ratio > 1.5)
+        warn(w,
+             "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
+             "collective algorithms that move more than a ring, retransmissions, or other "
+             "traffic between the job's hosts",
+             rp->ratio, (unsigned long long)rp->wire_bytes, (unsigned long long)rp->traced_bytes);
+}
+
 static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
 {
     struct cs_wire_report *rp = calloc(1, sizeof *rp);
@@ -536,82 +699,9 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
         struct cs_wire_file *f = &w->files[fi];
         const char *fh = w->label[fi];
         char hb[64], pb[64];
-        for (size_t k = 0; k < f->nnotes; k++)
-            warn(w, "%s: %s", fh[0] ? fh : f->path, f->notes[k]);
-        if (f->status_no_capture)
-            warn(w, "%s: no capture on this node; its traffic is seen only from its peers",
-                 fh[0] ? fh : f->path);
-        else if (!f->complete)
-            warn(w,
-                 "%s ends early (the capture was killed, or the disk filled); its numbers are "
-                 "a lower bound",
-                 f->path);
-        if (f->untracked)
-            warn(w,
-                 "%s: %llu packets of TCP flows beyond the 65,536 the capture tracks were not "
-                 "checked for retransmissions or duplicate ACKs; those counts are a lower bound",
-                 fh[0] ? fh : f->path, (unsigned long long)f->untracked);
-        if (f->bad_time)
-            warn(w,
-                 "%s: %llu packets have timestamps past the year 2116 (a damaged capture); they "
-                 "are left out of the time buckets and the links",
-                 fh[0] ? fh : f->path, (unsigned long long)f->bad_time);
-        /* More than 1 % cut short: a snap length below the headers, or damaged frames. */
-        if (f->complete && f->short_headers && f->short_headers * 100 > f->total_packets)
-            warn(w,
-                 "%s: %llu of %llu packets (%.1f %%) were captured too short to read their "
-                 "headers (a snap length below them, or damaged frames); the links' and the "
-                 "retransmission counts are a lower bound",
-                 fh[0] ? fh : f->path, (unsigned long long)f->short_headers,
-                 (unsigned long long)f->total_packets,
-                 100.0 * (double)f->short_headers / (double)f->total_packets);
-        if (rp->captures) {
-            struct cs_wire_report_capture *rc = &rp->captures[rp->ncaptures++];
-            snprintf(rc->host, sizeof rc->host, "%s", fh[0] ? fh : f->path);
-            rc->packets = f->total_packets;
-            rc->bytes = f->total_bytes;
-            rc->ip_packets = f->ip_packets;
-            rc->non_ip = f->non_ip;
-            rc->short_headers = f->short_headers;
-            rc->untracked = f->untracked;
-            rc->bad_time = f->bad_time;
-            rc->complete = f->complete;
-            rc->no_capture = f->status_no_capture;
-        }
+        file_warnings(w, rp, f, fh);
         const struct cs__clock *clk = fh[0] ? clock_of(run, fh) : NULL;
-        /* Interfaces. */
-        uint64_t host_total = 0;
-        for (int i = 0; i < f->nifaces; i++)
-            host_total += f->ifaces[i].bytes;
-        for (int i = 0; i < f->nifaces; i++) {
-            if (rp->nifaces == capif) {
-                capif = capif ? 2 * capif : 8;
-                void *q = realloc(rp->ifaces, capif * sizeof *rp->ifaces);
-                if (!q)
-                    break;
-                rp->ifaces = q;
-            }
-            struct cs_wire_report_iface *ri = &rp->ifaces[rp->nifaces++];
-            memset(ri, 0, sizeof *ri);
-            snprintf(ri->host, sizeof ri->host, "%s", fh[0] ? fh : "-");
-            snprintf(ri->name, sizeof ri->name, "%s", f->ifaces[i].name);
-            ri->bytes = f->ifaces[i].bytes;
-            ri->pkts = f->ifaces[i].pkts;
-            ri->expected = f->ifaces[i].expected;
-            ri->speed_mbps = f->ifaces[i].speed_mbps;
-            ri->share = host_total ? (double)ri->bytes / (double)host_total : NAN;
-            if (f->ifaces[i].recv > f->ifaces[i].seen + f->ifaces[i].recv / 100)
-                warn(w,
-                     "%s: %llu of %llu packets on %s were still in the kernel's buffer when the "
-                     "capture ended; wire numbers are a lower bound",
-                     ri->host, (unsigned long long)(f->ifaces[i].recv - f->ifaces[i].seen),
-                     (unsigned long long)f->ifaces[i].recv, ri->name);
-            if (f->ifaces[i].drop)
-                warn(w,
-                     "%s: the kernel dropped %llu packets on %s before the capture saw them; "
-                     "wire numbers are a lower bound",
-                     ri->host, (unsigned long long)f->ifaces[i].drop, ri->name);
-        }
+        file_ifaces(w, rp, f, fh, &capif);
         /* Links, from this file's point of view. */
         for (size_t k = 0; k < f->nrecs; k++) {
             const struct cs_wire_rec *r = &f->recs[k];
@@ -710,73 +800,10 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
     }
     rp->collective_gbps =
         coll_buckets ? (double)coll_bytes * 8 / ((double)coll_buckets * coll_width) / 1e9 : NAN;
-    /* Bytes between hosts: each direction once, from the sender's capture, or from the
-     * receiver's when the sender captured nothing. */
-    for (size_t i = 0; i < nl; i++) {
-        uint64_t tx = links[i].p.bytes_tx, rx = 0;
-        for (size_t j = 0; j < nl; j++)
-            if (strcmp(links[j].host, links[i].peer) == 0 &&
-                strcmp(links[j].peer, links[i].host) == 0)
-                rx = links[j].p.bytes_rx;
-        rp->wire_bytes += tx > rx ? tx : rx;
-    }
-    /* Directions seen only by the receiver. */
-    for (size_t j = 0; j < nl; j++) {
-        int sender_seen = 0;
-        for (size_t i = 0; i < nl && !sender_seen; i++)
-            sender_seen = strcmp(links[i].host, links[j].peer) == 0 &&
-                          strcmp(links[i].peer, links[j].host) == 0;
-        if (!sender_seen)
-            rp->wire_bytes += links[j].p.bytes_rx;
-    }
+    rp->wire_bytes = bytes_between_hosts(links, nl);
     rp->ratio = rp->traced_bytes ? (double)rp->wire_bytes / (double)rp->traced_bytes : NAN;
     compare_expected(w, rp);
-    /* Interfaces that should not carry the job's traffic. */
-    for (size_t i = 0; i < rp->nifaces; i++) {
-        struct cs_wire_report_iface *ri = &rp->ifaces[i];
-        if (ri->expected != 0 || ri->bytes < OFF_IFACE_BYTES || !(ri->share >= OFF_IFACE_SHARE))
-            continue;
-        char exp[256] = "";
-        size_t n = 0;
-        for (size_t j = 0; j < rp->nifaces; j++)
-            if (rp->ifaces[j].expected == 1 && strcmp(rp->ifaces[j].host, ri->host) == 0)
-                n += (size_t)snprintf(exp + n, sizeof exp - n, "%s%s", n ? "/" : "",
-                                      rp->ifaces[j].name);
-        char speed[64] = "";
-        if (ri->speed_mbps > 0)
-            snprintf(speed, sizeof speed, " (%g Gb/s)", (double)ri->speed_mbps / 1000);
-        warn_verdict(w,
-                     "OFF THE EXPECTED INTERFACE: rank traffic left %s through %s%s instead of %s: "
-                     "%llu bytes, %.0f%% of the job's traffic captured on %s",
-                     ri->host, ri->name, speed, exp[0] ? exp : "the expected data interface",
-                     (unsigned long long)ri->bytes, 100 * ri->share, ri->host);
-    }
-    /* Hosts of the trace without wire data. */
-    int live = 0;
-    for (size_t fi = 0; fi < w->nfiles; fi++)
-        live |= w->label[fi][0] != '\0';
-    for (int h = 0; live && h < w->nhosts; h++) {
-        int found = 0;
-        for (size_t fi = 0; fi < w->nfiles && !found; fi++)
-            found = strcmp(w->label[fi], w->hosts[h]) == 0;
-        if (!found && w->hosts[h][0])
-            warn(w,
-                 "no wire capture file from host %s (wire-%s.csw); its traffic is seen only "
-                 "from its peers",
-                 w->hosts[h], w->hosts[h]);
-    }
-    if (rp->traced_bytes && rp->ratio < 0.9)
-        warn(w,
-             "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
-             "the capture missed traffic (a node or interface not captured, kernel drops, or "
-             "RDMA/shared-memory paths libpcap cannot see)",
-             rp->ratio, (unsigned long long)rp->wire_bytes, (unsigned long long)rp->traced_bytes);
-    else if (rp->traced_bytes && rp->ratio > 1.5)
-        warn(w,
-             "the wire carried %.2fx the bytes the traced communication implies (%llu vs %llu): "
-             "collective algorithms that move more than a ring, retransmissions, or other "
-             "traffic between the job's hosts",
-             rp->ratio, (unsigned long long)rp->wire_bytes, (unsigned long long)rp->traced_bytes);
+    coverage_warnings(w, rp);
     free(links);
     for (size_t fi = 0; reclink && fi < w->nfiles; fi++)
         free(reclink[fi]);
