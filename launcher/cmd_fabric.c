@@ -208,6 +208,96 @@ static int valid_number(const char *v, int size, int zero_ok)
     return !errno && *end == '\0' && d <= 1099511627776.0 && (d > 0 || (zero_ok && d == 0));
 }
 
+/* Run the benchmark job av, its results into fab (and rawf, when given), the job's own output
+ * passed through.  Returns the job's exit status (128 + signal), or -1 (said on stderr). */
+static int run_bench(char **av, struct cs_fabric *fab, FILE *rawf)
+{
+    int fd[2], efd[2];
+    if (pipe(fd) < 0 || pipe(efd) < 0) {
+        fprintf(stderr, "commscope fabric: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "commscope fabric: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        cs__restore_child_signals();
+        dup2(fd[1], 1);
+        dup2(efd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        close(efd[0]);
+        close(efd[1]);
+        execvp(av[0], av);
+        fprintf(stderr, "commscope fabric: cannot run '%s': %s\n", av[0], strerror(errno));
+        _exit(errno == ENOENT ? CS__EXIT_NOTFOUND : CS__EXIT_NOEXEC);
+    }
+    close(fd[1]);
+    close(efd[1]);
+    /* The job's own output passes through; the benchmark's result lines are ours.  Its stderr
+     * passes through too, read for the launcher's word on a process that failed. */
+    struct linebuf out = {fd[0], NULL, 0, 0}, err = {efd[0], NULL, 0, 0};
+    struct sink sink = {fab, rawf};
+    while (out.fd >= 0 || err.fd >= 0) {
+        struct pollfd pf[2] = {{out.fd, POLLIN, 0}, {err.fd, POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pf[0].revents)
+            drain(&out, out_line, &sink);
+        if (pf[1].revents)
+            drain(&err, err_line, &sink);
+    }
+    free(out.buf);
+    free(err.buf);
+    if (out.fd >= 0)
+        close(out.fd);
+    if (err.fd >= 0)
+        close(err.fd);
+    if (rawf)
+        fclose(rawf);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The exit status of the fabric check (EXIT_SLOW, EXIT_INCOMPLETE or 0), the JSON report
+ * written when asked for. */
+static int fabric_status(const struct cs_fabric *fab, int job, const char *json)
+{
+    int status = 0;
+    for (size_t k = 0; k < fab->n_nodes; k++)
+        status |= !strcmp(fab->nodes[k].status, "slow") ||
+                  !strcmp(fab->nodes[k].status, "failed") ||
+                  !strcmp(fab->nodes[k].status, "errors");
+    for (size_t k = 0; k < fab->n_links; k++)
+        status |= !strcmp(fab->links[k].status, "slow");
+    status = status ? EXIT_SLOW : 0;
+    if (job != 0 || !fab->complete)
+        status = EXIT_INCOMPLETE;
+    if (json) {
+        FILE *f = strcmp(json, "-") ? fopen(json, "w") : stdout;
+        if (!f) {
+            fprintf(stderr, "commscope fabric: cannot write %s: %s\n", json, strerror(errno));
+            status = EXIT_INCOMPLETE;
+        } else {
+            cs_fabric_write_json(fab, f);
+            if (f != stdout && fclose(f) != 0) {
+                fprintf(stderr, "commscope fabric: error writing %s\n", json);
+                status = EXIT_INCOMPLETE;
+            }
+        }
+    }
+    return status;
+}
+
 int cs__cmd_fabric(int argc, char **argv)
 {
     const char *json = NULL, *raw = NULL;
@@ -357,64 +447,14 @@ int cs__cmd_fabric(int argc, char **argv)
         free(av);
         return CS__EXIT_USAGE;
     }
-    int fd[2], efd[2];
-    if (pipe(fd) < 0 || pipe(efd) < 0) {
-        fprintf(stderr, "commscope fabric: pipe: %s\n", strerror(errno));
-        free(av);
-        return 1;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "commscope fabric: fork: %s\n", strerror(errno));
-        free(av);
-        return 1;
-    }
-    if (pid == 0) {
-        cs__restore_child_signals();
-        dup2(fd[1], 1);
-        dup2(efd[1], 2);
-        close(fd[0]);
-        close(fd[1]);
-        close(efd[0]);
-        close(efd[1]);
-        execvp(av[0], av);
-        fprintf(stderr, "commscope fabric: cannot run '%s': %s\n", av[0], strerror(errno));
-        _exit(errno == ENOENT ? CS__EXIT_NOTFOUND : CS__EXIT_NOEXEC);
-    }
-    close(fd[1]);
-    close(efd[1]);
-    /* The job's own output passes through; the benchmark's result lines are ours.  Its stderr
-     * passes through too, read for the launcher's word on a process that failed. */
     struct cs_fabric fab;
     cs_fabric_init(&fab);
-    struct linebuf out = {fd[0], NULL, 0, 0}, err = {efd[0], NULL, 0, 0};
-    struct sink sink = {&fab, rawf};
-    while (out.fd >= 0 || err.fd >= 0) {
-        struct pollfd pf[2] = {{out.fd, POLLIN, 0}, {err.fd, POLLIN, 0}};
-        if (poll(pf, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (pf[0].revents)
-            drain(&out, out_line, &sink);
-        if (pf[1].revents)
-            drain(&err, err_line, &sink);
+    int job = run_bench(av, &fab, rawf);
+    if (job < 0) {
+        free(av);
+        cs_fabric_free(&fab);
+        return 1;
     }
-    free(out.buf);
-    free(err.buf);
-    if (out.fd >= 0)
-        close(out.fd);
-    if (err.fd >= 0)
-        close(err.fd);
-    if (rawf)
-        fclose(rawf);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    int job = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     free(av);
     if (job == CS__EXIT_NOTFOUND || job == CS__EXIT_NOEXEC) {
         if (!fab.ranks) {
@@ -436,28 +476,7 @@ int cs__cmd_fabric(int argc, char **argv)
                     fab.nodes[k].failure);
     if (!quiet)
         cs_fabric_print(&fab, stdout);
-    int status = 0;
-    for (size_t k = 0; k < fab.n_nodes; k++)
-        status |= !strcmp(fab.nodes[k].status, "slow") || !strcmp(fab.nodes[k].status, "failed") ||
-                  !strcmp(fab.nodes[k].status, "errors");
-    for (size_t k = 0; k < fab.n_links; k++)
-        status |= !strcmp(fab.links[k].status, "slow");
-    status = status ? EXIT_SLOW : 0;
-    if (job != 0 || !fab.complete)
-        status = EXIT_INCOMPLETE;
-    if (json) {
-        FILE *f = strcmp(json, "-") ? fopen(json, "w") : stdout;
-        if (!f) {
-            fprintf(stderr, "commscope fabric: cannot write %s: %s\n", json, strerror(errno));
-            status = EXIT_INCOMPLETE;
-        } else {
-            cs_fabric_write_json(&fab, f);
-            if (f != stdout && fclose(f) != 0) {
-                fprintf(stderr, "commscope fabric: error writing %s\n", json);
-                status = EXIT_INCOMPLETE;
-            }
-        }
-    }
+    int status = fabric_status(&fab, job, json);
     cs_fabric_free(&fab);
     return status;
 }
