@@ -52,6 +52,164 @@ static int add_note(struct cs_wire_file *f, const char *text)
  * file's records then stay far from wrapping. */
 #define WIRE_COUNT_MAX (1ull << 48)
 
+/* One line after the first: its key and the rest.  Returns 0; -1 malformed (*why may say more),
+ * -2 out of memory.  *caprec, *capaddr: the capacities of f->recs and f->addrs. */
+static int parse_line(struct cs_wire_file *f, const char *key, const char *rest, size_t *caprec,
+                      size_t *capaddr, const char **why)
+{
+    if (strcmp(key, "b") == 0) {
+        struct cs_wire_rec r;
+        unsigned long long v[14];
+        if (sscanf(rest, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+                   &v[11], &v[12], &v[13]) != 14 ||
+            v[1] >= (unsigned)f->nifaces || v[2] >= f->naddrs || v[3] >= f->naddrs)
+            return -1;
+        uint64_t width = f->bucket_ns ? f->bucket_ns : CS_WIRE_BUCKET_NS_DEFAULT;
+        if (v[0] >= CS_WIRE_TIME_LIMIT / width) { /* it must end by 2^62 */
+            *why = "bucket past 2^62 ns (year 2116)";
+            return -1;
+        }
+        for (int k = 4; k < 14; k++)
+            if (v[k] > WIRE_COUNT_MAX) {
+                *why = "count above 2^48 in one bucket";
+                return -1;
+            }
+        r.bucket = v[0];
+        r.iface = (int)v[1];
+        r.local = (int)v[2];
+        r.peer = (int)v[3];
+        r.c =
+            (struct cs_wire_counts){v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]};
+        if (f->nrecs == *caprec) {
+            *caprec = *caprec ? 2 * *caprec : 256;
+            void *p = realloc(f->recs, *caprec * sizeof *f->recs);
+            if (!p)
+                return -2;
+            f->recs = p;
+        }
+        f->recs[f->nrecs++] = r;
+        f->ifaces[r.iface].bytes += r.c.tx_bytes + r.c.rx_bytes;
+        f->ifaces[r.iface].pkts += r.c.tx_pkts + r.c.rx_pkts;
+    } else if (strcmp(key, "addr") == 0) {
+        unsigned idx;
+        char a[64], h[64];
+        struct cs_wire_addr ad;
+        if (sscanf(rest, "%u %63s %63s", &idx, a, h) != 3 || idx != f->naddrs ||
+            cs_wire_addr_parse(a, &ad) != 0)
+            return -1;
+        if (f->naddrs == *capaddr) {
+            *capaddr = *capaddr ? 2 * *capaddr : 64;
+            void *p = realloc(f->addrs, *capaddr * sizeof *f->addrs);
+            if (!p)
+                return -2;
+            f->addrs = p;
+            p = realloc(f->addr_host, *capaddr * sizeof *f->addr_host);
+            if (!p)
+                return -2;
+            f->addr_host = p;
+        }
+        f->addrs[f->naddrs] = ad;
+        snprintf(f->addr_host[f->naddrs], 64, "%s", strcmp(h, "-") == 0 ? "" : h);
+        f->naddrs++;
+    } else if (strcmp(key, "iface") == 0) {
+        unsigned idx;
+        int lt;
+        char nm[64];
+        if (sscanf(rest, "%u %63s linktype %d", &idx, nm, &lt) != 3 ||
+            idx != (unsigned)f->nifaces || idx >= CS_WIRE_MAX_IFACES)
+            return -1;
+        snprintf(f->ifaces[idx].name, sizeof f->ifaces[idx].name, "%s", nm);
+        f->ifaces[idx].linktype = lt;
+        f->nifaces++;
+    } else if (strcmp(key, "ifinfo") == 0) {
+        unsigned idx;
+        long sp;
+        int ex;
+        if (sscanf(rest, "%u speed_mbps %ld expected %d", &idx, &sp, &ex) != 3 ||
+            idx >= (unsigned)f->nifaces)
+            return -1;
+        f->ifaces[idx].speed_mbps = sp;
+        f->ifaces[idx].expected = ex;
+    } else if (strcmp(key, "ifstats") == 0) {
+        unsigned idx;
+        unsigned long long rv, dr;
+        if (sscanf(rest, "%u recv %llu drop %llu", &idx, &rv, &dr) != 3 ||
+            idx >= (unsigned)f->nifaces)
+            return -1;
+        f->ifaces[idx].recv = rv;
+        f->ifaces[idx].drop = dr;
+        const char *sn = strstr(rest, " seen ");
+        f->ifaces[idx].seen = sn ? strtoull(sn + 6, NULL, 10) : rv;
+    } else if (strcmp(key, "local") == 0) {
+        char a[64];
+        if (sscanf(rest, "%63s", a) != 1 || f->nlocals == 64 ||
+            cs_wire_addr_parse(a, &f->locals[f->nlocals]) != 0)
+            return -1;
+        f->nlocals++;
+    } else if (strcmp(key, "host") == 0) {
+        rest_of_line(f->host, sizeof f->host, rest);
+    } else if (strcmp(key, "source") == 0) {
+        rest_of_line(f->source, sizeof f->source, rest);
+    } else if (strcmp(key, "bucket_ns") == 0) {
+        unsigned long long v;
+        if (sscanf(rest, "%llu", &v) != 1 || v == 0 || v > CS_WIRE_BUCKET_NS_MAX) {
+            *why = "bucket width not 1 ns to 1 hour";
+            return -1;
+        }
+        if (f->nrecs) {
+            *why = "bucket width after the first bucket record";
+            return -1;
+        }
+        f->bucket_ns = v;
+    } else if (strcmp(key, "snaplen") == 0) {
+        if (sscanf(rest, "%d", &f->snaplen) != 1)
+            return -1;
+    } else if (strcmp(key, "clock") == 0) {
+        long long rt, mt;
+        if (sscanf(rest, " realtime_ns %lld monotonic_ns %lld", &rt, &mt) != 2)
+            return -1;
+        if (rt < 0 || mt < 0 || (uint64_t)rt >= CS_WIRE_TIME_LIMIT ||
+            (uint64_t)mt >= CS_WIRE_TIME_LIMIT) {
+            *why = "clock sample outside 0 to 2^62 ns";
+            return -1;
+        }
+        f->realtime_ns = rt;
+        f->monotonic_ns = mt;
+    } else if (strcmp(key, "note") == 0) {
+        if (add_note(f, rest) != 0)
+            return -2;
+    } else if (strcmp(key, "status") == 0) {
+        if (strstr(rest, "no-capture"))
+            f->status_no_capture = 1;
+    } else if (strcmp(key, "end") == 0) {
+        unsigned long long p = 0, b = 0;
+        if (sscanf(rest, " packets %llu bytes %llu", &p, &b) != 2)
+            return -1;
+        f->total_packets = p;
+        f->total_bytes = b;
+        /* then "key count" pairs; keys this reader does not know are skipped */
+        struct {
+            const char *key;
+            uint64_t *to;
+        } const known[] = {{"ip", &f->ip_packets},
+                           {"non_ip", &f->non_ip},
+                           {"short", &f->short_headers},
+                           {"untracked", &f->untracked},
+                           {"bad_time", &f->bad_time}};
+        char k[32];
+        unsigned long long v;
+        int used;
+        for (const char *s = rest; sscanf(s, " %31s %llu%n", k, &v, &used) == 2; s += used)
+            for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+                if (strcmp(k, known[i].key) == 0)
+                    *known[i].to = v;
+        f->complete = 1;
+    }
+    /* Other keys (filter, later additions) are information only. */
+    return 0;
+}
+
 int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f, char *err,
                              size_t errlen)
 {
@@ -95,158 +253,11 @@ int cs_wire_file_read_stream(FILE *in, const char *name, struct cs_wire_file *f,
         int off = 0;
         if (sscanf(line, "%31s%n", key, &off) != 1)
             continue;
-        const char *rest = line + off;
-        if (strcmp(key, "b") == 0) {
-            struct cs_wire_rec r;
-            unsigned long long v[14];
-            if (sscanf(rest,
-                       "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-                       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-                       &v[11], &v[12], &v[13]) != 14 ||
-                v[1] >= (unsigned)f->nifaces || v[2] >= f->naddrs || v[3] >= f->naddrs)
-                goto bad;
-            uint64_t width = f->bucket_ns ? f->bucket_ns : CS_WIRE_BUCKET_NS_DEFAULT;
-            if (v[0] >= CS_WIRE_TIME_LIMIT / width) { /* it must end by 2^62 */
-                why = "bucket past 2^62 ns (year 2116)";
-                goto bad;
-            }
-            for (int k = 4; k < 14; k++)
-                if (v[k] > WIRE_COUNT_MAX) {
-                    why = "count above 2^48 in one bucket";
-                    goto bad;
-                }
-            r.bucket = v[0];
-            r.iface = (int)v[1];
-            r.local = (int)v[2];
-            r.peer = (int)v[3];
-            r.c = (struct cs_wire_counts){v[4], v[5],  v[6],  v[7],  v[8],
-                                          v[9], v[10], v[11], v[12], v[13]};
-            if (f->nrecs == caprec) {
-                caprec = caprec ? 2 * caprec : 256;
-                void *p = realloc(f->recs, caprec * sizeof *f->recs);
-                if (!p)
-                    goto oom;
-                f->recs = p;
-            }
-            f->recs[f->nrecs++] = r;
-            f->ifaces[r.iface].bytes += r.c.tx_bytes + r.c.rx_bytes;
-            f->ifaces[r.iface].pkts += r.c.tx_pkts + r.c.rx_pkts;
-        } else if (strcmp(key, "addr") == 0) {
-            unsigned idx;
-            char a[64], h[64];
-            struct cs_wire_addr ad;
-            if (sscanf(rest, "%u %63s %63s", &idx, a, h) != 3 || idx != f->naddrs ||
-                cs_wire_addr_parse(a, &ad) != 0)
-                goto bad;
-            if (f->naddrs == capaddr) {
-                capaddr = capaddr ? 2 * capaddr : 64;
-                void *p = realloc(f->addrs, capaddr * sizeof *f->addrs);
-                if (!p)
-                    goto oom;
-                f->addrs = p;
-                p = realloc(f->addr_host, capaddr * sizeof *f->addr_host);
-                if (!p)
-                    goto oom;
-                f->addr_host = p;
-            }
-            f->addrs[f->naddrs] = ad;
-            snprintf(f->addr_host[f->naddrs], 64, "%s", strcmp(h, "-") == 0 ? "" : h);
-            f->naddrs++;
-        } else if (strcmp(key, "iface") == 0) {
-            unsigned idx;
-            int lt;
-            char nm[64];
-            if (sscanf(rest, "%u %63s linktype %d", &idx, nm, &lt) != 3 ||
-                idx != (unsigned)f->nifaces || idx >= CS_WIRE_MAX_IFACES)
-                goto bad;
-            snprintf(f->ifaces[idx].name, sizeof f->ifaces[idx].name, "%s", nm);
-            f->ifaces[idx].linktype = lt;
-            f->nifaces++;
-        } else if (strcmp(key, "ifinfo") == 0) {
-            unsigned idx;
-            long sp;
-            int ex;
-            if (sscanf(rest, "%u speed_mbps %ld expected %d", &idx, &sp, &ex) != 3 ||
-                idx >= (unsigned)f->nifaces)
-                goto bad;
-            f->ifaces[idx].speed_mbps = sp;
-            f->ifaces[idx].expected = ex;
-        } else if (strcmp(key, "ifstats") == 0) {
-            unsigned idx;
-            unsigned long long rv, dr;
-            if (sscanf(rest, "%u recv %llu drop %llu", &idx, &rv, &dr) != 3 ||
-                idx >= (unsigned)f->nifaces)
-                goto bad;
-            f->ifaces[idx].recv = rv;
-            f->ifaces[idx].drop = dr;
-            const char *sn = strstr(rest, " seen ");
-            f->ifaces[idx].seen = sn ? strtoull(sn + 6, NULL, 10) : rv;
-        } else if (strcmp(key, "local") == 0) {
-            char a[64];
-            if (sscanf(rest, "%63s", a) != 1 || f->nlocals == 64 ||
-                cs_wire_addr_parse(a, &f->locals[f->nlocals]) != 0)
-                goto bad;
-            f->nlocals++;
-        } else if (strcmp(key, "host") == 0) {
-            rest_of_line(f->host, sizeof f->host, rest);
-        } else if (strcmp(key, "source") == 0) {
-            rest_of_line(f->source, sizeof f->source, rest);
-        } else if (strcmp(key, "bucket_ns") == 0) {
-            unsigned long long v;
-            if (sscanf(rest, "%llu", &v) != 1 || v == 0 || v > CS_WIRE_BUCKET_NS_MAX) {
-                why = "bucket width not 1 ns to 1 hour";
-                goto bad;
-            }
-            if (f->nrecs) {
-                why = "bucket width after the first bucket record";
-                goto bad;
-            }
-            f->bucket_ns = v;
-        } else if (strcmp(key, "snaplen") == 0) {
-            if (sscanf(rest, "%d", &f->snaplen) != 1)
-                goto bad;
-        } else if (strcmp(key, "clock") == 0) {
-            long long rt, mt;
-            if (sscanf(rest, " realtime_ns %lld monotonic_ns %lld", &rt, &mt) != 2)
-                goto bad;
-            if (rt < 0 || mt < 0 || (uint64_t)rt >= CS_WIRE_TIME_LIMIT ||
-                (uint64_t)mt >= CS_WIRE_TIME_LIMIT) {
-                why = "clock sample outside 0 to 2^62 ns";
-                goto bad;
-            }
-            f->realtime_ns = rt;
-            f->monotonic_ns = mt;
-        } else if (strcmp(key, "note") == 0) {
-            if (add_note(f, rest) != 0)
-                goto oom;
-        } else if (strcmp(key, "status") == 0) {
-            if (strstr(rest, "no-capture"))
-                f->status_no_capture = 1;
-        } else if (strcmp(key, "end") == 0) {
-            unsigned long long p = 0, b = 0;
-            if (sscanf(rest, " packets %llu bytes %llu", &p, &b) != 2)
-                goto bad;
-            f->total_packets = p;
-            f->total_bytes = b;
-            /* then "key count" pairs; keys this reader does not know are skipped */
-            struct {
-                const char *key;
-                uint64_t *to;
-            } const known[] = {{"ip", &f->ip_packets},
-                               {"non_ip", &f->non_ip},
-                               {"short", &f->short_headers},
-                               {"untracked", &f->untracked},
-                               {"bad_time", &f->bad_time}};
-            char k[32];
-            unsigned long long v;
-            int used;
-            for (const char *s = rest; sscanf(s, " %31s %llu%n", k, &v, &used) == 2; s += used)
-                for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-                    if (strcmp(k, known[i].key) == 0)
-                        *known[i].to = v;
-            f->complete = 1;
-        }
-        /* Other keys (filter, later additions) are information only. */
+        int rc = parse_line(f, key, line + off, &caprec, &capaddr, &why);
+        if (rc == -1)
+            goto bad;
+        if (rc == -2)
+            goto oom;
     }
     if (ferror(in)) {
         snprintf(err, errlen, "%s: read error: %s", name, strerror(errno));
