@@ -236,6 +236,157 @@ static void start_ready_buckets(struct bucket *bk, int nb, size_t ready_from, do
     }
 }
 
+/* The measurements each rank sends rank 0: wall, MPI and compute time, per op (calls, bytes),
+ * then per step (time, time in gradient averaging). */
+enum { V_WALL, V_MPI, V_COMPUTE, V_OPS, V_STEPS = V_OPS + 2 * N_OPS };
+
+/* The model's weights and this rank's data. */
+static void init_model(struct model *mm, double *x, double *y, int B, int rank)
+{
+    /* Same initial weights on every rank (seed 7), as data parallelism requires. */
+    uint64_t seed = 7;
+    for (int l = 0; l < N_LAYERS; l++) {
+        double lim = sqrt(6.0 / (mm->in[l] + mm->out[l]));
+        size_t nw = (size_t)mm->out[l] * (size_t)mm->in[l];
+        for (size_t i = 0; i < nw; i++)
+            mm->w[mm->off[l] + i] = lim * (2.0 * rng_uniform(&seed) - 1.0);
+        memset(mm->w + mm->off[l] + nw, 0, (size_t)mm->out[l] * sizeof(double));
+    }
+    /* The data: a fixed linear teacher (seed 42) labels Gaussian inputs drawn per rank. */
+    double teacher[N_INPUT];
+    uint64_t tseed = 42;
+    for (int i = 0; i < N_INPUT; i++)
+        teacher[i] = rng_normal(&tseed);
+    uint64_t dseed = 1000 + (uint64_t)rank;
+    for (int b = 0; b < B; b++) {
+        double s = 0;
+        for (int i = 0; i < N_INPUT; i++) {
+            x[b * N_INPUT + i] = rng_normal(&dseed);
+            s += teacher[i] * x[b * N_INPUT + i];
+        }
+        y[b] = s > 0 ? 1.0 : 0.0;
+    }
+}
+
+/* Buckets are equal chunks of the flat parameter vector, numbered from its end: the output
+ * layer's gradients come first out of backward, so bucket 0 is ready first. */
+static void split_buckets(struct bucket *bk, int K, size_t P)
+{
+    size_t chunk = (P + (size_t)K - 1) / (size_t)K;
+    for (int k = 0; k < K; k++) {
+        size_t hi = P - (size_t)k * chunk;
+        bk[k].lo = hi > chunk ? hi - chunk : 0;
+        bk[k].n = hi - bk[k].lo;
+    }
+}
+
+/* Rank 0's report of every rank's measurements (all: nv values per rank). */
+static void print_report(const double *all, int nv, int size, const struct opts *o, int K, size_t P,
+                         double final_loss)
+{
+    printf("cs_train: ranks=%d steps=%d overlap=%d buckets=%d params=%zu\n", size, o->steps,
+           o->overlap, K, P);
+    for (int op = 0; op < N_OPS; op++) {
+        uint64_t calls = 0, bytes = 0;
+        for (int r = 0; r < size; r++) {
+            calls += (uint64_t)all[(size_t)r * nv + V_OPS + 2 * op];
+            bytes += (uint64_t)all[(size_t)r * nv + V_OPS + 2 * op + 1];
+        }
+        /* MPI_Pcontrol is a marker, not communication: commscope records it as a step
+         * boundary, not among its per-op totals, so it gets its own line. */
+        if (calls && op == OP_PCONTROL)
+            printf("cs_train: marker %s calls=%llu\n", op_names[op], (unsigned long long)calls);
+        else if (calls)
+            printf("cs_train: op %s calls=%llu bytes=%llu\n", op_names[op],
+                   (unsigned long long)calls, (unsigned long long)bytes);
+    }
+    double sum = 0, max = 0;
+    for (int r = 0; r < size; r++) {
+        const double *v = all + (size_t)r * nv;
+        printf("cs_train: rank %d wall_s=%.6f mpi_s=%.6f compute_s=%.6f\n", r, v[V_WALL], v[V_MPI],
+               v[V_COMPUTE]);
+        sum += v[V_COMPUTE];
+        if (v[V_COMPUTE] > max)
+            max = v[V_COMPUTE];
+    }
+    printf("cs_train: load_balance=%.4f\n", max > 0 ? sum / size / max : 1.0);
+    for (int r = 0; r < size; r++)
+        for (int s = 0; s < o->steps; s++)
+            printf("cs_train: rank %d step %d time_s=%.9f grad_sync_s=%.9f\n", r, s,
+                   all[(size_t)r * nv + V_STEPS + 2 * s],
+                   all[(size_t)r * nv + V_STEPS + 2 * s + 1]);
+    printf("cs_train: final_loss=%.6f\n", final_loss);
+}
+
+/* The forward pass over the batch: the activations a1, a2, the outputs p and the output error d3;
+ * returns the summed loss. */
+static double forward(const struct model *m, const double *x, const double *y, double *a1,
+                      double *a2, double *p, double *d3, int B)
+{
+    const int H = m->out[0];
+    const double *W0 = m->w + m->off[0], *b0 = W0 + (size_t)H * N_INPUT;
+    const double *W1 = m->w + m->off[1], *b1 = W1 + (size_t)H * H;
+    const double *W2 = m->w + m->off[2], *b2 = W2 + H;
+    double loss = 0;
+    for (int b = 0; b < B; b++) {
+        const double *xb = x + (size_t)b * N_INPUT;
+        double *h1 = a1 + (size_t)b * H, *h2 = a2 + (size_t)b * H;
+        for (int j = 0; j < H; j++) {
+            const double *wr = W0 + (size_t)j * N_INPUT;
+            double s = b0[j];
+            for (int i = 0; i < N_INPUT; i++)
+                s += wr[i] * xb[i];
+            h1[j] = tanh(s);
+        }
+        for (int j = 0; j < H; j++) {
+            const double *wr = W1 + (size_t)j * H;
+            double s = b1[j];
+            for (int i = 0; i < H; i++)
+                s += wr[i] * h1[i];
+            h2[j] = tanh(s);
+        }
+        double z = b2[0];
+        for (int i = 0; i < H; i++)
+            z += W2[i] * h2[i];
+        p[b] = 1.0 / (1.0 + exp(-z));
+        /* Binary cross-entropy from the logit, stable for large |z|. */
+        loss += (z > 0 ? z : 0) - z * y[b] + log1p(exp(-fabs(z)));
+        d3[b] = (p[b] - y[b]) / B;
+    }
+    return loss;
+}
+
+/* The input layer's gradients from its error d1. */
+static void grad_input(struct model *m, const double *x, const double *d1, int B)
+{
+    const int H = m->out[0];
+    double *gW0 = m->g + m->off[0], *gb0 = gW0 + (size_t)H * N_INPUT;
+    for (int b = 0; b < B; b++) {
+        const double *xb = x + (size_t)b * N_INPUT, *e1 = d1 + (size_t)b * H;
+        for (int j = 0; j < H; j++) {
+            double *gr = gW0 + (size_t)j * N_INPUT;
+            for (int i = 0; i < N_INPUT; i++)
+                gr[i] += e1[j] * xb[i];
+            gb0[j] += e1[j];
+        }
+    }
+}
+
+/* Gradient averaging: the buckets not yet started, then the wait for all (--overlap); or one
+ * blocking all-reduce per bucket. */
+static void average_gradients(struct bucket *bk, int K, double *g, MPI_Request *req, int overlap)
+{
+    if (overlap) {
+        start_ready_buckets(bk, K, 0, g, req);
+        TIMED_MPI(OP_WAITALL, 0, MPI_Waitall(K, req, MPI_STATUSES_IGNORE));
+    } else {
+        for (int k = 0; k < K; k++)
+            TIMED_MPI(OP_ALLREDUCE, bk[k].n * sizeof(double),
+                      MPI_Allreduce(MPI_IN_PLACE, g + bk[k].lo, (int)bk[k].n, MPI_DOUBLE, MPI_SUM,
+                                    MPI_COMM_WORLD));
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -287,38 +438,9 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    /* Same initial weights on every rank (seed 7), as data parallelism requires. */
-    uint64_t seed = 7;
-    for (int l = 0; l < N_LAYERS; l++) {
-        double lim = sqrt(6.0 / (m.in[l] + m.out[l]));
-        size_t nw = (size_t)m.out[l] * (size_t)m.in[l];
-        for (size_t i = 0; i < nw; i++)
-            m.w[m.off[l] + i] = lim * (2.0 * rng_uniform(&seed) - 1.0);
-        memset(m.w + m.off[l] + nw, 0, (size_t)m.out[l] * sizeof(double));
-    }
-    /* The data: a fixed linear teacher (seed 42) labels Gaussian inputs drawn per rank. */
-    double teacher[N_INPUT];
-    uint64_t tseed = 42;
-    for (int i = 0; i < N_INPUT; i++)
-        teacher[i] = rng_normal(&tseed);
-    uint64_t dseed = 1000 + (uint64_t)rank;
-    for (int b = 0; b < B; b++) {
-        double s = 0;
-        for (int i = 0; i < N_INPUT; i++) {
-            x[b * N_INPUT + i] = rng_normal(&dseed);
-            s += teacher[i] * x[b * N_INPUT + i];
-        }
-        y[b] = s > 0 ? 1.0 : 0.0;
-    }
+    init_model(&m, x, y, B, rank);
 
-    /* Buckets are equal chunks of the flat parameter vector, numbered from its end: the output
-     * layer's gradients come first out of backward, so bucket 0 is ready first. */
-    size_t chunk = (P + (size_t)K - 1) / (size_t)K;
-    for (int k = 0; k < K; k++) {
-        size_t hi = P - (size_t)k * chunk;
-        bk[k].lo = hi > chunk ? hi - chunk : 0;
-        bk[k].n = hi - bk[k].lo;
-    }
+    split_buckets(bk, K, P);
 
     /* Per step: its duration and its time in gradient averaging. */
     double *step_t = calloc((size_t)o.steps, sizeof(double));
@@ -342,35 +464,8 @@ int main(int argc, char **argv)
 
         /* Forward. */
         double t0 = now_s();
-        const double *W0 = m.w + m.off[0], *b0 = W0 + (size_t)H * N_INPUT;
-        const double *W1 = m.w + m.off[1], *b1 = W1 + (size_t)H * H;
-        const double *W2 = m.w + m.off[2], *b2 = W2 + H;
-        double loss = 0;
-        for (int b = 0; b < B; b++) {
-            const double *xb = x + (size_t)b * N_INPUT;
-            double *h1 = a1 + (size_t)b * H, *h2 = a2 + (size_t)b * H;
-            for (int j = 0; j < H; j++) {
-                const double *wr = W0 + (size_t)j * N_INPUT;
-                double s = b0[j];
-                for (int i = 0; i < N_INPUT; i++)
-                    s += wr[i] * xb[i];
-                h1[j] = tanh(s);
-            }
-            for (int j = 0; j < H; j++) {
-                const double *wr = W1 + (size_t)j * H;
-                double s = b1[j];
-                for (int i = 0; i < H; i++)
-                    s += wr[i] * h1[i];
-                h2[j] = tanh(s);
-            }
-            double z = b2[0];
-            for (int i = 0; i < H; i++)
-                z += W2[i] * h2[i];
-            p[b] = 1.0 / (1.0 + exp(-z));
-            /* Binary cross-entropy from the logit, stable for large |z|. */
-            loss += (z > 0 ? z : 0) - z * y[b] + log1p(exp(-fabs(z)));
-            d3[b] = (p[b] - y[b]) / B;
-        }
+        const double *W1 = m.w + m.off[1], *W2 = m.w + m.off[2];
+        double loss = forward(&m, x, y, a1, a2, p, d3, B);
         phase_end(t0);
 
         /* Backward, output layer first; with --overlap each ready bucket starts at once. */
@@ -414,28 +509,10 @@ int main(int argc, char **argv)
             start_ready_buckets(bk, K, m.off[1], m.g, req);
 
         t0 = now_s();
-        double *gW0 = m.g + m.off[0], *gb0 = gW0 + (size_t)H * N_INPUT;
-        for (int b = 0; b < B; b++) {
-            const double *xb = x + (size_t)b * N_INPUT, *e1 = d1 + (size_t)b * H;
-            for (int j = 0; j < H; j++) {
-                double *gr = gW0 + (size_t)j * N_INPUT;
-                for (int i = 0; i < N_INPUT; i++)
-                    gr[i] += e1[j] * xb[i];
-                gb0[j] += e1[j];
-            }
-        }
+        grad_input(&m, x, d1, B);
         phase_end(t0);
 
-        /* Gradient averaging. */
-        if (o.overlap) {
-            start_ready_buckets(bk, K, 0, m.g, req);
-            TIMED_MPI(OP_WAITALL, 0, MPI_Waitall(K, req, MPI_STATUSES_IGNORE));
-        } else {
-            for (int k = 0; k < K; k++)
-                TIMED_MPI(OP_ALLREDUCE, bk[k].n * sizeof(double),
-                          MPI_Allreduce(MPI_IN_PLACE, m.g + bk[k].lo, (int)bk[k].n, MPI_DOUBLE,
-                                        MPI_SUM, MPI_COMM_WORLD));
-        }
+        average_gradients(bk, K, m.g, req, o.overlap);
 
         /* SGD with the mean gradient over all ranks. */
         t0 = now_s();
@@ -462,8 +539,6 @@ int main(int argc, char **argv)
      */
     step_t[o.steps - 1] = now_s() - t_step;
     step_g[o.steps - 1] = grad_s - g_step;
-    enum { V_WALL, V_MPI, V_COMPUTE, V_OPS };
-    const int V_STEPS = V_OPS + 2 * N_OPS;
     const int nv = V_STEPS + 2 * o.steps;
     double *mine = malloc((size_t)nv * sizeof(double));
     double *all = rank == 0 ? malloc((size_t)nv * (size_t)size * sizeof(double)) : NULL;
@@ -489,40 +564,8 @@ int main(int argc, char **argv)
     MPI_Finalize();
 
     /* Printed after MPI_Finalize so printing is outside the traced window. */
-    if (rank == 0) {
-        printf("cs_train: ranks=%d steps=%d overlap=%d buckets=%d params=%zu\n", size, o.steps,
-               o.overlap, K, P);
-        for (int op = 0; op < N_OPS; op++) {
-            uint64_t calls = 0, bytes = 0;
-            for (int r = 0; r < size; r++) {
-                calls += (uint64_t)all[(size_t)r * nv + V_OPS + 2 * op];
-                bytes += (uint64_t)all[(size_t)r * nv + V_OPS + 2 * op + 1];
-            }
-            /* MPI_Pcontrol is a marker, not communication: commscope records it as a step
-             * boundary, not among its per-op totals, so it gets its own line. */
-            if (calls && op == OP_PCONTROL)
-                printf("cs_train: marker %s calls=%llu\n", op_names[op], (unsigned long long)calls);
-            else if (calls)
-                printf("cs_train: op %s calls=%llu bytes=%llu\n", op_names[op],
-                       (unsigned long long)calls, (unsigned long long)bytes);
-        }
-        double sum = 0, max = 0;
-        for (int r = 0; r < size; r++) {
-            const double *v = all + (size_t)r * nv;
-            printf("cs_train: rank %d wall_s=%.6f mpi_s=%.6f compute_s=%.6f\n", r, v[V_WALL],
-                   v[V_MPI], v[V_COMPUTE]);
-            sum += v[V_COMPUTE];
-            if (v[V_COMPUTE] > max)
-                max = v[V_COMPUTE];
-        }
-        printf("cs_train: load_balance=%.4f\n", max > 0 ? sum / size / max : 1.0);
-        for (int r = 0; r < size; r++)
-            for (int s = 0; s < o.steps; s++)
-                printf("cs_train: rank %d step %d time_s=%.9f grad_sync_s=%.9f\n", r, s,
-                       all[(size_t)r * nv + V_STEPS + 2 * s],
-                       all[(size_t)r * nv + V_STEPS + 2 * s + 1]);
-        printf("cs_train: final_loss=%.6f\n", final_loss);
-    }
+    if (rank == 0)
+        print_report(all, nv, size, &o, K, P, final_loss);
     free(all);
     free(mine);
     free(step_t);
