@@ -122,6 +122,70 @@ static void allreduce_timed(double *buf, int n, MPI_Comm c, int is_grad)
         grad_s += now_s() - t0;
 }
 
+/* Shard tpr of the weights (the same full model on every replica) and the data of replica dpr. */
+static void init_model(double *w, double *x, double *y, int F, int tpr, int dpr)
+{
+    const size_t per = 2 * (size_t)F * D;
+    /* The same full model on every replica: shard tpr of weights drawn from seed 11. */
+    uint64_t s = 11;
+    for (int l = 0; l < LAYERS; l++)
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < HID; i++)
+                for (int j = 0; j < D; j++) {
+                    double v = 0.3 * rng_sym(&s) / sqrt(D);
+                    if (i / F == tpr)
+                        w[l * per + (size_t)k * F * D + (size_t)(i % F) * D + j] = v;
+                }
+    /* Data of this DP replica (the same on its TP ranks); target: a fixed function of x. */
+    uint64_t ds = 500 + (uint64_t)dpr;
+    for (int b = 0; b < BATCH; b++) {
+        double t = 0;
+        for (int j = 0; j < D; j++) {
+            x[b * D + j] = rng_sym(&ds);
+            t += (j % 3 ? 0.2 : -0.1) * x[b * D + j];
+        }
+        y[b] = tanh(t);
+    }
+}
+
+/* Loss 0.5 (mean(h_L) - y)^2 per sample, and its gradient dh. */
+static double loss_grad(const double *hL, const double *y, double *dh)
+{
+    double loss = 0;
+    for (int b = 0; b < BATCH; b++) {
+        double m = 0;
+        for (int j = 0; j < D; j++)
+            m += hL[b * D + j] / D;
+        loss += 0.5 * (m - y[b]) * (m - y[b]) / BATCH;
+        for (int j = 0; j < D; j++)
+            dh[b * D + j] = (m - y[b]) / D / BATCH;
+    }
+    return loss;
+}
+
+/* Rank 0's report: the groups and every rank's step times (all: nv values per rank). */
+static void print_report(const double *all, int nv, int size, int T, const struct opts *o)
+{
+    printf("cs_train2d: ranks=%d tp=%d dp=%d steps=%d overlap=%d buckets=%d\n", size, T, size / T,
+           o->steps, o->overlap, LAYERS);
+    for (int c = 0; c < size / T; c++) {
+        printf("cs_train2d: group tp ranks=");
+        for (int i = 0; i < T; i++)
+            printf("%s%d", i ? "," : "", c * T + i);
+        printf("\n");
+    }
+    for (int c = 0; c < T; c++) {
+        printf("cs_train2d: group dp ranks=");
+        for (int i = 0; i < size / T; i++)
+            printf("%s%d", i ? "," : "", c + i * T);
+        printf("\n");
+    }
+    for (int r = 0; r < size; r++)
+        for (int k = 0; k < o->steps; k++)
+            printf("cs_train2d: rank %d step %d time_s=%.9f grad_sync_s=%.9f\n", r, k,
+                   all[(size_t)r * nv + 2 * k], all[(size_t)r * nv + 2 * k + 1]);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -163,26 +227,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cs_train2d[rank %d]: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    /* The same full model on every replica: shard tpr of weights drawn from seed 11. */
-    uint64_t s = 11;
-    for (int l = 0; l < LAYERS; l++)
-        for (int k = 0; k < 2; k++)
-            for (int i = 0; i < HID; i++)
-                for (int j = 0; j < D; j++) {
-                    double v = 0.3 * rng_sym(&s) / sqrt(D);
-                    if (i / F == tpr)
-                        w[l * per + (size_t)k * F * D + (size_t)(i % F) * D + j] = v;
-                }
-    /* Data of this DP replica (the same on its TP ranks); target: a fixed function of x. */
-    uint64_t ds = 500 + (uint64_t)dpr;
-    for (int b = 0; b < BATCH; b++) {
-        double t = 0;
-        for (int j = 0; j < D; j++) {
-            x[b * D + j] = rng_sym(&ds);
-            t += (j % 3 ? 0.2 : -0.1) * x[b * D + j];
-        }
-        y[b] = tanh(t);
-    }
+    init_model(w, x, y, F, tpr, dpr);
 
     double t_step = 0, g_step = 0, loss = 0;
     for (int step = 0; step < o.steps; step++) {
@@ -220,17 +265,7 @@ int main(int argc, char **argv)
             for (int k = 0; k < BATCH * D; k++)
                 h[(size_t)(l + 1) * BATCH * D + k] = hl[k] + buf[k];
         }
-        /* Loss 0.5 (mean(h_L) - y)^2 per sample. */
-        loss = 0;
-        const double *hL = h + (size_t)LAYERS * BATCH * D;
-        for (int b = 0; b < BATCH; b++) {
-            double m = 0;
-            for (int j = 0; j < D; j++)
-                m += hL[b * D + j] / D;
-            loss += 0.5 * (m - y[b]) * (m - y[b]) / BATCH;
-            for (int j = 0; j < D; j++)
-                dh[b * D + j] = (m - y[b]) / D / BATCH;
-        }
+        loss = loss_grad(h + (size_t)LAYERS * BATCH * D, y, dh);
         /* Backward, last block first; the input gradient is summed over the TP group. */
         memset(g, 0, P * sizeof *g);
         for (int l = LAYERS - 1; l >= 0; l--) {
@@ -301,26 +336,8 @@ int main(int argc, char **argv)
     MPI_Comm_free(&tp);
     MPI_Comm_free(&dp);
     MPI_Finalize();
-    if (rank == 0) {
-        printf("cs_train2d: ranks=%d tp=%d dp=%d steps=%d overlap=%d buckets=%d\n", size, T,
-               size / T, o.steps, o.overlap, LAYERS);
-        for (int c = 0; c < size / T; c++) {
-            printf("cs_train2d: group tp ranks=");
-            for (int i = 0; i < T; i++)
-                printf("%s%d", i ? "," : "", c * T + i);
-            printf("\n");
-        }
-        for (int c = 0; c < T; c++) {
-            printf("cs_train2d: group dp ranks=");
-            for (int i = 0; i < size / T; i++)
-                printf("%s%d", i ? "," : "", c + i * T);
-            printf("\n");
-        }
-        for (int r = 0; r < size; r++)
-            for (int k = 0; k < o.steps; k++)
-                printf("cs_train2d: rank %d step %d time_s=%.9f grad_sync_s=%.9f\n", r, k,
-                       all[(size_t)r * nv + 2 * k], all[(size_t)r * nv + 2 * k + 1]);
-    }
+    if (rank == 0)
+        print_report(all, nv, size, T, &o);
     free(all);
     free(mine);
     free(w);
