@@ -17,6 +17,7 @@
 #ifndef COMMSCOPE_ANALYZER_INTERNAL_H
 #define COMMSCOPE_ANALYZER_INTERNAL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,8 +42,13 @@ struct cs__map {
     } * slot;
     size_t cap, n; /* cap is a power of two */
 };
-/* Pointer to the value for (a, b), inserting 0 when absent (*fresh = 1).  NULL: out of memory. */
+/* Room for need elements of elem bytes at *p (capacity *cap, doubled as needed).  0, or -1 out of
+ * memory (*p and *cap unchanged). */
 int cs__grow(void **p, size_t *cap, size_t need, size_t elem);
+/* Append a sentence formatted as by vsnprintf (at most 1023 bytes) to the list (*v)[*n] of
+ * capacity *cap.  0, or -1 out of memory (the sentence is lost). */
+int cs__msg_vadd(char ***v, size_t *n, size_t *cap, const char *fmt, va_list ap);
+/* Pointer to the value for (a, b), inserting 0 when absent (*fresh = 1).  NULL: out of memory. */
 uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh);
 static inline uint64_t cs__map_hash(uint64_t a, uint64_t b)
 {

@@ -142,6 +142,17 @@ int cs__grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+int cs__msg_vadd(char ***v, size_t *n, size_t *cap, const char *fmt, va_list ap)
+{
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    char *s;
+    if (cs__grow((void **)v, cap, *n + 1, sizeof **v) || !(s = strdup(buf)))
+        return -1;
+    (*v)[(*n)++] = s;
+    return 0;
+}
+
 int cs__rtab_grow(struct cs__rtab *t, size_t esz)
 {
     size_t ocap = t->cap, cap = ocap ? 2 * ocap : 64;

@@ -11,15 +11,9 @@ long cs__pf_track(struct cs__pf_tracks *t, int rank, int tid, int *fresh)
         return -1;
     if (!*fresh)
         return (long)*v - 1;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        struct cs__pf_track *n = realloc(t->v, cap * sizeof *n);
-        if (!n) {
-            cs__map_del(&t->idx, (uint64_t)(uint32_t)rank, (uint64_t)(uint32_t)tid);
-            return -1;
-        }
-        t->v = n;
-        t->cap = cap;
+    if (cs__grow((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v)) {
+        cs__map_del(&t->idx, (uint64_t)(uint32_t)rank, (uint64_t)(uint32_t)tid);
+        return -1;
     }
     t->v[t->n] = (struct cs__pf_track){.rank = rank, .tid = tid, .sort = INT32_MIN};
     *v = ++t->n;
@@ -46,14 +40,8 @@ static int place(struct cs__pf_lane *l, int64_t b, int64_t e)
     }
     while (l->n > 0 && l->ends[l->n - 1] <= b)
         l->n--;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 4;
-        int64_t *n = realloc(l->ends, cap * sizeof *n);
-        if (!n)
-            return -1;
-        l->ends = n;
-        l->cap = cap;
-    }
+    if (cs__grow((void **)&l->ends, &l->cap, l->n + 1, sizeof *l->ends))
+        return -1;
     l->ends[l->n++] = e;
     l->last_b = b;
     if (b < l->first_b)

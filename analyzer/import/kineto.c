@@ -415,21 +415,10 @@ struct notes {
 static void note(struct notes *ns, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct notes *ns, const char *fmt, ...)
 {
-    char b[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(b, sizeof b, fmt, ap);
+    cs__msg_vadd(&ns->v, &ns->n, &ns->cap, fmt, ap);
     va_end(ap);
-    if (ns->n == ns->cap) {
-        size_t c = ns->cap ? 2 * ns->cap : 16;
-        char **p = realloc(ns->v, c * sizeof *p);
-        if (!p)
-            return;
-        ns->v = p;
-        ns->cap = c;
-    }
-    if ((ns->v[ns->n] = strdup(b)))
-        ns->n++;
 }
 
 /* Convert in->f (rank in->rank of in->world) into DIR/rank-NNNNN.cst.  Returns 0 or -1. */

@@ -17,22 +17,11 @@
 
 void cs__problem(struct cs__run *run, const char *fmt, ...)
 {
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    /* (out of memory: the problem is lost, but the analysis goes on) */
+    cs__msg_vadd(&run->problems, &run->nproblems, &run->capproblems, fmt, ap);
     va_end(ap);
-    if (run->nproblems == run->capproblems) {
-        size_t cap = run->capproblems ? 2 * run->capproblems : 16;
-        void *p = realloc(run->problems, cap * sizeof *run->problems);
-        if (!p)
-            return; /* The problem is lost, but the analysis goes on. */
-        run->problems = p;
-        run->capproblems = cap;
-    }
-    char *s = strdup(buf);
-    if (s)
-        run->problems[run->nproblems++] = s;
 }
 
 /* The value of "key: value" in RUN_DIR/commscope-run.txt into out; 0 when there is none. */

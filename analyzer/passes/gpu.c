@@ -88,15 +88,9 @@ static struct gdev *dev_get(struct cs__gpu *g, int rank, int32_t dev)
         return NULL;
     if (!fresh)
         return &g->devs[*v - 1];
-    if (g->ndevs == g->capdevs) {
-        size_t cap = g->capdevs ? 2 * g->capdevs : 8;
-        void *p = realloc(g->devs, cap * sizeof *g->devs);
-        if (!p) {
-            cs__map_del(&g->dev_by_key, (uint64_t)rank, (uint64_t)(uint32_t)dev);
-            return NULL;
-        }
-        g->devs = p;
-        g->capdevs = cap;
+    if (cs__grow((void **)&g->devs, &g->capdevs, g->ndevs + 1, sizeof *g->devs)) {
+        cs__map_del(&g->dev_by_key, (uint64_t)rank, (uint64_t)(uint32_t)dev);
+        return NULL;
     }
     struct gdev *d = &g->devs[g->ndevs];
     *d = (struct gdev){.rank = rank, .dev = dev};
@@ -114,14 +108,8 @@ static int32_t comm_class(struct gdev *d, uint64_t id)
     for (size_t i = 0; i < d->ncomms; i++)
         if (d->comms[i].id == id)
             return (int32_t)i;
-    if (d->ncomms == d->capcomms) {
-        size_t cap = d->capcomms ? 2 * d->capcomms : 4;
-        void *p = realloc(d->comms, cap * sizeof *d->comms);
-        if (!p)
-            return CLS_NONE;
-        d->comms = p;
-        d->capcomms = cap;
-    }
+    if (cs__grow((void **)&d->comms, &d->capcomms, d->ncomms + 1, sizeof *d->comms))
+        return CLS_NONE;
     d->comms[d->ncomms] = (struct gcomm){.id = id};
     return (int32_t)d->ncomms++;
 }

@@ -13,14 +13,8 @@
 
 int cs__comm_register(struct cs__run *run, struct cs__comm *c)
 {
-    if (run->ncomms == run->capcomms) {
-        size_t cap = run->capcomms ? 2 * run->capcomms : 16;
-        void *p = realloc(run->comms, cap * sizeof *run->comms);
-        if (!p)
-            return -1;
-        run->comms = p;
-        run->capcomms = cap;
-    }
+    if (cs__grow((void **)&run->comms, &run->capcomms, run->ncomms + 1, sizeof *run->comms))
+        return -1;
     uint64_t *v = cs__map_put(&run->comm_by_id, c->id, 0, NULL);
     if (!v)
         return -1;

@@ -24,15 +24,9 @@ static size_t row_lookup(struct cs__run *run, uint16_t op, uint64_t comm)
         return SIZE_MAX;
     if (!fresh)
         return (size_t)(*v - 1);
-    if (run->nrows == run->caprows) {
-        size_t cap = run->caprows ? 2 * run->caprows : 32;
-        void *p = realloc(run->rows, cap * sizeof *run->rows);
-        if (!p) {
-            cs__map_del(&run->row_by_key, op, comm);
-            return SIZE_MAX;
-        }
-        run->rows = p;
-        run->caprows = cap;
+    if (cs__grow((void **)&run->rows, &run->caprows, run->nrows + 1, sizeof *run->rows)) {
+        cs__map_del(&run->row_by_key, op, comm);
+        return SIZE_MAX;
     }
     run->rows[run->nrows] = (struct cs__oprow){.op = op, .comm = comm};
     *v = ++run->nrows;

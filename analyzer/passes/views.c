@@ -160,15 +160,9 @@ __attribute__((noinline)) static struct bw_acc *bw_curve_slow(struct cs__views *
     if (!iv)
         return NULL;
     if (fresh) {
-        if (v->nbw == v->capbw) {
-            size_t cap = v->capbw ? 2 * v->capbw : 16;
-            void *p = realloc(v->bw, cap * sizeof *v->bw);
-            if (!p) {
-                cs__map_del(&v->bw_by_key, op, comm);
-                return NULL;
-            }
-            v->bw = p;
-            v->capbw = cap;
+        if (cs__grow((void **)&v->bw, &v->capbw, v->nbw + 1, sizeof *v->bw)) {
+            cs__map_del(&v->bw_by_key, op, comm);
+            return NULL;
         }
         memset(&v->bw[v->nbw], 0, sizeof *v->bw);
         v->bw[v->nbw].op = op;

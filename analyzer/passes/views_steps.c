@@ -301,15 +301,9 @@ static void seg_add(struct tl_build *b, struct cs_report_tl_row *r, double t0, d
         r->truncated = 1;
         return;
     }
-    if (r->nseg == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 64;
-        void *p = realloc(r->seg, cap * sizeof *r->seg);
-        if (!p) {
-            r->truncated = 1;
-            return;
-        }
-        r->seg = p;
-        b->cap = cap;
+    if (cs__grow((void **)&r->seg, &b->cap, r->nseg + 1, sizeof *r->seg)) {
+        r->truncated = 1;
+        return;
     }
     r->seg[r->nseg++] = (struct cs_report_tl_seg){t0, t1, (unsigned char)kind, (signed char)dim};
 }

@@ -32,14 +32,8 @@ struct ivs {
 
 static int ivs_push(struct ivs *s, int64_t b, int64_t e, int lane)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        void *p = realloc(s->v, cap * sizeof *s->v);
-        if (!p)
-            return -1;
-        s->v = p;
-        s->cap = cap;
-    }
+    if (cs__grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
+        return -1;
     s->v[s->n++] = (struct iv){b, e, lane};
     return 0;
 }
@@ -138,14 +132,8 @@ static int gseg_add(void *p, int64_t b, int64_t e, int inside)
         r->gtruncated = 1;
         return 0;
     }
-    if (r->ngseg == x->cap) {
-        size_t cap = x->cap ? 2 * x->cap : 64;
-        void *q = realloc(r->gseg, cap * sizeof *r->gseg);
-        if (!q)
-            return -1;
-        r->gseg = q;
-        x->cap = cap;
-    }
+    if (cs__grow((void **)&r->gseg, &x->cap, r->ngseg + 1, sizeof *r->gseg))
+        return -1;
     r->gseg[r->ngseg++] = (struct cs_report_tl_gseg){t0, t1, kind, (unsigned char)x->lane};
     return 0;
 }

@@ -53,7 +53,7 @@ struct cs__wire {
     struct cs__wire_expect *expect; /* per peer and per host expectations */
     char **warn;
     unsigned char *loud; /* per warning: 1 for the verdict too (the job's traffic on the wire) */
-    size_t nwarn;
+    size_t nwarn, capwarn;
     size_t nbad; /* input files not read, or read only in part */
 };
 
@@ -68,18 +68,12 @@ void cs__wire_set_pcaps(char **paths, int n)
 
 static void vwarn(struct cs__wire *w, int loud, const char *fmt, va_list ap)
 {
-    char buf[1024];
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    void *p = realloc(w->warn, (w->nwarn + 1) * sizeof *w->warn);
+    void *p = realloc(w->loud, w->nwarn + 1);
     if (!p)
-        return;
-    w->warn = p;
-    if (!(p = realloc(w->loud, w->nwarn + 1)))
         return;
     w->loud = p;
     w->loud[w->nwarn] = (unsigned char)loud;
-    if ((w->warn[w->nwarn] = strdup(buf)))
-        w->nwarn++;
+    cs__msg_vadd(&w->warn, &w->nwarn, &w->capwarn, fmt, ap);
 }
 
 /* A warning of the wire section; warn_verdict: one about the job's traffic (not the capture),
@@ -301,14 +295,8 @@ static void add_interval(struct cs__wire *w, int64_t a, int64_t b)
         l->b = b > l->b ? b : l->b;
         return;
     }
-    if (w->niv == w->capiv) {
-        size_t cap = w->capiv ? 2 * w->capiv : 256;
-        void *p = realloc(w->iv, cap * sizeof *w->iv);
-        if (!p)
-            return;
-        w->iv = p;
-        w->capiv = cap;
-    }
+    if (cs__grow((void **)&w->iv, &w->capiv, w->niv + 1, sizeof *w->iv))
+        return;
     w->iv[w->niv++] = (struct interval){a, b};
 }
 
@@ -818,7 +806,7 @@ static struct cs_wire_report *build(struct cs__run *run, struct cs__wire *w)
     rp->nwarnings = w->nwarn;
     w->warn = NULL;
     w->loud = NULL;
-    w->nwarn = 0;
+    w->nwarn = w->capwarn = 0;
     return rp;
 }
 
