@@ -608,7 +608,7 @@ static void open_step(struct cs__srank *sr, int64_t t)
     sr->in_step = 1;
     sr->acc = &sr->cur;
     sr->begin = t;
-    sr->ring[sr->step % CS__RING] = t;
+    sr->ring[sr->step % CS__STEP_RING] = t;
     memset(&sr->cur, 0, sizeof sr->cur);
 }
 

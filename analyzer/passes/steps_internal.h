@@ -4,7 +4,7 @@
 
 #include "steps.h"
 
-#define CS__RING 16 /* step begins remembered per rank, for waits that arrive late */
+#define CS__STEP_RING 16 /* step begins remembered per rank, for waits that arrive late */
 /* Entries of the communicator cache: a power of two, room for the communicators a large job's
  * ranks use at once (every rank its own tensor- and pipeline-parallel groups) with few
  * collisions; 16 KiB. */
@@ -32,14 +32,14 @@ struct cs__sreq {
 #define CS__RREQ 4
 
 struct cs__srank {
-    int in_step;             /* inside a step now */
-    int step;                /* index of the current (or last) step, -1 before the first */
-    int64_t begin;           /* aligned begin of the current step */
-    int64_t ring[CS__RING];  /* begins of recent steps, by index % CS__RING */
-    struct cs__budget cur;   /* the open step */
-    struct cs__budget first; /* step 0 (warm-up) */
-    struct cs__budget rest;  /* closed steps after the first */
-    int wait_open;           /* a wait call whose completions are still to come */
+    int in_step;                 /* inside a step now */
+    int step;                    /* index of the current (or last) step, -1 before the first */
+    int64_t begin;               /* aligned begin of the current step */
+    int64_t ring[CS__STEP_RING]; /* begins of recent steps, by index % CS__STEP_RING */
+    struct cs__budget cur;       /* the open step */
+    struct cs__budget first;     /* step 0 (warm-up) */
+    struct cs__budget rest;      /* closed steps after the first */
+    int wait_open;               /* a wait call whose completions are still to come */
     int64_t wait_te;
     double wait_dur;
     int wait_step;
@@ -107,8 +107,8 @@ struct cs__steps {
 /* The step of the rank that contains aligned time t, -1 none (or too old to remember). */
 static inline int cs__step_of(const struct cs__srank *sr, int64_t t)
 {
-    for (int j = sr->step; j >= 0 && j > sr->step - CS__RING; j--)
-        if (t >= sr->ring[j % CS__RING])
+    for (int j = sr->step; j >= 0 && j > sr->step - CS__STEP_RING; j--)
+        if (t >= sr->ring[j % CS__STEP_RING])
             return j;
     return -1;
 }
