@@ -48,8 +48,8 @@
  * Cost (this pass reads every event a second time, so it is kept to a few dozen instructions per
  * event and item): events come from the reader a block at a time (cs_reader_next_batch); a window's
  * items are one array, rank after rank, each with one byte that says what it waits for in the
- * replay; its instances, point-to-point channels and requests are in small tables local to this
- * file, emptied by a new stamp per window, with a per-communicator directory by sequence number in
+ * replay; its instances, point-to-point channels and requests are in small tables (wtab.h),
+ * emptied by a new stamp per window, with a per-communicator directory by sequence number in
  * front of the instances; point-to-point partners are linked as the second of the two is read; the
  * four scenarios are replayed side by side as the lanes of two vectors of two doubles (each lane
  * does its scenario's operations in the same order, so every number is the same as one scenario at
@@ -61,7 +61,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lanes.h"
 #include "steps_internal.h"
+#include "wtab.h"
 
 int cs__whatif_means(double *const sum[SC_N], const int *cnt, int first, int end, double measured_s,
                      struct cs_report_whatif *o)
@@ -106,18 +108,6 @@ int64_t cs__whatif_sync(enum cs_op_pattern pat, int32_t root, int32_t n, const i
             s = arr[j];
     }
     return s;
-}
-
-/* llround(x) without the library call (a hot spot of the replay): x - (double)(int64_t)x is exact
- * for |x| < 2^63 (above 2^52 every double is an integer, so the fraction is 0), and ties round
- * away from zero as llround does.  Anything else (NaN, huge) goes to llround. */
-static int64_t round_ns(double x)
-{
-    if (!(fabs(x) < 9.2e18))
-        return (int64_t)llround(x);
-    int64_t i = (int64_t)x;
-    double f = x - (double)i;
-    return i + (f >= 0.5) - (f <= -0.5); /* no branch: the fraction is random */
 }
 
 static uint64_t best_key(uint16_t op, int cls)
@@ -179,47 +169,6 @@ void cs__whatif_instance(struct cs__steps *S, const struct cs__inst *in, int cls
 }
 
 /* ---- the replay ---- */
-
-/* The four scenarios are replayed side by side: per item, each scenario's numbers are one lane
- * of a struct lanes (two GCC vectors of two doubles: SSE2 on x86-64, NEON on aarch64), and every
- * lane does the IEEE operations its scenario needs in the same order as one scenario at a time
- * would, so the results are the same bit for bit (no fused multiply-add on x86-64). */
-_Static_assert(SC_N == 4, "struct lanes holds the four scenarios");
-typedef double v2d __attribute__((vector_size(2 * sizeof(double))));
-struct lanes {
-    v2d v[2]; /* scenarios 0, 1 and 2, 3 */
-};
-#define LANE(l, sc) ((l).v[(sc) >> 1][(sc)&1])
-
-/* Per lane: b where b > a, else a (if (b > a) a = b).  SSE2's maxpd is defined as exactly that
- * (its first operand where it is greater, else the second: also for equal zeros and NaNs), and
- * SSE2 is part of every x86-64; elsewhere element by element. */
-static inline v2d vmax(v2d a, v2d b)
-{
-#if defined(__SSE2__)
-    return __builtin_ia32_maxpd(b, a);
-#else
-    v2d r;
-    r[0] = b[0] > a[0] ? b[0] : a[0];
-    r[1] = b[1] > a[1] ? b[1] : a[1];
-    return r;
-#endif
-}
-
-static inline struct lanes lanes_max(struct lanes a, struct lanes b)
-{
-    return (struct lanes){{vmax(a.v[0], b.v[0]), vmax(a.v[1], b.v[1])}};
-}
-
-/* Sync points are the latest of the rounded arrivals waited for (cs__whatif_sync).  Rounding is
- * monotonic, so that is the rounded latest arrival: found in doubles and rounded once. */
-static inline struct lanes lanes_round(struct lanes x)
-{
-    struct lanes r;
-    for (int sc = 0; sc < SC_N; sc++)
-        LANE(r, sc) = (double)round_ns(LANE(x, sc));
-    return r;
-}
 
 /* The items of a window: all ranks' in one array (P->it), rank by rank in program order, each
  * rank's in P->it[w->off .. w->off + w->n). */
@@ -315,120 +264,6 @@ struct winst {
     int all_known;
     struct lanes all_max;
 };
-
-/* A small open-addressing table (keys (k1, k2, k3) -> v) for what one window needs (its
- * instances, point-to-point channels and requests), emptied at once by a new stamp instead of
- * clearing the slots.  A deleted entry keeps its slot with live 0, so probes go on past it. */
-struct wslot {
-    uint64_t k1, k2, k3, v;
-    uint32_t stamp, live;
-    int32_t head, tail; /* P->chan_t: the channel's waiting items (P->nd), -1 none */
-};
-struct wtab {
-    struct wslot *s;
-    size_t cap, used; /* used: slots of the current stamp, deleted ones too */
-    unsigned shift;   /* 64 - log2(cap) */
-    uint32_t stamp;
-    int kept; /* kept across windows (never cleared): deleted entries are purged */
-};
-
-static int wt_init(struct wtab *t)
-{
-    *t = (struct wtab){.cap = 64, .shift = 64 - 6, .stamp = 1};
-    t->s = calloc(t->cap, sizeof *t->s);
-    return t->s ? 0 : -1;
-}
-
-static void wt_clear(struct wtab *t)
-{
-    t->used = 0;
-    if (++t->stamp == 0) {
-        memset(t->s, 0, t->cap * sizeof *t->s);
-        t->stamp = 1;
-    }
-}
-
-/* The slot of key (k1, k2, k3): its entry (live or deleted), or the empty slot where it would go.
- * The key is mixed with shifts between the multiplications (as splitmix64's finaliser): a product
- * of sums alone, ((k1 C1 + k2) C2 + k3) C3, is k1 (C1 C2 C3) + ..., and C1 C2 C3 / 2^64 is within
- * 6e-6 of 4/7, so the requests (rank, id) of 1024 ranks fell into seven runs (52 probes a look-up).
- */
-static inline struct wslot *wt_slot(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
-{
-    uint64_t h = k1 * 0x9e3779b97f4a7c15ull ^ k2;
-    h = (h ^ h >> 31) * 0xbf58476d1ce4e5b9ull ^ k3;
-    h = (h ^ h >> 29) * 0x94d049bb133111ebull; /* the top bits index: no final shift needed */
-    for (size_t j = (size_t)(h >> t->shift);; j = (j + 1) & (t->cap - 1)) {
-        struct wslot *s = &t->s[j];
-        if (s->stamp != t->stamp || (s->k1 == k1 && s->k2 == k2 && s->k3 == k3))
-            return s;
-    }
-}
-
-/* Makes room: twice the slots, or, in a table kept across windows with most of its slots
- * deleted entries, as many without them (a window's table is emptied at the window's end). */
-static int wt_grow(struct wtab *t)
-{
-    size_t live = 0;
-    for (size_t i = 0; t->kept && i < t->cap; i++)
-        live += t->s[i].stamp == t->stamp && t->s[i].live;
-    int same = t->kept && 4 * (live + 1) <= t->cap;
-    struct wtab g = {.cap = same ? t->cap : t->cap * 2,
-                     .shift = same ? t->shift : t->shift - 1,
-                     .stamp = 1,
-                     .kept = t->kept};
-    g.s = calloc(g.cap, sizeof *g.s);
-    if (!g.s)
-        return -1;
-    for (size_t i = 0; i < t->cap; i++) {
-        const struct wslot *s = &t->s[i];
-        if (s->stamp != t->stamp || !s->live)
-            continue;
-        struct wslot *d = wt_slot(&g, s->k1, s->k2, s->k3);
-        *d = *s;
-        d->stamp = 1;
-        g.used++;
-    }
-    free(t->s);
-    *t = g;
-    return 0;
-}
-
-/* The value of key (k1, k2, k3); a new entry (v 0, *fresh 1) when it is absent or deleted.
- * NULL out of memory. */
-static inline struct wslot *wt_putslot(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3,
-                                       int *fresh)
-{
-    struct wslot *s = wt_slot(t, k1, k2, k3);
-    if (s->stamp == t->stamp && s->live) {
-        *fresh = 0;
-        return s;
-    }
-    if (s->stamp != t->stamp) {
-        if (2 * (t->used + 1) > t->cap) {
-            if (wt_grow(t))
-                return NULL;
-            s = wt_slot(t, k1, k2, k3);
-        }
-        t->used++;
-    }
-    *s = (struct wslot){k1, k2, k3, 0, t->stamp, 1, -1, -1};
-    *fresh = 1;
-    return s;
-}
-
-static inline uint64_t *wt_put(struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3, int *fresh)
-{
-    struct wslot *s = wt_putslot(t, k1, k2, k3, fresh);
-    return s ? &s->v : NULL;
-}
-
-/* The live entry of key (k1, k2, k3), or NULL. */
-static inline struct wslot *wt_get(const struct wtab *t, uint64_t k1, uint64_t k2, uint64_t k3)
-{
-    struct wslot *s = wt_slot(t, k1, k2, k3);
-    return s->stamp == t->stamp && s->live ? s : NULL;
-}
 
 /* What the window reader needs to know of an op, from one table lookup. */
 enum {
@@ -944,7 +779,7 @@ static int carried_queue(struct replay *P, uint64_t comm, uint32_t tag, uint64_t
 #define ANYSRC_BIT ((uint64_t)1 << 62)
 static int carry(struct replay *P)
 {
-    wt_clear(&P->gh_t);
+    cs__wt_clear(&P->gh_t);
     /* open requests of Isends / Irecvs (an MPI_ANY_SOURCE receive, not paired yet, is paired
      * at its completion record: anysrc_carried) */
     for (size_t i = 0; P->nreq_p2p && i < P->req_t.cap; i++) {
@@ -1893,79 +1728,6 @@ static __attribute__((noinline)) void replay_window(struct replay *P, int k)
     }
 }
 
-/* The k-th and (k+1)-th smallest of c[lo..hi-1] (k + 1 < hi - lo, at most 24 values; *v1 only
- * when v1 is not NULL): the values whose ranks, ties broken by position, are k and k + 1.  Every
- * comparison is done, in loops the compiler vectorises, so nothing mispredicts (a window's ranks
- * come in no order). */
-static void kth_small(const double *c, size_t lo, size_t hi, size_t k, double *v0, double *v1)
-{
-    for (size_t i = lo; i < hi; i++) {
-        double x = c[i];
-        size_t r = 0;
-        for (size_t j = lo; j < i; j++)
-            r += c[j] <= x;
-        for (size_t j = i + 1; j < hi; j++)
-            r += c[j] < x;
-        if (r == k)
-            *v0 = x;
-        else if (v1 && r == k + 1)
-            *v1 = x;
-    }
-}
-
-/* The k-th smallest of c[0..m-1] (k < m), and the (k+1)-th in *v1 when v1 is not NULL (k + 1 < m),
- * reordering c: three-way partitions around a median of three until at most 24 values are left
- * (or the two are apart). */
-static double kth(double *c, size_t m, size_t k, double *v1)
-{
-    size_t lo = 0, hi = m;
-    while (hi - lo > 24) {
-        double a = c[lo], b = c[lo + (hi - lo) / 2], d = c[hi - 1];
-        double p = a < b ? (b < d ? b : a < d ? d : a) : (a < d ? a : b < d ? d : b);
-        size_t lt = lo, i = lo, gt = hi; /* [lo, lt) < p, [lt, i) == p, [gt, hi) > p */
-        while (i < gt) {
-            double x = c[i];
-            if (x < p) {
-                c[i++] = c[lt];
-                c[lt++] = x;
-            } else if (x > p) {
-                c[i] = c[--gt];
-                c[gt] = x;
-            } else {
-                i++;
-            }
-        }
-        if (v1 && k + 1 == lt) { /* the largest below p, and p */
-            *v1 = p;
-            return kth(c + lo, lt - lo, lt - lo - 1, NULL);
-        }
-        if (k < lt) {
-            hi = lt;
-        } else if (k < gt) {
-            if (v1) /* p, or the smallest above p */
-                *v1 = k + 1 < gt ? p : kth(c + gt, hi - gt, 0, NULL);
-            return p;
-        } else {
-            lo = gt;
-        }
-    }
-    double x = 0;
-    kth_small(c, lo, hi, k - lo, &x, v1);
-    return x;
-}
-
-/* The median of c[0..m-1] (0 when m is 0), reordering c: the middle value, or the mean of the
- * two middle ones. */
-double cs__whatif_median(double *c, size_t m)
-{
-    if (!m)
-        return 0;
-    if (m % 2)
-        return kth(c, m, m / 2, NULL);
-    double hi, lo = kth(c, m, m / 2 - 1, &hi);
-    return (lo + hi) / 2;
-}
-
 /* The no-straggler factors of the window: median compute over ranks / the rank's compute. */
 static void straggler_factors(struct replay *P, int k)
 {
@@ -2067,9 +1829,9 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         P.sum[sc] = calloc((size_t)end + 1, sizeof *P.sum[sc]);
         rc |= !P.sum[sc];
     }
-    rc |= wt_init(&P.inst_t) | wt_init(&P.chan_t) | wt_init(&P.req_t) | wt_init(&P.comm_t) |
-          wt_init(&P.best_t) | wt_init(&P.dir_t) | wt_init(&P.cch_t) | wt_init(&P.creq_t) |
-          wt_init(&P.gh_t);
+    rc |= cs__wt_init(&P.inst_t) | cs__wt_init(&P.chan_t) | cs__wt_init(&P.req_t) |
+          cs__wt_init(&P.comm_t) | cs__wt_init(&P.best_t) | cs__wt_init(&P.dir_t) |
+          cs__wt_init(&P.cch_t) | cs__wt_init(&P.creq_t) | cs__wt_init(&P.gh_t);
     P.cch_t.kept = P.creq_t.kept = 1;
     if (!P.w || !P.cnt || !P.med || rc) {
         replay_free(&P);
@@ -2096,9 +1858,9 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
         have_origin = 1;
     }
     for (int k = -1; rc == 0; k++) {
-        wt_clear(&P.inst_t);
-        wt_clear(&P.chan_t);
-        wt_clear(&P.req_t);
+        cs__wt_clear(&P.inst_t);
+        cs__wt_clear(&P.chan_t);
+        cs__wt_clear(&P.req_t);
         P.nit = P.nin = P.npool = P.ndep = P.nnd = P.ncd = 0;
         if (++P.stamp == 0) { /* wrapped: no directory may look current */
             for (size_t i = 0; i < P.ndir; i++)
