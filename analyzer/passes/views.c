@@ -528,6 +528,26 @@ static void build_bw(struct cs__run *run, const struct cs_report *rep, struct cs
     free(lab);
 }
 
+static double clamp0(double v)
+{
+    return isfinite(v) && v > 0 ? v : 0;
+}
+
+/* A bar's communication, the part of its wall time in no segment (on ranks with GPU records,
+ * time in which neither a kernel nor an MPI call of theirs ran: docs/metrics.md), and its length
+ * (its wall time, or its segments where those add up to more: ranks with several GPUs). */
+static void bar_totals(struct cs_report_bar *b)
+{
+    b->comm_s = b->seg_s[CS_SEG_COLL] + b->seg_s[CS_SEG_P2P] + b->seg_s[CS_SEG_COMPLETION] +
+                b->seg_s[CS_SEG_WAIT];
+    double sum = 0;
+    for (int s = 0; s < CS_SEG_N; s++)
+        sum += clamp0(b->seg_s[s]);
+    double r = clamp0(b->wall_s) - sum;
+    b->rest_s = r > 1e-6 * clamp0(b->wall_s) ? r : 0;
+    b->len_s = clamp0(b->wall_s) > sum ? b->wall_s : sum;
+}
+
 void cs__views_build(struct cs__run *run, struct cs_report *rep)
 {
     struct cs__views *v = run->views;
@@ -617,6 +637,8 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
         for (int s = 0; s < CS_SEG_N; s++)
             b->seg_s[s] += o->seg_s[i][s] / b->nranks;
     }
+    for (size_t i = 0; i < o->nbars; i++)
+        bar_totals(&o->bars[i]);
     free(labels);
     free(counts);
 

@@ -35,6 +35,9 @@ struct cs_report_bar {
     int nranks;
     double wall_s;          /* mean over the bar's ranks */
     double seg_s[CS_SEG_N]; /* mean over the bar's ranks */
+    double comm_s;          /* its communication: collectives, point-to-point, completion, wait */
+    double rest_s;          /* wall time in no segment (ranks with GPU records), 0 up to rounding */
+    double len_s;           /* the bar's length: its wall time, or its segments' sum if more */
 };
 
 /* Bandwidth of one message-size bucket of one (op, communicator). */

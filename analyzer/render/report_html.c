@@ -139,16 +139,6 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
     fputs("</ul>\n", f);
 }
 
-/* The part of a bar's wall time in no segment: on ranks with GPU records, time in which neither a
- * kernel nor an MPI call of theirs ran (docs/metrics.md); 0 on other ranks up to rounding. */
-static double rest_of(const struct cs_report_bar *b)
-{
-    double sum = 0;
-    for (int s = 0; s < CS_SEG_N; s++)
-        sum += clamp0(b->seg_s[s]);
-    double r = clamp0(b->wall_s) - sum;
-    return r > 1e-6 * clamp0(b->wall_s) ? r : 0;
-}
 #define REST_COLOR "#d9d9d9"
 #define REST_NAME "no kernel and no MPI call (ranks with GPU records)"
 
@@ -174,25 +164,17 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
                 v->bars_by);
     int rest = 0;
     for (size_t i = 0; i < v->nbars; i++)
-        rest |= rest_of(&v->bars[i]) > 0;
+        rest |= v->bars[i].rest_s > 0;
     legend(f, rest);
     fputs("<p><label>Sort by <select id=\"sortby\"><option value=\"rank\">rank</option>"
           "<option value=\"wall\">wall time</option><option value=\"compute\">compute</option>"
           "<option value=\"comm\">communication</option><option value=\"wait\">waiting</option>"
           "</select></label></p>\n",
           f);
-    /* Bars are as long as the wall time, or as their segments where those add up to more (ranks
-     * with several GPUs). */
     double max = 0;
-    for (size_t i = 0; i < v->nbars; i++) {
-        double len = 0;
-        for (int s = 0; s < CS_SEG_N; s++)
-            len += clamp0(v->bars[i].seg_s[s]);
-        if (clamp0(v->bars[i].wall_s) > len)
-            len = v->bars[i].wall_s;
-        if (len > max)
-            max = len;
-    }
+    for (size_t i = 0; i < v->nbars; i++)
+        if (v->bars[i].len_s > max)
+            max = v->bars[i].len_s;
     /* Rows stay tall enough for their labels: at most CS_VIEW_MAX_ROWS bars of 11 px. */
     int rh = v->nbars <= 32 ? 18 : v->nbars <= 64 ? 13 : 11, lw = 230, pw = 600;
     const char *cls = rh < 18 ? " class=\"small\"" : "";
@@ -203,13 +185,11 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
             rh, lw + pw + 90, h, lw + pw + 90, h);
     for (size_t i = 0; i < v->nbars; i++) {
         const struct cs_report_bar *b = &v->bars[i];
-        double comm = b->seg_s[CS_SEG_COLL] + b->seg_s[CS_SEG_P2P] + b->seg_s[CS_SEG_COMPLETION] +
-                      b->seg_s[CS_SEG_WAIT];
         fprintf(f,
                 "<g class=\"bar\" data-rank=\"%d\" data-wall=\"%.9g\" data-compute=\"%.9g\" "
                 "data-comm=\"%.9g\" data-wait=\"%.9g\" transform=\"translate(0,%zu)\">",
-                b->first_rank, clamp0(b->wall_s), clamp0(b->seg_s[CS_SEG_COMPUTE]), clamp0(comm),
-                clamp0(b->seg_s[CS_SEG_WAIT]), i * (size_t)rh);
+                b->first_rank, clamp0(b->wall_s), clamp0(b->seg_s[CS_SEG_COMPUTE]),
+                clamp0(b->comm_s), clamp0(b->seg_s[CS_SEG_WAIT]), i * (size_t)rh);
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"%s>", lw - 6, rh - 3, cls);
         /* Long labels (hosts named by long file names: Kineto imports) are cut to what the
          * margin holds; the whole label is the text's tooltip. */
@@ -236,7 +216,7 @@ static void sec_breakdown(const struct cs_report *rep, FILE *f)
             fprintf(f, ": %s %.6f s</title></rect>", seg_name[s], b->seg_s[s]);
             x += w;
         }
-        double r = rest_of(b);
+        double r = b->rest_s;
         if (r > 0) {
             double w = max > 0 ? r / max * pw : 0;
             fprintf(f, "<rect x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>",
