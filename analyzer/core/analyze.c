@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kineto.h"
+#include "wire.h"
 #include "passes.h"
 
 /* The merge: a tournament (loser) tree over the ranks with events, ordered by (aligned t_begin,
@@ -251,6 +253,66 @@ void cs__passes_free(struct cs__run *run)
 #define CS__PASS CS__HOOK_FREE
 #include "passes.def"
 #undef CS__PASS
+}
+
+/* Every section of the report model (the passes' report hooks filled them). */
+void cs__report_free(struct cs_report *rep)
+{
+    cs__steps_report_free(rep);
+    cs__nodes_free(rep);
+    cs__gpu_report_free(rep);
+    cs__kineto_report_free(rep);
+    cs__np2p_report_free(rep);
+    free(rep->ranks);
+    free(rep->stragglers);
+    free(rep->missing);
+    free(rep->partial);
+    free(rep->ops);
+    cs__report_views_free(rep->views);
+    rep->views = NULL;
+    cs__wire_report_free(rep->wire);
+    rep->wire = NULL;
+    rep->ranks = NULL;
+    rep->stragglers = NULL;
+    rep->missing = rep->partial = NULL;
+    rep->ops = NULL;
+    rep->nranks = rep->nstragglers = rep->nmissing = rep->npartial = rep->nops = 0;
+}
+
+/* Everything of the run: the passes' state (the table's free column), the readers, the tables. */
+void cs__run_free(struct cs__run *run)
+{
+    cs__passes_free(run);
+    free(run->p2p_wait);
+    run->p2p_wait = NULL;
+    for (int r = 0; r < run->world && run->ranks; r++)
+        cs_reader_close(run->ranks[r].rd);
+    free(run->ranks);
+    free(run->ident);
+    free(run->host_of);
+    for (size_t i = 0; i < run->ncomms; i++) {
+        while (run->comms[i]->spare) {
+            struct cs__inst *in = run->comms[i]->spare;
+            run->comms[i]->spare = in->next;
+            free(in);
+        }
+        free(run->comms[i]->owned);
+        free(run->comms[i]);
+    }
+    free(run->comms);
+    cs__map_free(&run->comm_by_id);
+    cs__map_free(&run->my_rank);
+    for (size_t i = 0; i < run->open.cap; i++)
+        if (run->open.slot[i].used)
+            free((void *)(uintptr_t)run->open.slot[i].v);
+    cs__map_free(&run->open);
+    cs__rtab_free(&run->preq);
+    cs__map_free(&run->row_by_key);
+    free(run->rows);
+    for (size_t i = 0; i < run->nproblems; i++)
+        free(run->problems[i]);
+    free(run->problems);
+    *run = (struct cs__run){0};
 }
 
 int cs__analyze(struct cs__run *run, struct cs_report *rep)

@@ -446,13 +446,14 @@ static inline int cs__peer_scope(const struct cs__run *run, int rank, int32_t pe
     return run->host_of[rank] != run->host_of[peer];
 }
 
-/* Record a problem (printf-style).  The run owns the copy. */
+/* run.c: record a problem (printf-style; the run owns the copy). */
 void cs__problem(struct cs__run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* analyze.c: free everything of the run. */
+void cs__run_free(struct cs__run *run);
 
 /* rundir.c: find, open and check the files of RUN_DIR; fills run.  Returns 0, or CS_ENOENT /
  * CS_EIO when the directory cannot be read (message in err). */
 int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errlen);
-void cs__run_free(struct cs__run *run);
 
 /* match.c */
 int cs__comms_build(struct cs__run *run);
@@ -508,9 +509,8 @@ size_t cs__nccl_metrics_event(struct cs__run *run, int rank, const struct cs_eve
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
 int cs__analyze(struct cs__run *run, struct cs_report *rep);
-/* Load RUN_DIR and analyze it.  Returns 0 or a negative CS_E* code (message in err). */
-/* The name of communicator id in reports: "world", "self" or "comm-<16 hex digits>"; returns buf.
- */
+/* run.c: the name of communicator id in reports: "world", "self" or "comm-<16 hex digits>";
+ * returns buf. */
 const char *cs__comm_label(uint64_t id, char *buf, size_t n);
 
 /* report_events.c: the CSV header, then one line per event with times on rank 0's clock. */

@@ -15,15 +15,6 @@
 #include "passes.h"
 #include "steps.h"
 
-void cs__problem(struct cs__run *run, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    /* (out of memory: the problem is lost, but the analysis goes on) */
-    cs__msg_vadd(&run->problems, &run->nproblems, &run->capproblems, fmt, ap);
-    va_end(ap);
-}
-
 /* The value of "key: value" in RUN_DIR/commscope-run.txt into out; 0 when there is none. */
 static int run_file_value(const char *dir, const char *key, char *out, size_t cap)
 {
@@ -304,39 +295,4 @@ oom:
         cs_reader_close(f[i].rd);
     free(f);
     return CS_ENOMEM;
-}
-
-void cs__run_free(struct cs__run *run)
-{
-    cs__passes_free(run);
-    free(run->p2p_wait);
-    run->p2p_wait = NULL;
-    for (int r = 0; r < run->world && run->ranks; r++)
-        cs_reader_close(run->ranks[r].rd);
-    free(run->ranks);
-    free(run->ident);
-    free(run->host_of);
-    for (size_t i = 0; i < run->ncomms; i++) {
-        while (run->comms[i]->spare) {
-            struct cs__inst *in = run->comms[i]->spare;
-            run->comms[i]->spare = in->next;
-            free(in);
-        }
-        free(run->comms[i]->owned);
-        free(run->comms[i]);
-    }
-    free(run->comms);
-    cs__map_free(&run->comm_by_id);
-    cs__map_free(&run->my_rank);
-    for (size_t i = 0; i < run->open.cap; i++)
-        if (run->open.slot[i].used)
-            free((void *)(uintptr_t)run->open.slot[i].v);
-    cs__map_free(&run->open);
-    cs__rtab_free(&run->preq);
-    cs__map_free(&run->row_by_key);
-    free(run->rows);
-    for (size_t i = 0; i < run->nproblems; i++)
-        free(run->problems[i]);
-    free(run->problems);
-    *run = (struct cs__run){0};
 }

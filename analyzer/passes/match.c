@@ -23,17 +23,6 @@ int cs__comm_register(struct cs__run *run, struct cs__comm *c)
     return 0;
 }
 
-const char *cs__comm_label(uint64_t id, char *buf, size_t n)
-{
-    if (id == CS_COMM_WORLD_ID)
-        snprintf(buf, n, "world");
-    else if (id >= CS_COMM_SELF_BASE && id < CS_COMM_SELF_BASE + (1ull << 32))
-        snprintf(buf, n, "self");
-    else
-        snprintf(buf, n, "comm-%016" PRIx64, id);
-    return buf;
-}
-
 int cs__comms_build(struct cs__run *run)
 {
     /* Ranks without a trace are dead from the start (rundir.c); instances count them. */

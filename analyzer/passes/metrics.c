@@ -425,26 +425,3 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     cs__nodes_report(run, rep);
     snprintf(rep->source, sizeof rep->source, "%s", run->source[0] ? run->source : "commscope");
 }
-
-void cs__report_free(struct cs_report *rep)
-{
-    cs__steps_report_free(rep);
-    cs__nodes_free(rep);
-    cs__gpu_report_free(rep);
-    cs__kineto_report_free(rep);
-    cs__np2p_report_free(rep);
-    free(rep->ranks);
-    free(rep->stragglers);
-    free(rep->missing);
-    free(rep->partial);
-    free(rep->ops);
-    cs__report_views_free(rep->views);
-    rep->views = NULL;
-    cs__wire_report_free(rep->wire);
-    rep->wire = NULL;
-    rep->ranks = NULL;
-    rep->stragglers = NULL;
-    rep->missing = rep->partial = NULL;
-    rep->ops = NULL;
-    rep->nranks = rep->nstragglers = rep->nmissing = rep->npartial = rep->nops = 0;
-}
