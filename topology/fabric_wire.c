@@ -150,11 +150,21 @@ static void add_ifaces(struct cs_fabric_wire *x, const struct cs_wire_file *w,
  * One direction s -> r of a link.  The sender's capture sees everything it sends, its
  * retransmissions included; the receiver's is the fallback.
  */
-static void direction(struct cs_fabric_wire *x, struct host_file *s, const char *s_host,
-                      struct host_file *r, const char *r_host, uint64_t lo, uint64_t hi,
-                      uint64_t bucket_ns, double *bytes, double *pkts, double *retrans,
-                      double *gbps, int *busy, int view_bit_s, int view_bit_r)
+struct window {
+    uint64_t lo, hi, bucket_ns; /* buckets lo..hi of bucket_ns each */
+};
+struct dir_wire {
+    double bytes, pkts, retrans, gbps;
+    int busy;
+};
+
+/* (view_bit_s: x->views' bit of the sender's capture; the receiver's is the other one) */
+static struct dir_wire direction(struct cs_fabric_wire *x, struct host_file *s, const char *s_host,
+                                 struct host_file *r, const char *r_host, const struct window *w,
+                                 int view_bit_s)
 {
+    uint64_t lo = w->lo, hi = w->hi, bucket_ns = w->bucket_ns;
+    struct dir_wire o = {0};
     struct dir_sum d;
     memset(&d, 0, sizeof d);
     size_t n = (size_t)(hi - lo + 1);
@@ -168,15 +178,16 @@ static void direction(struct cs_fabric_wire *x, struct host_file *s, const char 
     } else if (r && r->ok && r->f.bucket_ns == bucket_ns) {
         add_view(&r->f, s_host, lo, hi, 0, &d);
         used = &r->f;
-        x->views |= view_bit_r;
+        x->views |= 3 - view_bit_s;
     }
-    *bytes = d.bytes;
-    *pkts = d.pkts;
-    *retrans = d.retrans;
-    *gbps = busy_rate(d.per_bucket, n, bucket_ns, busy);
+    o.bytes = d.bytes;
+    o.pkts = d.pkts;
+    o.retrans = d.retrans;
+    o.gbps = busy_rate(d.per_bucket, n, bucket_ns, &o.busy);
     if (used)
         add_ifaces(x, used, &d, d.bytes);
     free(d.per_bucket);
+    return o;
 }
 
 static void judge_wire(struct cs_fabric_link *l, const char *ha, const char *hb)
@@ -249,10 +260,13 @@ int cs__fabric_wire(struct cs_fabric *f, const char *run_dir)
         x->expected = -1;
         x->sent_bytes = l->sent_bytes;
         const char *ha = f->nodes[l->a].host, *hb = f->nodes[l->b].host;
-        direction(x, a, ha, b, hb, lo, hi, bucket_ns, &x->bytes_ab, &x->pkts_ab, &x->retrans_ab,
-                  &x->gbps_ab, &x->busy_ab, 1, 2);
-        direction(x, b, hb, a, ha, lo, hi, bucket_ns, &x->bytes_ba, &x->pkts_ba, &x->retrans_ba,
-                  &x->gbps_ba, &x->busy_ba, 2, 1);
+        const struct window win = {lo, hi, bucket_ns};
+        struct dir_wire ab = direction(x, a, ha, b, hb, &win, 1);
+        struct dir_wire ba = direction(x, b, hb, a, ha, &win, 2);
+        x->bytes_ab = ab.bytes, x->pkts_ab = ab.pkts, x->retrans_ab = ab.retrans;
+        x->gbps_ab = ab.gbps, x->busy_ab = ab.busy;
+        x->bytes_ba = ba.bytes, x->pkts_ba = ba.pkts, x->retrans_ba = ba.retrans;
+        x->gbps_ba = ba.gbps, x->busy_ba = ba.busy;
         judge_wire(l, ha, hb);
     }
     if (found && f->n_links && !windows)
