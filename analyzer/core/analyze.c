@@ -444,20 +444,25 @@ int cs__analyze_dir(const char *dir, struct cs__run *run, struct cs_report *rep,
     return cs__analyze_dir_opts(dir, run, rep, err, errlen, &o);
 }
 
-int cs__analyze_dir_opts(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
-                         size_t errlen, const struct cs__analyze_opts *o)
+int cs__analyze_load(const char *dir, struct cs__run *run, char *err, size_t errlen,
+                     const struct cs__analyze_opts *o)
 {
     FILE *events_out = o->events_out;
     *run = (struct cs__run){.events_out = events_out};
     if (events_out)
         cs__events_csv_header(events_out);
-    *rep = (struct cs_report){0};
     int rc = cs__rundir_load(run, dir, err, errlen);
     run->events_out = events_out;
     run->perfetto_opts = o->perfetto;
     run->progress_out = o->progress_out;
     run->want_timeline = o->timeline;
-    if (rc)
-        return rc;
-    return cs__analyze(run, rep);
+    return rc;
+}
+
+int cs__analyze_dir_opts(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,
+                         size_t errlen, const struct cs__analyze_opts *o)
+{
+    *rep = (struct cs_report){0};
+    int rc = cs__analyze_load(dir, run, err, errlen, o);
+    return rc ? rc : cs__analyze(run, rep);
 }

@@ -21,13 +21,12 @@ int cs_analysis_open(struct cs_analysis **out, const char *run_dir,
         snprintf(err, errlen, "out of memory");
         return CS_ENOMEM;
     }
-    FILE *events_out = opts ? opts->events_out : NULL;
-    if (events_out)
-        cs__events_csv_header(events_out);
-    int rc = cs__rundir_load(&a->run, run_dir, err, errlen);
-    a->run.events_out = events_out;
-    a->run.progress_out = opts ? opts->progress_out : NULL;
-    a->run.want_timeline = opts ? opts->timeline : 0;
+    struct cs__analyze_opts o = {0};
+    if (opts)
+        o = (struct cs__analyze_opts){.events_out = opts->events_out,
+                                      .progress_out = opts->progress_out,
+                                      .timeline = opts->timeline};
+    int rc = cs__analyze_load(run_dir, &a->run, err, errlen, &o);
     a->loaded = rc == 0;
     return rc;
 }

@@ -662,6 +662,10 @@ struct cs__analyze_opts {
     FILE *progress_out;
     int timeline; /* the HTML report will be written: build the step timeline it draws */
 };
+/* Load RUN_DIR into run with the options set (the events CSV's header written); 0 or a CS_E*
+ * code (message in err).  The load half of cs__analyze_dir_opts. */
+int cs__analyze_load(const char *dir, struct cs__run *run, char *err, size_t errlen,
+                     const struct cs__analyze_opts *o);
 /* cs__analyze_dir with options; err also gets the Perfetto export's usage errors
  * (CS_EUSAGE). */
 int cs__analyze_dir_opts(const char *dir, struct cs__run *run, struct cs_report *rep, char *err,

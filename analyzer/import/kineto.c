@@ -1194,13 +1194,7 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
     }
 
     /* the pipeline on the converted run */
-    if (o && o->events_out)
-        cs__events_csv_header(o->events_out);
-    rc = cs__rundir_load(run, dir, err, errlen);
-    run->events_out = o ? o->events_out : NULL;
-    run->perfetto_opts = o ? o->perfetto : NULL;
-    run->progress_out = o ? o->progress_out : NULL;
-    run->want_timeline = o ? o->timeline : 0;
+    rc = cs__analyze_load(dir, run, err, errlen, o ? o : &(struct cs__analyze_opts){0});
     snprintf(run->source, sizeof run->source, "kineto");
     snprintf(run->dir, sizeof run->dir, "%s", paths[0]);
     for (size_t i = 0; i < ns.n; i++)
