@@ -1,8 +1,8 @@
 /* The what-if replay's point-to-point pairing within a window and the completion records'
  * dependencies (pair.c has the rest: the waits carried across windows), inline in the window
  * reader, which calls them for every point-to-point event and completion record it reads. */
-#ifndef CS_WHATIF_PAIR_H
-#define CS_WHATIF_PAIR_H
+#ifndef COMMSCOPE_ANALYZER_PAIR_H
+#define COMMSCOPE_ANALYZER_PAIR_H
 
 #include "replay.h"
 
