@@ -12,7 +12,6 @@
 #include "internal.h"
 #include "outfile.h"
 #include "wire.h"
-#include "kineto.h"
 
 static void usage(FILE *f)
 {
@@ -155,7 +154,7 @@ int cs_cmd_analyze(int argc, char **argv)
     /* --from kineto takes several inputs (argv outlives them) */
     const char *inputs[256];
     int ninputs = 0;
-    struct cs__perfetto_opts po = {0};
+    struct cs_perfetto_opts po = {0};
     int quiet = 0;
     char **pcaps = NULL;
     int npcaps = 0;
@@ -256,8 +255,6 @@ int cs_cmd_analyze(int argc, char **argv)
     if (po.ranks && cs__perfetto_parse_ranks(po.ranks, NULL, 0, err, sizeof err))
         return usage_error("%s", err);
 
-    struct cs__run run;
-    struct cs_report rep;
     cs__out_cleanup_on_signals();
     /* The streamed outputs are written while the traces are read: through temporary files too,
      * renamed into place once the analysis is done. */
@@ -273,39 +270,44 @@ int cs_cmd_analyze(int argc, char **argv)
     }
     err[0] = '\0';
     po.out = pfo.f;
-    struct cs__analyze_opts ao = {.events_out = evo.f,
+    struct cs_analysis_opts ao = {.events_out = evo.f,
                                   .perfetto = po.path ? &po : NULL,
                                   .progress_out = !quiet && isatty(2) ? stderr : NULL,
                                   .timeline = html != NULL};
-    int rc = from ? cs__analyze_kineto(inputs, ninputs, &run, &rep, err, sizeof err, &ao)
-                  : cs__analyze_dir_opts(dir, &run, &rep, err, sizeof err, &ao);
-    int hard = rc == CS_ENOENT || rc == CS_EIO || (rc && !run.ranks);
+    struct cs_analysis *an = NULL;
+    int rc;
+    if (from) {
+        rc = cs_analysis_import_kineto(&an, inputs, ninputs, &ao, err, sizeof err);
+    } else {
+        rc = cs_analysis_open(&an, dir, &ao, err, sizeof err);
+        if (!rc)
+            rc = cs_analysis_run(an);
+    }
+    const struct cs_report *rep = an ? cs_analysis_report(an) : &(struct cs_report){0};
+    size_t nproblems = an ? cs_analysis_nproblems(an) : 0;
+    int hard = !an || rc == CS_ENOENT || rc == CS_EIO || (rc && !cs_analysis_nranks(an));
     /* Nothing analysed: no empty events or Perfetto file is left behind. */
-    int keep = !hard && rep.ranks_found != 0;
+    int keep = !hard && rep->ranks_found != 0;
     int stream_bad = finish_stream(&evo, keep) | finish_stream(&pfo, keep);
+    for (size_t i = 0; i < nproblems; i++)
+        fprintf(stderr, "commscope analyze: %s\n", cs_analysis_problem(an, i));
     if (hard) {
-        for (size_t i = 0; i < run.nproblems; i++)
-            fprintf(stderr, "commscope analyze: %s\n", run.problems[i]);
         fprintf(stderr, "commscope analyze: %s\n", err[0] ? err : cs_strerror(rc));
-        cs__report_free(&rep);
-        cs__run_free(&run);
+        cs_analysis_free(an);
         return 3;
     }
-    for (size_t i = 0; i < run.nproblems; i++)
-        fprintf(stderr, "commscope analyze: %s\n", run.problems[i]);
-    int status = rep.ranks_found == 0 ? 3 : (rc || run.nproblems || stream_bad) ? 1 : 0;
+    int status = rep->ranks_found == 0 ? 3 : (rc || nproblems || stream_bad) ? 1 : 0;
     if (status == 3) {
         fprintf(stderr, "commscope analyze: nothing to analyse in %s\n", dir);
     } else {
         if (!quiet)
-            cs__report_text(&rep, stdout);
-        if (json && write_report("JSON", json, &rep, cs__report_json))
+            cs__report_text(rep, stdout);
+        if (json && write_report("JSON", json, rep, cs__report_json))
             status = status ? status : 1;
-        if (html && write_report("HTML", html, &rep, cs__report_html))
+        if (html && write_report("HTML", html, rep, cs__report_html))
             status = status ? status : 1;
         fflush(stdout);
     }
-    cs__report_free(&rep);
-    cs__run_free(&run);
+    cs_analysis_free(an);
     return status;
 }

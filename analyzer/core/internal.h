@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commscope/analyzer.h"
 #include "commscope/ops.h"
 #include "commscope/report.h"
 #include "commscope/trace.h"
@@ -412,8 +413,8 @@ struct cs__run {
     int bad_files;           /* files skipped */
     FILE *events_out;        /* when set, every event is also written here on the aligned clock */
     struct cs__views *views; /* chart accumulators (views.c); NULL when out of memory */
-    const struct cs__perfetto_opts *perfetto_opts; /* --perfetto: export asked for */
-    struct cs__perfetto *perfetto;                 /* the export sink while streaming */
+    const struct cs_perfetto_opts *perfetto_opts; /* --perfetto: export asked for */
+    struct cs__perfetto *perfetto;                /* the export sink while streaming */
     FILE *progress_out;        /* when set, progress lines go here (a terminal) */
     struct cs__steps *steps;   /* the step analysis' state (steps_internal.h), NULL when off */
     int32_t *host_of;          /* [world] host index of each rank (nodes.c), -1 unknown; or NULL */
@@ -629,16 +630,6 @@ struct cs_wire_report;
 void cs__report_wire_body(const struct cs_wire_report *w, FILE *f);
 
 /* report_perfetto.c: the Chrome trace-event export, a sink on the merged stream. */
-struct cs__perfetto_opts {
-    FILE *out;
-    const char *path;    /* for messages */
-    int window;          /* limit to [from_s, to_s] seconds after the run's start */
-    double from_s, to_s; /* to_s < 0: to the end */
-    double span_hint_s;  /* unused when 0: the run's length, to scale the size estimate */
-    const char *ranks;   /* "0-3,8" or NULL for all */
-    int steps;           /* limit to steps step_from..step_to (step_to < 0: to the last) */
-    int step_from, step_to;
-};
 struct cs__perfetto;
 /* "0-3,8,10-11" into sel[world] (sel may be NULL when world is 0: a syntax check).  Returns 0,
  * or -1 with a sentence in err. */
@@ -658,7 +649,7 @@ void cs__progress(struct cs__run *run, uint64_t done, int last);
 /* Everything cs__analyze_dir can be asked for besides the report. */
 struct cs__analyze_opts {
     FILE *events_out;
-    const struct cs__perfetto_opts *perfetto;
+    const struct cs_perfetto_opts *perfetto;
     FILE *progress_out;
     int timeline; /* the HTML report will be written: build the step timeline it draws */
 };

@@ -207,7 +207,7 @@ int cs__perfetto_parse_ranks(const char *spec, unsigned char *sel, int world, ch
 
 int cs__perfetto_begin(struct cs__run *run)
 {
-    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    const struct cs_perfetto_opts *o = run->perfetto_opts;
     struct cs__perfetto *p = calloc(1, sizeof *p);
     size_t w = run->world > 0 ? (size_t)run->world : 0;
     if (!p || !(p->sel = calloc(w + 1, 1)) || !(p->step_cur = calloc(w + 1, sizeof *p->step_cur)) ||
@@ -422,7 +422,7 @@ static int comm_track(struct cs__run *run, int rank, uint64_t comm, long *track)
 static void step_emit(struct cs__run *run, int rank, int step, int64_t from, int64_t to)
 {
     struct cs__perfetto *p = run->perfetto;
-    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    const struct cs_perfetto_opts *o = run->perfetto_opts;
     char t[40];
     if ((o->steps && (step < o->step_from || (o->step_to >= 0 && step > o->step_to))) ||
         to < p->w0 || from > p->w1)
@@ -581,7 +581,7 @@ static void gpu_emit(struct cs__run *run, int rank, const struct gpu_pend *g)
 static int left_out(struct cs__run *run, int rank, int64_t tb, int64_t te)
 {
     const struct cs__perfetto *p = run->perfetto;
-    const struct cs__perfetto_opts *o = run->perfetto_opts;
+    const struct cs_perfetto_opts *o = run->perfetto_opts;
     if (o->steps) {
         int s = cs__vsteps_current(run, rank);
         if (s < o->step_from || (o->step_to >= 0 && s > o->step_to))

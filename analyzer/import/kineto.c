@@ -17,7 +17,6 @@
  * uncertainty is half the spread of those differences.
  */
 #include "kineto.h"
-#include "steps.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1050,12 +1049,10 @@ static void shift_times(struct input *in, struct notes *ns)
     }
 }
 
-int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run,
-                       struct cs_report *rep, char *err, size_t errlen,
-                       const struct cs__analyze_opts *o)
+int cs_analysis_import_kineto(struct cs_analysis **out, const char *const *paths, int npaths,
+                              const struct cs_analysis_opts *opts, char *err, size_t errlen)
 {
-    *run = (struct cs__run){0};
-    *rep = (struct cs_report){0};
+    *out = NULL;
     char **files = NULL;
     int n = collect(paths, npaths, &files, err, errlen);
     if (n < 0)
@@ -1193,27 +1190,32 @@ int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run
         goto done;
     }
 
-    /* the pipeline on the converted run */
-    rc = cs__analyze_load(dir, run, err, errlen, o ? o : &(struct cs__analyze_opts){0});
-    snprintf(run->source, sizeof run->source, "kineto");
-    snprintf(run->dir, sizeof run->dir, "%s", paths[0]);
-    for (size_t i = 0; i < ns.n; i++)
-        cs__problem(run, "kineto: %s", ns.v[i]);
-    for (size_t i = 0; i < K->ncand; i++)
-        cs__problem(run,
-                    "kineto: %" PRIu64 " kernels named '%s' look like communication but are not "
-                    "NCCL's: reported apart, counted neither as compute nor as communication",
-                    K->cand[i].count, K->cand[i].name);
-    if (!rc)
-        rc = cs__analyze(run, rep);
-    /* Step markers of an import are its ProfilerStep#N ranges (converted to MPI_Pcontrol). */
-    if (rep->steps && strcmp(rep->steps->source, "marker") == 0)
-        snprintf(rep->steps->detail, sizeof rep->steps->detail,
-                 "ProfilerStep#N ranges of the PyTorch profiler");
-    if (rep->ranks) {
-        rep->kineto = K;
-        K = NULL;
+    /* the pipeline on the converted run, through the public API.  Step markers of an import are
+     * its ProfilerStep#N ranges (converted to MPI_Pcontrol). */
+    rc = cs_analysis_open(out, dir, opts, err, errlen);
+    if (!*out) {
+        rc = CS_ENOMEM;
+        goto done;
     }
+    cs_analysis_set_origin(*out, "kineto", paths[0],
+                           "ProfilerStep#N ranges of the PyTorch profiler");
+    for (size_t i = 0; i < K->ncand; i++)
+        note(&ns,
+             "%" PRIu64 " kernels named '%s' look like communication but are not NCCL's: "
+             "reported apart, counted neither as compute nor as communication",
+             K->cand[i].count, K->cand[i].name);
+    for (size_t i = 0; i < ns.n; i++) {
+        char *sentence = malloc(strlen(ns.v[i]) + sizeof "kineto: ");
+        if (sentence) {
+            sprintf(sentence, "kineto: %s", ns.v[i]);
+            cs_analysis_add_problem(*out, sentence);
+        }
+        free(sentence);
+    }
+    if (!rc)
+        rc = cs_analysis_run(*out);
+    cs_analysis_attach_kineto(*out, K);
+    K = NULL;
 done:
     rm_dir(dir, ins, n);
     for (int i = 0; i < n; i++) {

@@ -8,7 +8,8 @@
  *   kineto.c        one file -> one rank-NNNNN.cst trace (the collector's format: NCCL calls,
  *                   gpu_nccl/gpu_kernel/gpu_memcpy/gpu_memset records, step markers) in a
  *                   temporary run directory, clock alignment from collective completion times,
- *                   then the ordinary pipeline (analyze.c) on that directory
+ *                   then the ordinary pipeline on that directory, through the public API
+ *                   (commscope/analyzer.h: open, origin and problems, run, the Kineto section)
  *
  * Memory: one file's kept records at a time (kernels, launches, comms ops: tens of bytes each,
  * far less than their JSON text), plus per rank the end times of its NCCL kernels for the
@@ -175,12 +176,8 @@ struct cs__kfile {
 int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t errlen);
 void cs__kfile_free(struct cs__kfile *f);
 
-/* Convert the Kineto traces `paths` (files, or directories whose *.json / *.json.gz files are
- * read) and analyse them like a run directory.  Returns 0 (rep filled, problems in it), or a
- * negative CS_E* code with a sentence naming the file in err when nothing could be analysed. */
-int cs__analyze_kineto(const char *const *paths, int npaths, struct cs__run *run,
-                       struct cs_report *rep, char *err, size_t errlen,
-                       const struct cs__analyze_opts *o);
+/* The import itself is cs_analysis_import_kineto (commscope/analyzer.h): it converts the traces
+ * and analyses them through the public API only.  The report's Kineto section is freed here. */
 void cs__kineto_report_free(struct cs_report *rep);
 
 /* report_gpu.c */

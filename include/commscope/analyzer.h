@@ -26,11 +26,25 @@
 
 struct cs_analysis; /* opaque */
 
+/* The Perfetto (Chrome trace-event JSON) export, written while the traces are read; the limits
+ * are those of `commscope analyze --perfetto-window / --perfetto-steps / --perfetto-ranks`. */
+struct cs_perfetto_opts {
+    FILE *out;
+    const char *path;    /* for messages */
+    int window;          /* limit to [from_s, to_s] seconds after the run's start */
+    double from_s, to_s; /* to_s < 0: to the end */
+    double span_hint_s;  /* unused when 0: the run's length, to scale the size estimate */
+    const char *ranks;   /* "0-3,8" or NULL for all */
+    int steps;           /* limit to steps step_from..step_to (step_to < 0: to the last) */
+    int step_from, step_to;
+};
+
 /* What an analysis can write besides its report; all optional (NULL or 0). */
 struct cs_analysis_opts {
     FILE *events_out;   /* every event as CSV, times on rank 0's clock (docs/user-guide.md) */
     FILE *progress_out; /* "analysing: 42%" lines, rewritten in place (a terminal) */
     int timeline;       /* build the representative step's timeline (the HTML report draws it) */
+    const struct cs_perfetto_opts *perfetto; /* the Perfetto export, or NULL */
 };
 
 /* Open run_dir: find its rank-*.cst traces, validate each and check they form one run.  Returns 0,
@@ -50,6 +64,28 @@ int cs_report_write_json(const struct cs_report *rep, FILE *out);
 /* The problems found so far (a rank missing, a damaged trace, ...): one sentence each. */
 size_t cs_analysis_nproblems(const struct cs_analysis *a);
 const char *cs_analysis_problem(const struct cs_analysis *a, size_t i);
+
+/* For an importer, which converts another tool's traces into a run directory and analyses that:
+ * between cs_analysis_open and cs_analysis_run, say where the run came from (the report's source,
+ * e.g. "kineto", and the path the user named instead of the converted directory; marker_detail,
+ * when not NULL, says what the step markers were, e.g. "ProfilerStep#N ranges") and add the
+ * problems the conversion met.  Each returns 0, CS_EUSAGE (after cs_analysis_run) or CS_ENOMEM. */
+int cs_analysis_set_origin(struct cs_analysis *a, const char *source, const char *path,
+                           const char *marker_detail);
+int cs_analysis_add_problem(struct cs_analysis *a, const char *sentence);
+/* After cs_analysis_run: the report's Kineto section (report.h), which the analysis owns from
+ * here on (it is freed at once when the run gave no report). */
+void cs_analysis_attach_kineto(struct cs_analysis *a, struct cs_report_kineto *k);
+
+/* PyTorch profiler (Kineto) traces: `paths` are files or directories whose *.json / *.json.gz
+ * files are read, converted into a run directory, opened and analysed (cs_analysis_run is not
+ * called again).  Returns what cs_analysis_open and cs_analysis_run return, with *out set as by
+ * cs_analysis_open; CS_EFORMAT with the files' problems in err when no trace was usable. */
+int cs_analysis_import_kineto(struct cs_analysis **out, const char *const *paths, int npaths,
+                              const struct cs_analysis_opts *opts, char *err, size_t errlen);
+/* How many ranks' traces the opened run has (0: none could be read). */
+int cs_analysis_nranks(const struct cs_analysis *a);
+
 /* Everything of the analysis, its report included (NULL is harmless). */
 void cs_analysis_free(struct cs_analysis *a);
 
