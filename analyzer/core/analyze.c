@@ -177,17 +177,6 @@ static void clock_sane(struct cs__run *run, int r)
     }
 }
 
-/* The phases of the pass table, each one expansion of passes.def. */
-#define CS__HOOK_BEGIN(name, begin, ...) begin(run);
-#define CS__HOOK_EVENT(name, begin, event, ...) event(run, e);
-#define CS__HOOK_DERIVED(name, begin, event, derived, ...) derived(run, e);
-#define CS__HOOK_INSTANCE(name, begin, event, derived, instance, ...) instance(run, in, &f);
-#define CS__HOOK_RANK_DONE(name, begin, event, derived, instance, rank_done, ...) rank_done(run, r);
-#define CS__HOOK_DRAIN(name, b, e, d, i, rd, drain, ...) drain(run);
-#define CS__HOOK_FINISH(name, b, e, d, i, rd, dr, finish, ...) finish(run);
-#define CS__HOOK_REPORT(name, b, e, d, i, rd, dr, f, report, ...) report(run, rep);
-#define CS__HOOK_FREE(name, b, e, d, i, rd, dr, f, rp, free_) free_(run);
-
 static void passes_begin(struct cs__run *run)
 {
 #define CS__PASS CS__HOOK_BEGIN
@@ -246,6 +235,13 @@ void cs__analyze_instance(struct cs__run *run, struct cs__inst *in, int complete
 #define CS__PASS CS__HOOK_INSTANCE
 #include "passes.def"
 #undef CS__PASS
+    if (!f.used)
+        return;
+    for (int32_t i = 0; i < in->n; i++) {
+#define CS__PASS CS__HOOK_MEMBER
+#include "passes.def"
+#undef CS__PASS
+    }
 }
 
 void cs__passes_free(struct cs__run *run)

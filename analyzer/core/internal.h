@@ -510,6 +510,25 @@ size_t cs__nccl_metrics_event(struct cs__run *run, int rank, const struct cs_eve
 
 /* analyze.c: the whole pipeline on a loaded run; fills rep (free with cs__report_free). */
 int cs__analyze(struct cs__run *run, struct cs_report *rep);
+
+/* A fact one pass found that other passes account for.  It goes back through the driver
+ * (cs__analyze_fact of passes.h, to every row's fact hook), never into another pass directly;
+ * the passes that take a kind are named at its line. */
+enum cs__fact_kind {
+    CS__FACT_TRANSFER, /* op's bytes on comm moved in ns (metrics: a completed request): views */
+    CS__FACT_WAIT,     /* host rank `rank` waited ns at a point-to-point call arriving at t, in
+                        * step `step` (-1: none; the what-if's pairing): views, vsteps */
+    CS__FACT_GPU_WAIT, /* GPU rank `rank` waited for its point-to-point partner on comm over
+                        * [t, e) (np2p: an NCCL send/receive pair): steps */
+};
+struct cs__fact {
+    enum cs__fact_kind kind;
+    int rank, step;
+    uint16_t op;
+    uint64_t comm;
+    double bytes, ns;
+    int64_t t, e; /* aligned ns */
+};
 /* run.c: the name of communicator id in reports: "world", "self" or "comm-<16 hex digits>";
  * returns buf. */
 const char *cs__comm_label(uint64_t id, char *buf, size_t n);
@@ -555,11 +574,13 @@ struct cs__views;
 int cs__views_init(struct cs__run *run);
 void cs__views_free(struct cs__run *run);
 void cs__views_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k);
-/* Every member i of complete instance in waited in->wait[i] (called once per instance). */
+/* A complete instance in (cs__views_waits), then each of its members i, which waited
+ * in->wait[i] (cs__views_member). */
 void cs__views_waits(struct cs__run *run, const struct cs__inst *in);
-/* A wait of wait_ns by rank at a point-to-point call arriving at t (aligned ns) in step `step`
- * (-1: in no step), measured after the main pass (whatif.c): into both heat maps. */
-void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, int step, double wait_ns);
+void cs__views_member(struct cs__run *run, const struct cs__inst *in, int32_t i);
+/* A wait of wait_ns by rank at a point-to-point call arriving at t (aligned ns), measured after
+ * the main pass (the what-if's CS__FACT_WAIT): into the time-binned heat map. */
+void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, double wait_ns);
 /* Some rank made point-to-point calls (1 also when the views are off). */
 int cs__views_any_p2p(const struct cs__run *run);
 /* One transfer of `bytes` taking `ns` (complete instance or point-to-point call/request). */
@@ -573,8 +594,10 @@ void cs__report_views_free(struct cs_report_views *v);
 struct cs__vsteps;
 int cs__vsteps_init(struct cs__run *run);
 void cs__vsteps_free(struct cs__run *run);
-/* Rank `rank` waited wait_ns at a collective it arrived at (aligned time t). */
-void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns);
+/* Member i of a complete instance in waited in->wait[i] > 0: into its step's heat-map column. */
+void cs__vsteps_member(struct cs__run *run, const struct cs__inst *in, int32_t i);
+/* The what-if's CS__FACT_WAIT: rank waited wait_ns in step `step` (-1: in no step). */
+void cs__vsteps_wait_at(struct cs__run *run, int rank, int step, double wait_ns);
 /* Member li of instance in arrived last (beyond the clock uncertainty); the others waited
  * others_ns for it. */
 void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,

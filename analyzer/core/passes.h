@@ -36,8 +36,24 @@ struct cs__inst_facts {
     int late;         /* li arrived later than the clock uncertainty after the second latest */
 };
 
+/* The phases of the pass table, each one expansion of passes.def (the driver's, analyze.c, and
+ * cs__analyze_fact's below). */
+#define CS__HOOK_BEGIN(name, begin, ...) begin(run);
+#define CS__HOOK_EVENT(name, begin, event, ...) event(run, e);
+#define CS__HOOK_DERIVED(name, begin, event, derived, ...) derived(run, e);
+#define CS__HOOK_FACT(name, begin, event, derived, fact, ...) fact(run, f);
+#define CS__HOOK_INSTANCE(name, b, e, d, fa, instance, ...) instance(run, in, &f);
+#define CS__HOOK_MEMBER(name, b, e, d, fa, in_, member, ...) member(run, in, i);
+#define CS__HOOK_RANK_DONE(name, b, e, d, fa, in_, m, rank_done, ...) rank_done(run, r);
+#define CS__HOOK_DRAIN(name, b, e, d, fa, in_, m, rd, drain, ...) drain(run);
+#define CS__HOOK_FINISH(name, b, e, d, fa, in_, m, rd, dr, finish, ...) finish(run);
+#define CS__HOOK_REPORT(name, b, e, d, fa, in_, m, rd, dr, f, report, ...) report(run, rep);
+#define CS__HOOK_FREE(name, b, e, d, fa, in_, m, rd, dr, f, rp, free_) free_(run);
+
 /* The driver's entry points for the passes: a derived event (it goes to the rows' derived
- * hooks), a finished instance (complete: every member's arrival and end are known). */
+ * hooks), a finished instance (complete: every member's arrival and end are known); a fact
+ * (cs__analyze_fact, at the end of this file: inline, so that a fact's kind is known where it
+ * is made and only its takers' code remains). */
 void cs__analyze_derived(struct cs__run *run, struct cs__ev *e);
 void cs__analyze_instance(struct cs__run *run, struct cs__inst *in, int complete);
 /* Every pass's free hook, in table order (cs__run_free). */
@@ -60,10 +76,18 @@ static inline void cs__none_event(struct cs__run *run, struct cs__ev *e)
     (void)run, (void)e;
 }
 #define cs__none_derived cs__none_event
+static inline void cs__none_fact(struct cs__run *run, const struct cs__fact *f)
+{
+    (void)run, (void)f;
+}
 static inline void cs__none_instance(struct cs__run *run, struct cs__inst *in,
                                      const struct cs__inst_facts *f)
 {
     (void)run, (void)in, (void)f;
+}
+static inline void cs__none_member(struct cs__run *run, const struct cs__inst *in, int32_t i)
+{
+    (void)run, (void)in, (void)i;
 }
 static inline void cs__none_rank_done(struct cs__run *run, int r)
 {
@@ -102,6 +126,11 @@ static inline void cs__steps_pevent(struct cs__run *run, struct cs__ev *e)
 {
     cs__steps_event(run, e->r, e->ev, e->k, e->tb, e->te);
 }
+static inline void cs__steps_pfact(struct cs__run *run, const struct cs__fact *f)
+{
+    if (f->kind == CS__FACT_GPU_WAIT)
+        cs__steps_p2p_wait(run, f->rank, f->comm, f->t, f->e);
+}
 static inline void cs__steps_pinstance(struct cs__run *run, struct cs__inst *in,
                                        const struct cs__inst_facts *f)
 {
@@ -120,14 +149,27 @@ static inline void cs__views_pevent(struct cs__run *run, struct cs__ev *e)
     if (run->views)
         cs__views_event(run, e->r, e->ev, e->k);
 }
+static inline void cs__views_pfact(struct cs__run *run, const struct cs__fact *f)
+{
+    if (f->kind == CS__FACT_TRANSFER)
+        cs__views_transfer(run, f->op, f->comm, f->bytes, f->ns);
+    else if (f->kind == CS__FACT_WAIT)
+        cs__views_wait_at(run, f->rank, f->t, f->ns);
+}
 static inline void cs__views_pinstance(struct cs__run *run, struct cs__inst *in,
                                        const struct cs__inst_facts *f)
 {
     if (!f->used || !run->views)
         return;
-    cs__views_waits(run, in);
+    cs__views_waits(run, in); /* then each member: */
     cs__views_transfer(run, in->op, in->comm, (double)f->size,
                        (double)(f->last_end > f->last ? f->last_end - f->last : 0));
+}
+
+static inline void cs__views_pmember(struct cs__run *run, const struct cs__inst *in, int32_t i)
+{
+    if (run->views)
+        cs__views_member(run, in, i);
 }
 
 /* np2p: NCCL point-to-point calls paired across ranks. */
@@ -161,6 +203,16 @@ static inline void cs__vsteps_pinstance(struct cs__run *run, struct cs__inst *in
 {
     if (f->used && f->late)
         cs__vsteps_late(run, in, f->li, f->others);
+}
+static inline void cs__vsteps_pmember(struct cs__run *run, const struct cs__inst *in, int32_t i)
+{
+    if (run->vsteps && in->wait[i] > 0)
+        cs__vsteps_member(run, in, i);
+}
+static inline void cs__vsteps_pfact(struct cs__run *run, const struct cs__fact *f)
+{
+    if (f->kind == CS__FACT_WAIT)
+        cs__vsteps_wait_at(run, f->rank, f->step, f->ns);
 }
 
 /* gpu: the GPU timeline; an NCCL kernel's record makes the collective's derived event. */
@@ -204,6 +256,14 @@ static inline void cs__perfetto_free(struct cs__run *run)
 {
     if (run->perfetto)
         cs__perfetto_finish(run);
+}
+
+/* A fact for every row's fact hook (struct cs__fact, internal.h). */
+static inline void cs__analyze_fact(struct cs__run *run, const struct cs__fact *f)
+{
+#define CS__PASS CS__HOOK_FACT
+#include "passes.def"
+#undef CS__PASS
 }
 
 #endif

@@ -111,8 +111,9 @@ void cs__metrics_request_done(struct cs__run *run, const struct cs__pending *p, 
         r->p2p_scope_bytes[p->scope] += b;
         r->p2p_scope_ns[p->scope] += ns;
     }
-    if (run->views)
-        cs__views_transfer(run, r->op, r->comm, b, ns);
+    cs__analyze_fact(
+        run, &(struct cs__fact){
+                 .kind = CS__FACT_TRANSFER, .op = r->op, .comm = r->comm, .bytes = b, .ns = ns});
 }
 
 /* The arrival order of an instance's members: the first and last arrival, the member li of the

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "passes.h"
 #include "steps.h"
 #include "views.h"
 
@@ -223,7 +224,11 @@ void cs__np2p_gpu(struct cs__run *run, int rank, uint64_t launch, int64_t tb, in
             const struct side *w = send_first ? &p->s : &p->r, *o = send_first ? &p->r : &p->s;
             int wr = send_first ? h->wfrom : h->wto;
             if (wr >= 0)
-                cs__steps_p2p_wait(run, wr, h->comm, w->a, o->a < w->e ? o->a : w->e);
+                cs__analyze_fact(run, &(struct cs__fact){.kind = CS__FACT_GPU_WAIT,
+                                                         .rank = wr,
+                                                         .comm = h->comm,
+                                                         .t = w->a,
+                                                         .e = o->a < w->e ? o->a : w->e});
         }
         drain(h);
     }

@@ -90,10 +90,10 @@ void cs__groups_free(struct cs__steps *S);
 int cs__steps_begin(struct cs__run *run);
 void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                      int64_t tb, int64_t te);
-/* A complete instance, its members' waits in in->wait (cs__metrics_instance calls it). */
+/* A complete instance, its members' waits in in->wait (the steps row's instance hook). */
 void cs__steps_instance(struct cs__run *run, const struct cs__inst *in);
-/* A matched NCCL point-to-point pair (nccl_p2p.c) in which world rank `rank` arrived first on its
- * GPU: it waited [b, e) on communicator comm. */
+/* A matched NCCL point-to-point pair in which world rank `rank` arrived first on its GPU: it
+ * waited [b, e) on communicator comm (nccl_p2p.c's CS__FACT_GPU_WAIT, through the driver). */
 void cs__steps_p2p_wait(struct cs__run *run, int rank, uint64_t comm, int64_t b, int64_t e);
 void cs__steps_finish(struct cs__run *run);
 /* Whether ev starts (1) or ends (-1) a step of its rank, 0 neither, exactly as the main pass

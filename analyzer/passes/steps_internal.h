@@ -146,7 +146,7 @@ static inline void cs__vsteps_wait_step(struct cs__vsteps *v, int rank, int k, d
 }
 
 /* The rank (state sr) waited wait_ns at a collective it arrived at at aligned time t: into the
- * heat-map column of its step (cs__vsteps_wait; inline for cs__views_waits). */
+ * heat-map column of its step (inline for cs__vsteps_member). */
 static inline void cs__vsteps_wait_in(struct cs__vsteps *v, const struct cs__srank *sr, int rank,
                                       int64_t t, int64_t wait_ns)
 {

@@ -30,8 +30,10 @@ struct cs__views {
     uint64_t *eligible;     /* [world] */
     double *wait_nb;        /* [world] ns of wait_ns at non-blocking collectives */
     double *wait_nccl;      /* [world] ns of wait_ns at NCCL collectives (GPU arrivals) */
-    uint16_t last_op;       /* cs__views_wait's op cache (0 none) */
+    uint16_t last_op;       /* cs__views_waits' op cache (0 none) */
     int last_eligible, last_nb, last_nccl;
+    uint64_t cur_eligible; /* the current instance's (cs__views_waits, for cs__views_member) */
+    double *cur_byk;
     double *heat; /* [world * CS_VIEW_HEAT_BINS] ns of waiting */
     int p2p_block;
     size_t p2p_n;
@@ -263,21 +265,21 @@ void cs__views_waits(struct cs__run *run, const struct cs__inst *in)
         v->last_nb = oi->kind == CS_KIND_ICOLL;
         v->last_nccl = oi->kind == CS_KIND_NCOLL;
     }
-    uint64_t eligible = (uint64_t)(v->last_eligible && in->n > 1);
-    double *byk = v->last_nb ? v->wait_nb : v->last_nccl ? v->wait_nccl : NULL;
-    struct cs__vsteps *vs = run->vsteps; /* the heat map by step, when there are steps */
-    for (int32_t i = 0; i < in->n; i++) {
-        int r = in->members[i];
-        int64_t wait_ns = in->wait[i];
-        v->eligible[r] += eligible;
-        if (wait_ns <= 0)
-            continue;
-        if (byk)
-            byk[r] += (double)wait_ns;
-        v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
-        if (vs)
-            cs__vsteps_wait_in(vs, &run->steps->r[r], r, in->arr[i], wait_ns);
-    }
+    v->cur_eligible = (uint64_t)(v->last_eligible && in->n > 1);
+    v->cur_byk = v->last_nb ? v->wait_nb : v->last_nccl ? v->wait_nccl : NULL;
+}
+
+void cs__views_member(struct cs__run *run, const struct cs__inst *in, int32_t i)
+{
+    struct cs__views *v = run->views;
+    int r = in->members[i];
+    int64_t wait_ns = in->wait[i];
+    v->eligible[r] += v->cur_eligible;
+    if (wait_ns <= 0)
+        return;
+    if (v->cur_byk)
+        v->cur_byk[r] += (double)wait_ns;
+    v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
 }
 
 int cs__views_any_p2p(const struct cs__run *run)
@@ -289,14 +291,12 @@ int cs__views_any_p2p(const struct cs__run *run)
     return !v;
 }
 
-void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, int step, double wait_ns)
+void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, double wait_ns)
 {
     struct cs__views *v = run->views;
     if (!v || !(wait_ns > 0) || rank < 0 || rank >= v->world)
         return;
     v->heat[(size_t)rank * CS_VIEW_HEAT_BINS + heat_bin(v, t)] += wait_ns;
-    if (run->vsteps)
-        cs__vsteps_wait_step(run->vsteps, rank, step, wait_ns);
 }
 
 /* ---- the model ---- */

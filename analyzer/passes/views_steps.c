@@ -99,9 +99,18 @@ void cs__vsteps_widen(struct cs__vsteps *v)
     v->spc *= 2;
 }
 
-void cs__vsteps_wait(struct cs__run *run, int rank, int64_t t, int64_t wait_ns)
+void cs__vsteps_member(struct cs__run *run, const struct cs__inst *in, int32_t i)
 {
-    cs__vsteps_wait_in(run->vsteps, &run->steps->r[rank], rank, t, wait_ns);
+    int r = in->members[i];
+    cs__vsteps_wait_in(run->vsteps, &run->steps->r[r], r, in->arr[i], in->wait[i]);
+}
+
+void cs__vsteps_wait_at(struct cs__run *run, int rank, int step, double wait_ns)
+{
+    struct cs__vsteps *v = run->vsteps;
+    if (!v || !(wait_ns > 0) || rank < 0 || rank >= run->world)
+        return;
+    cs__vsteps_wait_step(v, rank, step, wait_ns);
 }
 
 void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li, uint64_t others_ns)

@@ -4,6 +4,7 @@
 #ifndef COMMSCOPE_ANALYZER_PAIR_H
 #define COMMSCOPE_ANALYZER_PAIR_H
 
+#include "passes.h"
 #include "replay.h"
 
 /* Rank r waited w (> 0; host ranks only) from its call's arrival a, in window k's step, for the
@@ -21,7 +22,11 @@ static inline void cs__wi_p2p_book(struct replay *P, int32_t r, int k, double a,
             P->pcall[r] += w;
         if (cause >= 0)
             P->pcause[cause] += w;
-        cs__views_wait_at(P->run, r, (int64_t)(a + P->origin), k, w);
+        cs__analyze_fact(P->run, &(struct cs__fact){.kind = CS__FACT_WAIT,
+                                                    .rank = r,
+                                                    .step = k,
+                                                    .t = (int64_t)(a + P->origin),
+                                                    .ns = w});
     }
     if (P->pwb && k >= P->first && k < P->end)
         P->pwb[(size_t)r * CS_DIM_N + dim] += w;
