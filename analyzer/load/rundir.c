@@ -9,11 +9,7 @@
 #include <string.h>
 
 #include "commscope/input.h"
-#include "gpu.h"
 #include "internal.h"
-#include "nccl_p2p.h"
-#include "passes.h"
-#include "steps.h"
 
 /* The value of "key: value" in RUN_DIR/commscope-run.txt into out; 0 when there is none. */
 static int run_file_value(const char *dir, const char *key, char *out, size_t cap)

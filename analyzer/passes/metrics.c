@@ -11,10 +11,8 @@
 #include "gpu.h"
 #include "nccl_p2p.h"
 #include "internal.h"
-#include "kineto.h"
 #include "passes.h"
 #include "steps.h"
-#include "wire.h"
 
 static size_t row_lookup(struct cs__run *run, uint16_t op, uint64_t comm)
 {

@@ -9,7 +9,6 @@
 #include "json.h"
 #include "passes.h"
 #include "steps.h"
-#include "views.h"
 
 enum { S_NONE, S_WAIT, S_TIMED, S_UNTIMED };
 
