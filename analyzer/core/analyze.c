@@ -317,10 +317,10 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
     if (rc) {
         cs__problem(run, "out of memory building the communicator table");
         cs__report_build(run, rep);
+        cs__nodes_report(run, rep);
         return rc;
     }
     cs__nccl_header_problems(run);
-    cs__nodes_index(run);
     for (int r = 0; r < run->world; r++) {
         struct cs__rank *rk = &run->ranks[r];
         if (!rk->present)

@@ -515,6 +515,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep);
  * (cs__analyze_fact of passes.h, to every row's fact hook), never into another pass directly;
  * the passes that take a kind are named at its line. */
 enum cs__fact_kind {
+    CS__FACT_REQUEST,  /* point-to-point request req completed at t (match): metrics */
     CS__FACT_TRANSFER, /* op's bytes on comm moved in ns (metrics: a completed request): views */
     CS__FACT_WAIT,     /* host rank `rank` waited ns at a point-to-point call arriving at t, in
                         * step `step` (-1: none; the what-if's pairing): views, vsteps */
@@ -528,6 +529,7 @@ struct cs__fact {
     uint64_t comm;
     double bytes, ns;
     int64_t t, e; /* aligned ns */
+    const struct cs__pending *req;
 };
 /* run.c: the name of communicator id in reports: "world", "self" or "comm-<16 hex digits>";
  * returns buf. */

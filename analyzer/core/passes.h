@@ -114,6 +114,12 @@ static inline void cs__metrics_pevent(struct cs__run *run, struct cs__ev *e)
     e->row = cs__metrics_event(run, e->r, e->ev, e->k, e->te);
 }
 
+static inline void cs__metrics_pfact(struct cs__run *run, const struct cs__fact *f)
+{
+    if (f->kind == CS__FACT_REQUEST)
+        cs__metrics_request_done(run, f->req, f->t);
+}
+
 /* steps: boundaries and groups need a look at one rank's whole stream first (begin). */
 static inline void cs__steps_pbegin(struct cs__run *run)
 {
@@ -259,7 +265,8 @@ static inline void cs__perfetto_free(struct cs__run *run)
 }
 
 /* A fact for every row's fact hook (struct cs__fact, internal.h). */
-static inline void cs__analyze_fact(struct cs__run *run, const struct cs__fact *f)
+static inline __attribute__((always_inline)) void cs__analyze_fact(struct cs__run *run,
+                                                                   const struct cs__fact *f)
 {
 #define CS__PASS CS__HOOK_FACT
 #include "passes.def"

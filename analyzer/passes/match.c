@@ -434,7 +434,7 @@ static __attribute__((noinline)) void request_done(struct cs__run *run, int rank
             return;
         }
     } else if (!(ev->flags & CS_EV_CANCELLED)) {
-        cs__metrics_request_done(run, p, te);
+        cs__analyze_fact(run, &(struct cs__fact){.kind = CS__FACT_REQUEST, .req = p, .t = te});
     }
     cs__rtab_del(&run->preq, sizeof *p, p);
 }

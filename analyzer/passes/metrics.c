@@ -421,6 +421,5 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     rep->violations_repaired = run->violations;
     rep->problems = run->problems;
     rep->nproblems = run->nproblems;
-    cs__nodes_report(run, rep);
     snprintf(rep->source, sizeof rep->source, "%s", run->source[0] ? run->source : "commscope");
 }
