@@ -515,12 +515,14 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep);
  * (cs__analyze_fact of passes.h, to every row's fact hook), never into another pass directly;
  * the passes that take a kind are named at its line. */
 enum cs__fact_kind {
-    CS__FACT_REQUEST,  /* point-to-point request req completed at t (match): metrics */
-    CS__FACT_TRANSFER, /* op's bytes on comm moved in ns (metrics: a completed request): views */
-    CS__FACT_WAIT,     /* host rank `rank` waited ns at a point-to-point call arriving at t, in
-                        * step `step` (-1: none; the what-if's pairing): views, vsteps */
-    CS__FACT_GPU_WAIT, /* GPU rank `rank` waited for its point-to-point partner on comm over
-                        * [t, e) (np2p: an NCCL send/receive pair): steps */
+    CS__FACT_REQUEST,     /* point-to-point request req completed at t (match): metrics */
+    CS__FACT_TRANSFER,    /* op's bytes on comm moved in ns (metrics: a completed request): views */
+    CS__FACT_WAIT,        /* host rank `rank` waited ns at a point-to-point call arriving at t, in
+                           * step `step` (-1: none; the what-if's pairing): views, vsteps */
+    CS__FACT_NCCL_KERNEL, /* an NCCL kernel of launch `id` ran on rank's GPU over [t, e) (gpu: the
+                           * launch's first record): np2p */
+    CS__FACT_GPU_WAIT,    /* GPU rank `rank` waited for its point-to-point partner on comm over
+                           * [t, e) (np2p: an NCCL send/receive pair): steps */
 };
 struct cs__fact {
     enum cs__fact_kind kind;
@@ -530,6 +532,7 @@ struct cs__fact {
     double bytes, ns;
     int64_t t, e; /* aligned ns */
     const struct cs__pending *req;
+    uint64_t id;
 };
 /* run.c: the name of communicator id in reports: "world", "self" or "comm-<16 hex digits>";
  * returns buf. */
@@ -583,11 +586,15 @@ void cs__views_member(struct cs__run *run, const struct cs__inst *in, int32_t i)
 /* A wait of wait_ns by rank at a point-to-point call arriving at t (aligned ns), measured after
  * the main pass (the what-if's CS__FACT_WAIT): into the time-binned heat map. */
 void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, double wait_ns);
-/* Some rank made point-to-point calls (1 also when the views are off). */
-int cs__views_any_p2p(const struct cs__run *run);
 /* One transfer of `bytes` taking `ns` (complete instance or point-to-point call/request). */
 void cs__views_transfer(struct cs__run *run, uint16_t op, uint64_t comm, double bytes, double ns);
 void cs__views_build(struct cs__run *run, struct cs_report *rep);
+/* Each rank's row of a heat map (CS_VIEW_HEAT_BINS bins) with its bin pairs merged into the
+ * first half (the bins double in width); the step views' heat map too. */
+void cs__heat_merge_pairs(double *heat, int world);
+/* After cs__views_build: the heat map's row of each report rank (rep->ranks order) and the
+ * ranks in each row.  0 when there is no heat map. */
+int cs__views_heat_rows(const struct cs__run *run, const size_t **row, const int **counts);
 void cs__report_views_free(struct cs_report_views *v);
 
 /* views_steps.c: the report views that need steps (wait heat map by step, the representative
@@ -604,9 +611,6 @@ void cs__vsteps_wait_at(struct cs__run *run, int rank, int step, double wait_ns)
  * others_ns for it. */
 void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
                      uint64_t others_ns);
-/* Replace the time-binned heat map of o by steps (rows as row[]/counts[] of cs__views_build). */
-void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o,
-                     const size_t *row, const int *counts);
 void cs__vsteps_build(struct cs__run *run, struct cs_report *rep);
 /* views_steps_gpu.c: the GPU lanes and numbers of rank r's step [begin, end) (aligned ns) on
  * the representative step's row (times in s from begin); nothing on ranks without a GPU

@@ -185,6 +185,12 @@ static inline void cs__np2p_pevent(struct cs__run *run, struct cs__ev *e)
         cs__np2p_call(run, e->r, e->ev);
 }
 
+static inline void cs__np2p_pfact(struct cs__run *run, const struct cs__fact *f)
+{
+    if (f->kind == CS__FACT_NCCL_KERNEL)
+        cs__np2p_gpu(run, f->rank, f->id, f->t, f->e);
+}
+
 /* wire: the capture files against the traced traffic. */
 static inline void cs__wire_pevent(struct cs__run *run, struct cs__ev *e)
 {

@@ -297,7 +297,11 @@ void cs__gpu_event(struct cs__run *run, int rank, const struct cs_event *ev, enu
             d->comms[iv.cls].kernels++;
         int first = !(g->last[rank].req == ev->request && ev->request);
         if (first) {
-            cs__np2p_gpu(run, rank, ev->request, tb, te);
+            cs__analyze_fact(run, &(struct cs__fact){.kind = CS__FACT_NCCL_KERNEL,
+                                                     .rank = rank,
+                                                     .id = ev->request,
+                                                     .t = tb,
+                                                     .e = te});
             nccl_member(run, g, rank, ev, tb, te);
         }
         /* Kernel time goes to the launching op's row (gpu_nccl's own when unknown). */

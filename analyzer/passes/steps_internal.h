@@ -128,9 +128,6 @@ struct cs__vsteps {
     } * caused;
 };
 /* views_steps.c: more steps than the pre-pass saw on the reference rank: merge column pairs. */
-/* views_steps.c: each rank's row of a heat map (CS_VIEW_HEAT_BINS bins) with its bin pairs
- * merged into the first half (the bins double in width). */
-void cs__heat_merge_pairs(double *heat, int world);
 void cs__vsteps_widen(struct cs__vsteps *v);
 
 /* The rank waited wait_ns in step k (-1: in no step): into the heat-map column of the step. */

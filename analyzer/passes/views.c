@@ -46,6 +46,10 @@ struct cs__views {
     } bwc[64];
     struct bw_acc *bw;
     size_t nbw, capbw;
+    /* Published by cs__views_build for the step views (cs__views_heat_rows): the heat map's row
+     * of each report rank and the ranks in each row; NULL when there is no heat map. */
+    size_t *heat_row;
+    int *heat_counts;
 };
 
 int cs__views_init(struct cs__run *run)
@@ -106,8 +110,21 @@ void cs__views_free(struct cs__run *run)
     free(v->p2p);
     cs__map_free(&v->bw_by_key);
     free(v->bw);
+    free(v->heat_row);
+    free(v->heat_counts);
     free(v);
     run->views = NULL;
+}
+
+void cs__heat_merge_pairs(double *heat, int world)
+{
+    for (int r = 0; r < world; r++) {
+        double *h = &heat[(size_t)r * CS_VIEW_HEAT_BINS];
+        for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
+            h[i] = h[2 * i] + h[2 * i + 1];
+        for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
+            h[i] = 0;
+    }
 }
 
 /* Merge the heat map's bin pairs (the bins double in width). */
@@ -280,15 +297,6 @@ void cs__views_member(struct cs__run *run, const struct cs__inst *in, int32_t i)
     if (v->cur_byk)
         v->cur_byk[r] += (double)wait_ns;
     v->heat[(size_t)r * CS_VIEW_HEAT_BINS + heat_bin(v, in->arr[i])] += (double)wait_ns;
-}
-
-int cs__views_any_p2p(const struct cs__run *run)
-{
-    const struct cs__views *v = run->views;
-    for (int r = 0; v && r < v->world; r++)
-        if (v->kind_ns[r][1])
-            return 1;
-    return !v;
 }
 
 void cs__views_wait_at(struct cs__run *run, int rank, int64_t t, double wait_ns)
@@ -661,8 +669,11 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
                         used * sizeof *o->heat_wait_s);
             o->heat_bins = used;
         }
-        /* With steps, the columns are steps instead (views_steps.c). */
-        cs__vsteps_heat(run, rep, o, row, counts);
+        /* With steps, the step views make the columns steps instead (cs__vsteps_build). */
+        v->heat_row = row;
+        v->heat_counts = counts;
+        row = NULL;
+        counts = NULL;
     } else {
         o->heat_rows = 0;
     }
@@ -679,6 +690,16 @@ void cs__views_build(struct cs__run *run, struct cs_report *rep)
     build_findings(rep, o);
     read_command(run->dir, o->command, sizeof o->command);
     rep->views = o;
+}
+
+int cs__views_heat_rows(const struct cs__run *run, const size_t **row, const int **counts)
+{
+    const struct cs__views *v = run->views;
+    if (!v || !v->heat_row)
+        return 0;
+    *row = v->heat_row;
+    *counts = v->heat_counts;
+    return 1;
 }
 
 void cs__report_views_free(struct cs_report_views *o)

@@ -82,17 +82,6 @@ const char *cs__vsteps_role(struct cs__run *run, uint64_t comm)
     return d >= 0 ? cs__dim_names[d] : NULL;
 }
 
-void cs__heat_merge_pairs(double *heat, int world)
-{
-    for (int r = 0; r < world; r++) {
-        double *h = &heat[(size_t)r * CS_VIEW_HEAT_BINS];
-        for (size_t i = 0; i < CS_VIEW_HEAT_BINS / 2; i++)
-            h[i] = h[2 * i] + h[2 * i + 1];
-        for (size_t i = CS_VIEW_HEAT_BINS / 2; i < CS_VIEW_HEAT_BINS; i++)
-            h[i] = 0;
-    }
-}
-
 void cs__vsteps_widen(struct cs__vsteps *v)
 {
     cs__heat_merge_pairs(v->heat, v->world);
@@ -148,12 +137,14 @@ static int steps_counted(const struct cs__steps *S)
     return n > 0 ? n : 0;
 }
 
-void cs__vsteps_heat(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o,
-                     const size_t *row, const int *counts)
+/* The views' heat map with steps as its columns instead of time bins (the same rows). */
+static void step_heat(struct cs__run *run, const struct cs_report *rep, struct cs_report_views *o)
 {
     struct cs__vsteps *v = run->vsteps;
     const struct cs__steps *S = run->steps;
-    if (!v || !S || !o->heat_rows || !o->heat_wait_s)
+    const size_t *row;
+    const int *counts;
+    if (!v || !S || !o->heat_rows || !o->heat_wait_s || !cs__views_heat_rows(run, &row, &counts))
         return;
     int n = steps_counted(S);
     if (n <= 0)
@@ -546,6 +537,7 @@ void cs__vsteps_build(struct cs__run *run, struct cs_report *rep)
     rep->views->has_steps = rep->steps && rep->steps->count > 0;
     rep->views->has_groups = rep->steps != NULL;
     rep->views->has_whatif = rep->steps != NULL;
+    step_heat(run, rep, rep->views);
     step_findings(run, rep);
     /* The timeline costs a second read of the shown ranks up to the chosen step: only for the
      * HTML report, which is the only renderer that draws it. */

@@ -223,6 +223,17 @@ static void replay_free(struct replay *P)
     free(P->lk);
 }
 
+/* Some rank spent time in point-to-point calls (blocking or not): metrics' op rows say. */
+static int any_p2p_time(const struct cs__run *run)
+{
+    for (size_t i = 0; i < run->nrows; i++) {
+        enum cs_op_kind k = cs_op_info(run->rows[i].op)->kind;
+        if ((k == CS_KIND_P2P || k == CS_KIND_IP2P) && run->rows[i].time_ns)
+            return 1;
+    }
+    return 0;
+}
+
 int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int end,
                       double measured_s, struct cs_report_whatif *o, double *p2p_wait,
                       double *p2p_run)
@@ -238,7 +249,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
             host = run->ranks[r].present && !S->r[r].gpu;
         if (!p2p_run || !host)
             return 0;
-        if (!cs__views_any_p2p(run))
+        if (!any_p2p_time(run))
             return 1; /* no point-to-point calls: no waits at them */
     }
     size_t cap_n = 0;
