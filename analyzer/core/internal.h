@@ -456,7 +456,8 @@ void cs__run_free(struct cs__run *run);
  * CS_EIO when the directory cannot be read (message in err). */
 int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errlen);
 
-/* match.c */
+/* comms.c: the communicator table, agreed across ranks before the passes begin (0 or CS_ENOMEM),
+ * and read by all of them. */
 int cs__comms_build(struct cs__run *run);
 /* Add c to the run's communicator table (owned by the run).  Returns 0 or -1 (out of memory). */
 int cs__comm_register(struct cs__run *run, struct cs__comm *c);
@@ -476,7 +477,8 @@ static inline int32_t cs__comm_rank(const struct cs__run *run, const struct cs__
             return i;
     return -1;
 }
-/* tb, te: ev's t_begin and t_end on rank 0's clock. */
+/* match.c: collective instances and requests.  tb, te: ev's t_begin and t_end on rank 0's
+ * clock. */
 void cs__match_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                      size_t row, int64_t tb, int64_t te);
 /* The same for an event another pass derived (through the driver). */
