@@ -19,7 +19,7 @@ const char *const cs__dim_names[CS_DIM_N] = {[CS_DIM_DP] = "dp",
 
 struct cs__scomm *cs__groups_scomm(struct cs__steps *S, int i)
 {
-    return &S->comms[i];
+    return &S->groups.comms[i];
 }
 
 static int int_cmp(const void *x, const void *y)
@@ -63,66 +63,67 @@ static int same_host(const struct cs__run *run, const int32_t *members, int32_t 
 
 static int class_of(struct cs__steps *S, uint64_t parent, uint32_t ctr, uint16_t op, int32_t size)
 {
-    for (size_t c = 0; c < S->nclasses; c++) {
-        struct cs__cclass *k = &S->classes[c];
+    for (size_t c = 0; c < S->groups.nclasses; c++) {
+        struct cs__cclass *k = &S->groups.classes[c];
         if (k->parent == parent && k->ctr == ctr && k->op == op && k->size == size)
             return (int)c;
     }
-    if (S->nclasses == S->capclasses) {
-        size_t cap = S->capclasses ? 2 * S->capclasses : 8;
-        void *p = realloc(S->classes, cap * sizeof *S->classes);
+    if (S->groups.nclasses == S->groups.capclasses) {
+        size_t cap = S->groups.capclasses ? 2 * S->groups.capclasses : 8;
+        void *p = realloc(S->groups.classes, cap * sizeof *S->groups.classes);
         if (!p)
             return -1;
-        S->classes = p;
-        S->capclasses = cap;
+        S->groups.classes = p;
+        S->groups.capclasses = cap;
     }
-    S->classes[S->nclasses] = (struct cs__cclass){.parent = parent,
-                                                  .ctr = ctr,
-                                                  .op = op,
-                                                  .size = size,
-                                                  .one_host = 1,
-                                                  .stride = -1,
-                                                  .role = CS_DIM_OTHER};
-    return (int)S->nclasses++;
+    S->groups.classes[S->groups.nclasses] = (struct cs__cclass){.parent = parent,
+                                                                .ctr = ctr,
+                                                                .op = op,
+                                                                .size = size,
+                                                                .one_host = 1,
+                                                                .stride = -1,
+                                                                .role = CS_DIM_OTHER};
+    return (int)S->groups.nclasses++;
 }
 
 static int add_comm(struct cs__run *run, struct cs__steps *S, uint64_t id, int cls, int32_t size,
                     const int32_t *members)
 {
-    if (S->ncomms == S->capcomms) {
-        size_t cap = S->capcomms ? 2 * S->capcomms : 16;
-        void *p = realloc(S->comms, cap * sizeof *S->comms);
+    if (S->groups.ncomms == S->groups.capcomms) {
+        size_t cap = S->groups.capcomms ? 2 * S->groups.capcomms : 16;
+        void *p = realloc(S->groups.comms, cap * sizeof *S->groups.comms);
         if (!p)
             return -1;
-        S->comms = p;
-        S->capcomms = cap;
+        S->groups.comms = p;
+        S->groups.capcomms = cap;
     }
-    uint64_t *v = cs__map_put(&S->comm_idx, id, 0, NULL);
+    uint64_t *v = cs__map_put(&S->groups.comm_idx, id, 0, NULL);
     if (!v)
         return -1;
-    *v = S->ncomms + 1;
-    struct cs__cclass *k = &S->classes[cls];
+    *v = S->groups.ncomms + 1;
+    struct cs__cclass *k = &S->groups.classes[cls];
     /* Roles are final once cs__groups_infer ran (comms seen later take their class's role);
      * the ones made before it get theirs there. */
-    S->comms[S->ncomms] = (struct cs__scomm){.id = id,
-                                             .cls = cls,
-                                             .dim = k->role < CS_DIM_N ? k->role : CS_DIM_OTHER,
-                                             .size = size,
-                                             .members = members};
+    S->groups.comms[S->groups.ncomms] =
+        (struct cs__scomm){.id = id,
+                           .cls = cls,
+                           .dim = k->role < CS_DIM_N ? k->role : CS_DIM_OTHER,
+                           .size = size,
+                           .members = members};
     k->ncomms++;
     int st = stride_of(members, size);
     k->stride = k->stride < 0 ? st : (k->stride == st ? st : 0);
     k->one_host &= same_host(run, members, size);
     k->world |= size == run->world && size > 1;
-    return (int)S->ncomms++;
+    return (int)S->groups.ncomms++;
 }
 
 int cs__groups_comm(struct cs__run *run, struct cs__steps *S, uint64_t id)
 {
-    struct cs__ccache *e = &S->comm_cache[cs__ccache_slot(id)];
+    struct cs__ccache *e = &S->groups.comm_cache[cs__ccache_slot(id)];
     if (e->idx1 && e->id == id)
         return e->idx1 - 1;
-    uint64_t *v = cs__map_get(&S->comm_idx, id, 0);
+    uint64_t *v = cs__map_get(&S->groups.comm_idx, id, 0);
     if (v) {
         e->id = id;
         e->idx1 = (int)*v;
@@ -143,7 +144,7 @@ int cs__groups_build(struct cs__run *run, struct cs__steps *S)
 {
     for (size_t i = 0; i < run->ncomms; i++) {
         const struct cs__comm *c = run->comms[i];
-        if (cs__map_get(&S->comm_idx, c->id, 0))
+        if (cs__map_get(&S->groups.comm_idx, c->id, 0))
             continue;
         /* The record of the lowest member says how the communicator was made, and the how
          * many-th communicator of that member it is (the same on every rank of a symmetric
@@ -206,8 +207,8 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
     /* Reduction classes (more than half the calls are reductions, at least one per step). */
     int nred = 0;
     double min_cps = INFINITY, max_cps = 0;
-    for (size_t c = 0; c < S->nclasses; c++) {
-        struct cs__cclass *k = &S->classes[c];
+    for (size_t c = 0; c < S->groups.nclasses; c++) {
+        struct cs__cclass *k = &S->groups.classes[c];
         k->role = CS_DIM_OTHER;
         k->confidence = 0;
         if (k->size < 2) {
@@ -246,8 +247,8 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
             say(k, CS_DIM_OTHER, 1, 1,
                 "no pattern (reductions, all-to-all, send/receive) is the majority of its calls");
     }
-    for (size_t c = 0; c < S->nclasses; c++) {
-        struct cs__cclass *k = &S->classes[c];
+    for (size_t c = 0; c < S->groups.nclasses; c++) {
+        struct cs__cclass *k = &S->groups.classes[c];
         if (k->role != CS_DIM_N)
             continue;
         double cps = per_step(k);
@@ -288,18 +289,18 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
         }
     }
     (void)max_cps;
-    for (size_t i = 0; i < S->ncomms; i++) {
-        enum cs__dim d = S->classes[S->comms[i].cls].role;
-        S->comms[i].dim = d < CS_DIM_N ? d : CS_DIM_OTHER;
+    for (size_t i = 0; i < S->groups.ncomms; i++) {
+        enum cs__dim d = S->groups.classes[S->groups.comms[i].cls].role;
+        S->groups.comms[i].dim = d < CS_DIM_N ? d : CS_DIM_OTHER;
     }
 }
 
 void cs__groups_free(struct cs__steps *S)
 {
-    free(S->classes);
-    free(S->comms);
-    cs__map_free(&S->comm_idx);
-    S->classes = NULL;
-    S->comms = NULL;
-    S->nclasses = S->capclasses = S->ncomms = S->capcomms = 0;
+    free(S->groups.classes);
+    free(S->groups.comms);
+    cs__map_free(&S->groups.comm_idx);
+    S->groups.classes = NULL;
+    S->groups.comms = NULL;
+    S->groups.nclasses = S->groups.capclasses = S->groups.ncomms = S->groups.capcomms = 0;
 }

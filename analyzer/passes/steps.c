@@ -67,7 +67,7 @@ static int is_traffic(enum cs_op_kind k)
 static int cls_of(struct cs__run *run, struct cs__steps *S, uint64_t comm)
 {
     int ci = cs__groups_comm_cached(run, S, comm);
-    return ci < 0 ? -1 : S->comms[ci].cls;
+    return ci < 0 ? -1 : S->groups.comms[ci].cls;
 }
 
 /* ---- period detection (pre-passes over the reference rank) ---- */
@@ -264,8 +264,8 @@ static int nvtx_step(const struct cs__steps *S, const struct cs_event *ev)
 {
     char name[CS_NVTX_NAME_MAX + 1];
     cs_event_nvtx_name(ev, name);
-    if (S->nvtx_pat[0])
-        return fnmatch(S->nvtx_pat, name, 0) == 0;
+    if (S->detect.nvtx_pat[0])
+        return fnmatch(S->detect.nvtx_pat, name, 0) == 0;
     for (size_t i = 0; i < sizeof nvtx_default / sizeof nvtx_default[0]; i++)
         if (fnmatch(nvtx_default[i], name, 0) == 0)
             return 1;
@@ -276,9 +276,10 @@ static int nvtx_step(const struct cs__steps *S, const struct cs_event *ev)
 static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                     enum cs_op_kind k, uint64_t *occ)
 {
-    if (S->mode == 1 && ev->op == S->marker_op)
+    if (S->detect.mode == 1 && ev->op == S->detect.marker_op)
         return ev->op == CS_OP_PCONTROL && ev->aux == 0 ? -1 : 1;
-    if (S->mode == 3 && (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END)) {
+    if (S->detect.mode == 3 &&
+        (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END)) {
         /* Only the outermost step range counts (a "train_step" inside "ProfilerStep#3" is the
          * same step): *occ is the rank's depth of open step ranges. */
         if (!nvtx_step(S, ev))
@@ -287,9 +288,10 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
             return (*occ)++ == 0;
         return *occ > 0 && --*occ == 0 ? -1 : 0;
     }
-    if (S->mode == 2 && ev->op == S->anchor_op && ev->bytes == S->anchor_bytes && is_traffic(k) &&
-        cls_of(run, S, ev->comm) == S->anchor_cls)
-        return (*occ)++ % S->anchor_m == 0;
+    if (S->detect.mode == 2 && ev->op == S->detect.anchor_op &&
+        ev->bytes == S->detect.anchor_bytes && is_traffic(k) &&
+        cls_of(run, S, ev->comm) == S->detect.anchor_cls)
+        return (*occ)++ % S->detect.anchor_m == 0;
     return 0;
 }
 
@@ -298,16 +300,16 @@ static int boundary(struct cs__run *run, struct cs__steps *S, const struct cs_ev
 static inline int anchor_boundary(struct cs__run *run, struct cs__steps *S,
                                   const struct cs_event *ev, enum cs_op_kind k, uint64_t *occ)
 {
-    if (ev->op != S->anchor_op || ev->bytes != S->anchor_bytes || !is_traffic(k) ||
-        cls_of(run, S, ev->comm) != S->anchor_cls)
+    if (ev->op != S->detect.anchor_op || ev->bytes != S->detect.anchor_bytes || !is_traffic(k) ||
+        cls_of(run, S, ev->comm) != S->detect.anchor_cls)
         return 0;
-    return S->anchor_m == 1 ? ((*occ)++, 1) : (*occ)++ % S->anchor_m == 0;
+    return S->detect.anchor_m == 1 ? ((*occ)++, 1) : (*occ)++ % S->detect.anchor_m == 0;
 }
 
 int cs__steps_boundary_slow(struct cs__run *run, struct cs__steps *S, const struct cs_event *ev,
                             enum cs_op_kind k, uint64_t *occ)
 {
-    if (S->mode == 2)
+    if (S->detect.mode == 2)
         return anchor_boundary(run, S, ev, k, occ);
     return cs__steps_boundary_op(S, ev->op) ? boundary(run, S, ev, k, occ) : 0;
 }
@@ -327,7 +329,7 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
     unsigned char pk[CS_OP_MAX];
     for (unsigned op = 0; op < CS_OP_MAX; op++) {
         enum cs_op_kind k = cs_op_info(op)->kind;
-        int look = is_traffic(k) || op == S->marker_op || op == CS_OP_NVTX_RANGE_BEGIN ||
+        int look = is_traffic(k) || op == S->detect.marker_op || op == CS_OP_NVTX_RANGE_BEGIN ||
                    op == CS_OP_NVTX_RANGE_END;
         pk[op] = (unsigned char)(k | (look ? PF_LOOK : 0));
     }
@@ -340,7 +342,7 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
         } else {
             k = cs_op_info(ev->op)->kind;
         }
-        if (ev->op == S->marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
+        if (ev->op == S->detect.marker_op && !(ev->op == CS_OP_PCONTROL && ev->aux == 0))
             (*markers)++;
         if ((ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END) &&
             nvtx_step(S, ev)) {
@@ -352,11 +354,11 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
         }
         if (!is_traffic(k))
             continue;
-        if (S->mode == 2 && boundary(run, S, ev, k, &occ) == 1)
+        if (S->detect.mode == 2 && boundary(run, S, ev, k, &occ) == 1)
             anchors++;
         int c = cls_of(run, S, ev->comm);
         if (c >= 0 && pass > 0) {
-            struct cs__cclass *cl = &S->classes[c];
+            struct cs__cclass *cl = &S->groups.classes[c];
             if (!cl->observed)
                 cl->observed = pass;
             if (cl->observed == pass) {
@@ -379,8 +381,8 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
         }
     }
     cs_reader_rewind(rd);
-    S->nvtx_steps = nvtx;
-    return S->mode == 1 ? *markers : S->mode == 3 ? nvtx : anchors;
+    S->detect.nvtx_steps = nvtx;
+    return S->detect.mode == 1 ? *markers : S->detect.mode == 3 ? nvtx : anchors;
 }
 
 int cs__steps_begin(struct cs__run *run)
@@ -390,7 +392,7 @@ int cs__steps_begin(struct cs__run *run)
         return CS_ENOMEM;
     run->steps = S;
     S->run = run;
-    S->ref = -1;
+    S->detect.ref = -1;
     S->r = calloc((size_t)run->world + 1, sizeof *S->r);
     if (!S->r || cs__groups_build(run, S))
         return CS_ENOMEM;
@@ -408,8 +410,8 @@ int cs__steps_begin(struct cs__run *run)
     if (cs__sgpu_init(run, S))
         cs__problem(run, "out of memory for the GPU step budget; GPU ranks are budgeted from the"
                          " host");
-    snprintf(S->source, sizeof S->source, "none");
-    S->marker_op = CS_OP_PCONTROL;
+    snprintf(S->detect.source, sizeof S->detect.source, "none");
+    S->detect.marker_op = CS_OP_PCONTROL;
     const char *env = getenv("COMMSCOPE_STEP_MARKER");
     if (env && *env) {
         enum cs_op op = cs_op_by_name(env);
@@ -419,85 +421,86 @@ int cs__steps_begin(struct cs__run *run)
                         " MPI_Pcontrol or MPI_Barrier); MPI_Pcontrol marks steps",
                         env);
         else
-            S->marker_op = (uint16_t)op;
+            S->detect.marker_op = (uint16_t)op;
     }
     const char *nv = getenv("COMMSCOPE_STEP_NVTX");
     if (nv && *nv)
-        snprintf(S->nvtx_pat, sizeof S->nvtx_pat, "%s", nv);
-    for (int r = 0; r < run->world && S->ref < 0; r++)
+        snprintf(S->detect.nvtx_pat, sizeof S->detect.nvtx_pat, "%s", nv);
+    for (int r = 0; r < run->world && S->detect.ref < 0; r++)
         if (run->ranks[r].present)
-            S->ref = r;
-    if (S->ref < 0)
+            S->detect.ref = r;
+    if (S->detect.ref < 0)
         return 0;
 
     struct detect *d = calloc(1, sizeof *d);
     if (!d)
         return CS_ENOMEM;
     uint64_t markers;
-    prepass(run, S, S->ref, 1, d, NULL, &markers);
+    prepass(run, S, S->detect.ref, 1, d, NULL, &markers);
     double steps = 0;
     /* NVTX step ranges: first when COMMSCOPE_STEP_NVTX names them, else after the markers. */
-    if (S->nvtx_steps > 0 && (S->nvtx_pat[0] || markers == 0)) {
-        S->mode = 3;
-        steps = (double)S->nvtx_steps;
-        snprintf(S->source, sizeof S->source, "nvtx");
-        snprintf(S->detail, sizeof S->detail, "NVTX ranges named %s",
-                 S->nvtx_pat[0] ? S->nvtx_pat
-                                : "ProfilerStep#*, step, step #N, Step, train_step*, iteration");
+    if (S->detect.nvtx_steps > 0 && (S->detect.nvtx_pat[0] || markers == 0)) {
+        S->detect.mode = 3;
+        steps = (double)S->detect.nvtx_steps;
+        snprintf(S->detect.source, sizeof S->detect.source, "nvtx");
+        snprintf(S->detect.detail, sizeof S->detect.detail, "NVTX ranges named %s",
+                 S->detect.nvtx_pat[0]
+                     ? S->detect.nvtx_pat
+                     : "ProfilerStep#*, step, step #N, Step, train_step*, iteration");
     } else if (markers > 0) {
-        S->mode = 1;
+        S->detect.mode = 1;
         steps = (double)markers;
-        snprintf(S->source, sizeof S->source, "marker");
-        snprintf(S->detail, sizeof S->detail, "%s%s", cs_op_name(S->marker_op),
-                 S->marker_op == CS_OP_PCONTROL ? " (level != 0)" : "");
+        snprintf(S->detect.source, sizeof S->detect.source, "marker");
+        snprintf(S->detect.detail, sizeof S->detect.detail, "%s%s", cs_op_name(S->detect.marker_op),
+                 S->detect.marker_op == CS_OP_PCONTROL ? " (level != 0)" : "");
     } else {
         /* Second look at the reference rank: which period explains its calls best. */
         detect_candidates(d);
         if (d->ncand)
-            prepass(run, S, S->ref, 0, NULL, d, &markers);
+            prepass(run, S, S->detect.ref, 0, NULL, d, &markers);
         int score, occasional, best = detect_best(d, &score, &occasional);
         if (best >= 0) {
             const struct cand *c = &d->c[best];
             const struct sig *a = &d->s[c->anchor];
-            S->mode = 2;
-            S->anchor_op = a->op;
-            S->anchor_cls = a->cls;
-            S->anchor_bytes = a->bytes;
-            S->anchor_m = c->m;
+            S->detect.mode = 2;
+            S->detect.anchor_op = a->op;
+            S->detect.anchor_cls = a->cls;
+            S->detect.anchor_bytes = a->bytes;
+            S->detect.anchor_m = c->m;
             steps = (double)c->n;
-            snprintf(S->source, sizeof S->source, "pattern");
+            snprintf(S->detect.source, sizeof S->detect.source, "pattern");
             char which[32] = "each", occ[64] = "";
             if (c->m != 1)
                 snprintf(which, sizeof which, "one in every %" PRIu64, c->m);
             if (occasional)
                 snprintf(occ, sizeof occ, "; %d more made every few steps only", occasional);
-            snprintf(S->detail, sizeof S->detail,
+            snprintf(S->detect.detail, sizeof S->detect.detail,
                      "%s %s of %" PRIu64 " bytes starts a step (%d other call signature%s"
                      " repeat%s with it%s)",
                      which, cs_op_name(a->op), a->bytes, score, score == 1 ? "" : "s",
                      score == 1 ? "s" : "", occ);
         } else {
-            snprintf(S->note, sizeof S->note,
+            snprintf(S->detect.note, sizeof S->detect.note,
                      "no steps: no step markers (%s) and no communication call repeats on rank %d",
-                     cs_op_name(S->marker_op), S->ref);
+                     cs_op_name(S->detect.marker_op), S->detect.ref);
         }
     }
     free(d);
     for (unsigned op = 0; op < CS_OP_MAX; op++)
         if (cs__steps_boundary_op(S, op))
             S->opf[op] |= CS__OPF_BOUND;
-    S->ref_steps = (int)steps;
-    for (size_t c = 0; c < S->nclasses; c++)
-        if (S->classes[c].observed == 1)
-            S->classes[c].steps = steps;
+    S->detect.ref_steps = (int)steps;
+    for (size_t c = 0; c < S->groups.nclasses; c++)
+        if (S->groups.classes[c].observed == 1)
+            S->groups.classes[c].steps = steps;
     /* Classes the reference rank is not in: a pre-pass over the lowest present member of each. */
     int pass = 1;
-    for (size_t c = 0; c < S->nclasses; c++) {
-        if (S->classes[c].observed)
+    for (size_t c = 0; c < S->groups.nclasses; c++) {
+        if (S->groups.classes[c].observed)
             continue;
         int who = -1;
-        for (size_t i = 0; i < S->ncomms && who < 0; i++) {
-            const struct cs__scomm *sc = &S->comms[i];
+        for (size_t i = 0; i < S->groups.ncomms && who < 0; i++) {
+            const struct cs__scomm *sc = &S->groups.comms[i];
             if (sc->cls != (int)c)
                 continue;
             for (int32_t m = 0; m < sc->size && who < 0; m++)
@@ -507,10 +510,10 @@ int cs__steps_begin(struct cs__run *run)
         if (who < 0)
             continue;
         pass++;
-        double st = S->mode ? (double)prepass(run, S, who, pass, NULL, NULL, &markers) : 0;
-        for (size_t j = 0; j < S->nclasses; j++)
-            if (S->classes[j].observed == pass)
-                S->classes[j].steps = st;
+        double st = S->detect.mode ? (double)prepass(run, S, who, pass, NULL, NULL, &markers) : 0;
+        for (size_t j = 0; j < S->groups.nclasses; j++)
+            if (S->groups.classes[j].observed == pass)
+                S->groups.classes[j].steps = st;
     }
     cs__groups_infer(run, S);
     return 0;
@@ -647,7 +650,7 @@ static void flush_wait(struct cs__steps *S, struct cs__srank *sr, int ci, int re
     if (red && dim == CS_DIM_DP)
         add_late(S, sr, sr->wait_step, offsetof(struct cs__budget, grad_blocked), sr->wait_dur);
     if (ci >= 0)
-        S->comms[ci].blocked += sr->wait_dur;
+        S->groups.comms[ci].blocked += sr->wait_dur;
     sr->wait_open = 0;
 }
 
@@ -718,7 +721,7 @@ __attribute__((noinline)) static void event_done(struct cs__steps *S, struct cs_
         if (q->red && cs__steps_dim(S, q->comm) == CS_DIM_DP)
             bu->grad_ovl += O;
         if (q->comm >= 0) {
-            struct cs__scomm *sc = &S->comms[q->comm];
+            struct cs__scomm *sc = &S->groups.comms[q->comm];
             sc->ovl += O;
             sc->span += D;
         }
@@ -741,7 +744,7 @@ book_call(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev, 
     int blocking = k == CS_KIND_COLL || k == CS_KIND_P2P;
     int red = (f & CS__OPF_RED) != 0;
     if (ci >= 0) {
-        struct cs__scomm *sc = &S->comms[ci];
+        struct cs__scomm *sc = &S->groups.comms[ci];
         bu->blocked[sc->dim] += dur;
         if (red && sc->dim == CS_DIM_DP)
             bu->grad_blocked += dur;
@@ -794,7 +797,7 @@ __attribute__((noinline)) static void event_rare(struct cs__run *run, int rank,
     /* Only the mode's boundary ops can start or end a step: test those before the call. */
     int b = 0;
     if (!(f & CS__OPF_BOUND)) {
-    } else if (S->mode == 2) {
+    } else if (S->detect.mode == 2) {
         b = anchor_boundary(run, S, ev, k, &sr->occ);
     } else {
         b = cs__steps_boundary_slow(run, S, ev, k, &sr->occ);
@@ -831,8 +834,8 @@ void cs__steps_event(struct cs__run *run, int rank, const struct cs_event *ev, e
     unsigned f = ev->op < CS_OP_MAX ? S->opf[ev->op] : CS__OPF_BOUND;
     if (__builtin_expect((f & (CS__OPF_BOUND | CS__OPF_FIN)) | sr->gpu, 0)) {
         /* A pattern's anchor op of other sizes can be no boundary: not worth the rare path. */
-        if (!(S->mode == 2 && (f & (CS__OPF_BOUND | CS__OPF_FIN)) == CS__OPF_BOUND &&
-              ev->bytes != S->anchor_bytes && !sr->gpu)) {
+        if (!(S->detect.mode == 2 && (f & (CS__OPF_BOUND | CS__OPF_FIN)) == CS__OPF_BOUND &&
+              ev->bytes != S->detect.anchor_bytes && !sr->gpu)) {
             event_rare(run, rank, ev, k, tb, te);
             return;
         }
@@ -865,7 +868,7 @@ event_book(struct cs__steps *S, struct cs__srank *sr, const struct cs_event *ev,
     case CS_KIND_ICOLL:
     case CS_KIND_IP2P: {
         /* The communicator cache knows nearly every call's communicator. */
-        const struct cs__ccache *e = &S->comm_cache[cs__ccache_slot(ev->comm)];
+        const struct cs__ccache *e = &S->groups.comm_cache[cs__ccache_slot(ev->comm)];
         if (__builtin_expect(!e->idx1 || e->id != ev->comm, 0))
             comm_miss(S, sr, ev, k, tb, dur);
         else
@@ -944,7 +947,7 @@ void cs__steps_instance(struct cs__run *run, const struct cs__inst *in)
                 add_late(S, sr, k, offsetof(struct cs__budget, grad_wait), (double)w);
         }
     }
-    cs__whatif_instance(S, in, ci >= 0 ? S->comms[ci].cls : -1);
+    cs__whatif_instance(S, in, ci >= 0 ? S->groups.comms[ci].cls : -1);
 }
 
 void cs__steps_finish(struct cs__run *run)
@@ -962,7 +965,7 @@ void cs__steps_finish(struct cs__run *run)
             flush_wait(S, sr, -1, 0);
         /* The last step has no closing marker: it ends where MPI_Finalize begins (else at the
          * rank's last event) and is kept out of the statistics (it may hold shut-down work). */
-        if (r == S->ref)
+        if (r == S->detect.ref)
             S->tail = sr->in_step;
         if (sr->gpu)
             cs__sgpu_finish_rank(S, r, sr->fin ? sr->fin : rk->t_last_end);

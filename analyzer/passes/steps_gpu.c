@@ -97,7 +97,7 @@ static enum cs__dim dim_of(const struct cs__steps *S, int ci)
 {
     if (ci < 0)
         return CS_DIM_OTHER;
-    enum cs__dim d = S->classes[S->comms[ci].cls].role;
+    enum cs__dim d = S->groups.classes[S->groups.comms[ci].cls].role;
     return d < CS_DIM_N ? d : CS_DIM_OTHER;
 }
 
@@ -170,7 +170,7 @@ static void sweep(struct cs__steps *S, int rank, struct grank *g, int64_t s)
                 continue;
             enum cs__dim d = dim_of(S, sl->ci);
             int grad = sl->grad && d == CS_DIM_DP;
-            struct cs__scomm *sc = sl->ci >= 0 ? &S->comms[sl->ci] : NULL;
+            struct cs__scomm *sc = sl->ci >= 0 ? &S->groups.comms[sl->ci] : NULL;
             if (sc)
                 sc->span += L;
             if (comp) {

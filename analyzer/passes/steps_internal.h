@@ -67,19 +67,22 @@ enum {
 
 struct cs__steps {
     struct cs__run *run; /* the run that holds it (for the hooks that are not given it) */
-    int mode;            /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
-    char nvtx_pat[128];  /* COMMSCOPE_STEP_NVTX ("" the default names) */
-    uint64_t nvtx_steps; /* step ranges begun on the rank of the last pre-pass */
-    uint16_t marker_op;
-    uint16_t anchor_op;
-    int anchor_cls;
-    uint64_t anchor_bytes;
-    uint64_t anchor_m; /* every anchor_m-th occurrence of the anchor starts a step */
-    char source[16];
-    char detail[224];
-    char note[256];
-    int ref; /* reference rank of the pre-pass */
-    int ref_steps;
+    /* How steps are found (steps.c's pre-pass over the reference rank's stream). */
+    struct cs__sdetect {
+        int mode;            /* 0 none, 1 markers, 2 pattern, 3 NVTX ranges */
+        char nvtx_pat[128];  /* COMMSCOPE_STEP_NVTX ("" the default names) */
+        uint64_t nvtx_steps; /* step ranges begun on the rank of the last pre-pass */
+        uint16_t marker_op;
+        uint16_t anchor_op;
+        int anchor_cls;
+        uint64_t anchor_bytes;
+        uint64_t anchor_m; /* every anchor_m-th occurrence of the anchor starts a step */
+        char source[16];
+        char detail[224];
+        char note[256];
+        int ref; /* reference rank of the pre-pass */
+        int ref_steps;
+    } detect;
     struct cs__srank *r;  /* [world] */
     struct cs__budget *g; /* per step, sums over ranks */
     size_t ng, capg;
@@ -88,19 +91,22 @@ struct cs__steps {
     struct cs__rtab reqs;         /* struct cs__sreq: requests in flight beyond the ranks' lists */
     unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */
     struct cs__budget sink;       /* where a rank's adds go outside its steps (never read) */
-    /* groups.c */
-    struct cs__map comm_idx; /* (id, 0) -> index + 1 */
-    struct cs__ccache {      /* direct-mapped cache in front of comm_idx (indexes never move) */
-        uint64_t id;
-        int idx1; /* index + 1, 0 empty */
-    } comm_cache[CS__CCACHE];
-    struct cs__scomm *comms;
-    size_t ncomms, capcomms;
-    struct cs__cclass *classes;
-    size_t nclasses, capclasses;
-    /* whatif.c: (op | (class + 1) << 16, bytes) -> shortest transfer time in ns + 1 */
+    /* The communicators' roles and classes (groups.c). */
+    struct cs__groups {
+        struct cs__map comm_idx; /* (id, 0) -> index + 1 */
+        struct cs__ccache {      /* direct-mapped cache in front of comm_idx (indexes never move) */
+            uint64_t id;
+            int idx1; /* index + 1, 0 empty */
+        } comm_cache[CS__CCACHE];
+        struct cs__scomm *comms;
+        size_t ncomms, capcomms;
+        struct cs__cclass *classes;
+        size_t nclasses, capclasses;
+    } groups;
+    /* The what-if's (whatif/): (op | (class + 1) << 16, bytes) -> shortest transfer time in
+     * ns + 1, filled from the instances as they complete. */
     struct cs__map best;
-    /* steps_gpu.c */
+    /* The GPU steps (steps_gpu.c). */
     struct cs__sgpu *gpu;
 };
 
@@ -153,7 +159,7 @@ static inline void cs__vsteps_wait_in(struct cs__vsteps *v, const struct cs__sra
 /* cs__groups_comm with its cache probe inline: the step budget asks per event. */
 static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *S, uint64_t id)
 {
-    const struct cs__ccache *e = &S->comm_cache[cs__ccache_slot(id)];
+    const struct cs__ccache *e = &S->groups.comm_cache[cs__ccache_slot(id)];
     if (e->idx1 && e->id == id)
         return e->idx1 - 1;
     return cs__groups_comm(run, S, id);
@@ -162,15 +168,16 @@ static inline int cs__groups_comm_cached(struct cs__run *run, struct cs__steps *
 /* The dimension the budget books communicator ci's calls to (CS_DIM_OTHER for -1: unknown). */
 static inline enum cs__dim cs__steps_dim(const struct cs__steps *S, int ci)
 {
-    return ci < 0 ? CS_DIM_OTHER : S->comms[ci].dim;
+    return ci < 0 ? CS_DIM_OTHER : S->groups.comms[ci].dim;
 }
 
 /* Whether op can start or end a step in S's mode: the only ops cs__steps_boundary_of() looks at
  * further (0 for all others). */
 static inline int cs__steps_boundary_op(const struct cs__steps *S, unsigned op)
 {
-    return (S->mode == 1 && op == S->marker_op) || (S->mode == 2 && op == S->anchor_op) ||
-           (S->mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
+    return (S->detect.mode == 1 && op == S->detect.marker_op) ||
+           (S->detect.mode == 2 && op == S->detect.anchor_op) ||
+           (S->detect.mode == 3 && (op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END));
 }
 
 /* steps.c: cs__steps_boundary_of for the ops it cannot rule out by S->opf. */
@@ -185,7 +192,8 @@ static inline int cs__steps_boundary_of(struct cs__run *run, struct cs__steps *S
 {
     if (ev->op < CS_OP_MAX && !(S->opf[ev->op] & CS__OPF_BOUND))
         return 0;
-    if (S->mode == 2 && ev->bytes != S->anchor_bytes) /* the anchor op, another size */
+    if (S->detect.mode == 2 &&
+        ev->bytes != S->detect.anchor_bytes) /* the anchor op, another size */
         return 0;
     return cs__steps_boundary_slow(run, S, ev, k, occ);
 }

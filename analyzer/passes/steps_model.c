@@ -100,7 +100,7 @@ static void grad_sync(struct cs_report_steps *o, const struct cs__budget *t, int
 static void overlap_groups(const struct cs__steps *S, const struct cs_report *rep,
                            struct cs_report_steps *o)
 {
-    size_t nc = S->ncomms;
+    size_t nc = S->groups.ncomms;
     o->overlap = calloc(nc + 1, sizeof *o->overlap);
     o->groups = calloc(nc + 1, sizeof *o->groups);
     double ovl = 0, span = 0, wall = 0;
@@ -110,8 +110,8 @@ static void overlap_groups(const struct cs__steps *S, const struct cs_report *re
         o->dims[d] = (struct cs_report_dim){.role = (enum cs__dim)d, .overlap_ratio = NAN};
     double dspan[CS_DIM_N] = {0}, dovl[CS_DIM_N] = {0};
     for (size_t i = 0; i < nc && o->overlap && o->groups; i++) {
-        const struct cs__scomm *sc = &S->comms[i];
-        const struct cs__cclass *cl = &S->classes[sc->cls];
+        const struct cs__scomm *sc = &S->groups.comms[i];
+        const struct cs__cclass *cl = &S->groups.classes[sc->cls];
         if (sc->span > 0) {
             struct cs_report_overlap *v = &o->overlap[o->noverlap++];
             cs__comm_label(sc->id, v->comm, sizeof v->comm);
@@ -170,12 +170,12 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
         snprintf(o->note, sizeof o->note, "the step analysis did not run (out of memory)");
         return;
     }
-    snprintf(o->source, sizeof o->source, "%s", S->source);
-    snprintf(o->detail, sizeof o->detail, "%s", S->detail);
-    snprintf(o->note, sizeof o->note, "%s", S->note);
+    snprintf(o->source, sizeof o->source, "%s", S->detect.source);
+    snprintf(o->detail, sizeof o->detail, "%s", S->detect.detail);
+    snprintf(o->note, sizeof o->note, "%s", S->detect.note);
 
-    int n = S->ref >= 0 && S->mode ? S->r[S->ref].step + 1 : 0;
-    if (S->mode && S->count_min != S->count_max) {
+    int n = S->detect.ref >= 0 && S->detect.mode ? S->r[S->detect.ref].step + 1 : 0;
+    if (S->detect.mode && S->count_min != S->count_max) {
         snprintf(o->note, sizeof o->note,
                  "ranks disagree on the number of steps (%d to %d); the first %d are analysed",
                  S->count_min, S->count_max, S->count_min);
@@ -201,8 +201,8 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     double *t = calloc((size_t)n + 1, sizeof *t);
     struct cs__budget tot = {0};
     int any_dp = 0;
-    for (size_t c = 0; c < S->nclasses; c++)
-        any_dp |= S->classes[c].role == CS_DIM_DP;
+    for (size_t c = 0; c < S->groups.nclasses; c++)
+        any_dp |= S->groups.classes[c].role == CS_DIM_DP;
     if (o->list && t) {
         size_t m = 0;
         for (int k = 0; k < n; k++) {

@@ -19,7 +19,7 @@
 int cs__vsteps_init(struct cs__run *run)
 {
     const struct cs__steps *S = run->steps;
-    if (!S || !S->mode || run->world <= 0)
+    if (!S || !S->detect.mode || run->world <= 0)
         return 0;
     struct cs__vsteps *v = calloc(1, sizeof *v);
     size_t w = (size_t)run->world;
@@ -33,7 +33,7 @@ int cs__vsteps_init(struct cs__run *run)
     v->world = run->world;
     v->spc = 1;
     /* The reference rank's step count sizes the columns, so a clean run is never re-binned. */
-    while (S->ref_steps > v->spc * CS_VIEW_HEAT_BINS)
+    while (S->detect.ref_steps > v->spc * CS_VIEW_HEAT_BINS)
         v->spc *= 2;
     run->vsteps = v;
     return 0;
@@ -53,7 +53,7 @@ void cs__vsteps_free(struct cs__run *run)
 int cs__vsteps_current(const struct cs__run *run, int rank)
 {
     const struct cs__steps *S = run->steps;
-    if (!S || !S->mode || rank < 0 || rank >= run->world)
+    if (!S || !S->detect.mode || rank < 0 || rank >= run->world)
         return -1;
     return S->r[rank].in_step ? S->r[rank].step : -1;
 }
@@ -64,14 +64,14 @@ static int dim_of_comm(struct cs__run *run, uint64_t comm)
     int ci = cs__groups_comm(run, S, comm);
     if (ci < 0)
         return -1;
-    enum cs__dim d = S->classes[S->comms[ci].cls].role;
+    enum cs__dim d = S->groups.classes[S->groups.comms[ci].cls].role;
     return d < CS_DIM_N ? (int)d : CS_DIM_OTHER;
 }
 
 int cs__vsteps_expected(const struct cs__run *run)
 {
     const struct cs__steps *S = run->steps;
-    return S && S->mode ? S->ref_steps : -1;
+    return S && S->detect.mode ? S->detect.ref_steps : -1;
 }
 
 const char *cs__vsteps_role(struct cs__run *run, uint64_t comm)
@@ -129,8 +129,8 @@ void cs__vsteps_late(struct cs__run *run, const struct cs__inst *in, int32_t li,
 /* The number of steps the step report covers (as steps_model.c counts them). */
 static int steps_counted(const struct cs__steps *S)
 {
-    int n = S->ref >= 0 && S->mode ? S->r[S->ref].step + 1 : 0;
-    if (S->mode && S->count_min != S->count_max && S->count_min < n)
+    int n = S->detect.ref >= 0 && S->detect.mode ? S->r[S->detect.ref].step + 1 : 0;
+    if (S->detect.mode && S->count_min != S->count_max && S->count_min < n)
         n = S->count_min;
     if ((size_t)n > S->ng)
         n = (int)S->ng;
@@ -447,7 +447,7 @@ static void build_timeline(struct cs__run *run, struct cs_report *rep)
 {
     struct cs_report_views *o = rep->views;
     const struct cs_report_steps *st = rep->steps;
-    if (!st || !run->steps || !run->steps->mode || !st->count) {
+    if (!st || !run->steps || !run->steps->detect.mode || !st->count) {
         snprintf(o->timeline_note, sizeof o->timeline_note,
                  "it needs steps, and none were found in this run%s%.150s",
                  st && st->note[0] ? ": " : "", st ? st->note : "");

@@ -239,7 +239,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
                       double *p2p_run)
 {
     o->measured_step_s = measured_s;
-    int replay = S->mode && end > first && measured_s > 0;
+    int replay = S->detect.mode && end > first && measured_s > 0;
     if (!replay) {
         snprintf(o->note, sizeof o->note, "no complete steps to replay");
         /* The waits for point-to-point partners are measured all the same, in windows of steps
@@ -253,7 +253,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
             return 1; /* no point-to-point calls: no waits at them */
     }
     size_t cap_n = 0;
-    if (!replay && !S->mode) {
+    if (!replay && !S->detect.mode) {
         cap_n = ((size_t)1 << 18) / (size_t)run->world;
         if (cap_n < 16)
             cap_n = 16;
@@ -318,7 +318,7 @@ int cs__whatif_report(struct cs__run *run, struct cs__steps *S, int first, int e
             P.stamp = 1;
         }
         P.ncpa = P.nlk = P.nreq_p2p = 0;
-        P.k = S->mode ? k : -1; /* the window's step */
+        P.k = S->detect.mode ? k : -1; /* the window's step */
         int any = 0;
         for (int r = 0; r < run->world && rc == 0; r++) {
             P.nread = r + 1;

@@ -658,7 +658,7 @@ static void replay(struct gp *P, int sc)
 void cs__whatif_gpu(struct cs__run *run, struct cs__steps *S, int first, int end, double measured_s,
                     struct cs_report_whatif *o)
 {
-    if (!S->gpu || !S->mode || end <= first || !(measured_s > 0))
+    if (!S->gpu || !S->detect.mode || end <= first || !(measured_s > 0))
         return;
     for (int r = 0; r < run->world; r++)
         if (run->ranks[r].present && !S->r[r].gpu) {
