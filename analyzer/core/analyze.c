@@ -298,11 +298,6 @@ void cs__run_free(struct cs__run *run)
     free(run->comms);
     cs__map_free(&run->comm_by_id);
     cs__map_free(&run->my_rank);
-    for (size_t i = 0; i < run->open.cap; i++)
-        if (run->open.slot[i].used)
-            free((void *)(uintptr_t)run->open.slot[i].v);
-    cs__map_free(&run->open);
-    cs__rtab_free(&run->preq);
     cs__map_free(&run->row_by_key);
     free(run->rows);
     for (size_t i = 0; i < run->nproblems; i++)

@@ -283,7 +283,7 @@ struct cs__comm {
     int multi;              /* NCCL: one process holds several members (ncclCommInitAll) */
     /* Open instances by sequence number mod CS__RING (match.c): a communicator's instances open
      * and close nearly in sequence order, so the slot of a new one is almost always free; when it
-     * is still taken (an instance left open long), the newcomer goes to run->open instead. */
+     * is still taken (an instance left open long), the newcomer goes to run->match.open instead. */
     struct cs__inst *ring[CS__RING];
     int nring; /* ring slots taken */
 };
@@ -359,7 +359,7 @@ struct cs__oprow {
 /* A pending non-blocking request of one rank: a slot of match.c's request table, keyed by
  * (rank, req). */
 struct cs__pending {
-    struct cs__rkey key;   /* (world rank, request id): run->preq */
+    struct cs__rkey key;   /* (world rank, request id): run->match.preq */
     unsigned char is_coll; /* a non-blocking collective */
     signed char scope;     /* point-to-point: 0 peer on the same host, 1 another host, -1 unknown */
     uint16_t op;
@@ -383,12 +383,14 @@ struct cs__run {
     struct cs__map my_rank;    /* (id, world rank) -> comm rank + 1 */
     struct cs__comm **comms;
     size_t ncomms, capcomms;
-    /* matching */
-    struct cs__map open; /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
-    size_t nring;        /* open instances in the communicators' rings (match.c) */
-    /* Pending requests (struct cs__pending), freed by cs__match_finish (or cs__run_free when
-     * the analysis stopped before it). */
-    struct cs__rtab preq;
+    /* Matching's own state (match.c; no other pass reads it, its free hook frees it). */
+    struct cs__match {
+        struct cs__map open; /* (comm, seq) -> struct cs__inst *, those not in a comm's ring */
+        size_t nring;        /* open instances in the communicators' rings */
+        /* Pending requests (struct cs__pending), freed by cs__match_finish (or cs__match_free
+         * when the analysis stopped before it). */
+        struct cs__rtab preq;
+    } match;
     int ndead;               /* ranks marked dead (rundir.c's missing ones, cs__match_rank_done) */
     uint64_t uncertainty_ns; /* max rtt / 2 over all ranks */
     /* metrics */
@@ -486,6 +488,8 @@ void cs__match_derived(struct cs__run *run, int rank, const struct cs_event *ev,
                        size_t row, int64_t tb, int64_t te);
 void cs__match_rank_done(struct cs__run *run, int rank);
 void cs__match_finish(struct cs__run *run);
+/* Matching's own state (run->match); again is harmless. */
+void cs__match_free(struct cs__run *run);
 
 /* metrics.c */
 /* k: ev's op kind; te: ev's t_end on rank 0's clock.  Returns the op row of the event, SIZE_MAX

@@ -113,15 +113,15 @@ static __attribute__((noinline)) struct cs__inst *inst_open(struct cs__run *run,
                                                             const struct cs_event *ev, size_t row)
 {
     struct cs__inst **slot = &c->ring[ev->seq & (CS__RING - 1)];
-    if (run->open.n) {
-        uint64_t *v = cs__map_get(&run->open, ev->comm, ev->seq);
+    if (run->match.open.n) {
+        uint64_t *v = cs__map_get(&run->match.open, ev->comm, ev->seq);
         if (v) {
             struct cs__inst *in = (void *)(uintptr_t)*v;
             if (!*slot) {
-                cs__map_del_at(&run->open, v);
+                cs__map_del_at(&run->match.open, v);
                 *slot = in;
                 c->nring++;
-                run->nring++;
+                run->match.nring++;
             }
             return in;
         }
@@ -134,10 +134,10 @@ static __attribute__((noinline)) struct cs__inst *inst_open(struct cs__run *run,
     if (!*slot) {
         *slot = in;
         c->nring++;
-        run->nring++;
+        run->match.nring++;
         return in;
     }
-    uint64_t *v = cs__map_put(&run->open, ev->comm, ev->seq, NULL);
+    uint64_t *v = cs__map_put(&run->match.open, ev->comm, ev->seq, NULL);
     if (!v) {
         in->next = c->spare;
         c->spare = in;
@@ -154,9 +154,9 @@ static inline struct cs__inst *inst_find(struct cs__run *run, struct cs__comm *c
     struct cs__inst *in = c->ring[seq & (CS__RING - 1)];
     if (in && in->seq == seq)
         return in;
-    if (!run->open.n)
+    if (!run->match.open.n)
         return NULL;
-    uint64_t *v = cs__map_get(&run->open, c->id, seq);
+    uint64_t *v = cs__map_get(&run->match.open, c->id, seq);
     return v ? (void *)(uintptr_t)*v : NULL;
 }
 
@@ -168,9 +168,9 @@ static __attribute__((noinline)) int inst_close(struct cs__run *run, struct cs__
     if (*slot == in) {
         *slot = NULL;
         in->c->nring--;
-        run->nring--;
+        run->match.nring--;
     } else {
-        cs__map_del(&run->open, in->comm, in->seq);
+        cs__map_del(&run->match.open, in->comm, in->seq);
     }
     cs__analyze_instance(run, in, complete);
     in->next = in->c->spare;
@@ -208,7 +208,7 @@ static __attribute__((noinline)) void icoll_request(struct cs__run *run, int ran
                                                     const struct cs__inst *in, int32_t idx,
                                                     size_t row)
 {
-    struct cs__pending *p = cs__rtab_put(&run->preq, sizeof *p, rank, ev->request);
+    struct cs__pending *p = cs__rtab_put(&run->match.preq, sizeof *p, rank, ev->request);
     if (!p)
         return;
     *p = (struct cs__pending){.key = p->key,
@@ -317,7 +317,7 @@ static __attribute__((noinline)) int coll_fast(struct cs__run *run, int rank,
 static __attribute__((noinline)) void p2p_request(struct cs__run *run, int rank,
                                                   const struct cs_event *ev, size_t row, int64_t tb)
 {
-    struct cs__pending *p = cs__rtab_put(&run->preq, sizeof *p, rank, ev->request);
+    struct cs__pending *p = cs__rtab_put(&run->match.preq, sizeof *p, rank, ev->request);
     if (!p)
         return;
     uint64_t b = ev->op == CS_OP_IRECV ? ev->bytes_recv : ev->bytes;
@@ -333,7 +333,7 @@ static __attribute__((noinline)) void p2p_request(struct cs__run *run, int rank,
 static __attribute__((noinline)) void request_done(struct cs__run *run, int rank,
                                                    const struct cs_event *ev, int64_t te)
 {
-    struct cs__pending *p = cs__rtab_get(&run->preq, sizeof *p, rank, ev->request);
+    struct cs__pending *p = cs__rtab_get(&run->match.preq, sizeof *p, rank, ev->request);
     if (!p)
         return;
     if (p->is_coll) {
@@ -342,14 +342,14 @@ static __attribute__((noinline)) void request_done(struct cs__run *run, int rank
             in->end[p->idx] = te;
             in->state[p->idx] |= 2;
             in->ended++;
-            cs__rtab_del(&run->preq, sizeof *p, p);
+            cs__rtab_del(&run->match.preq, sizeof *p, p);
             inst_check(run, in);
             return;
         }
     } else if (!(ev->flags & CS_EV_CANCELLED)) {
         cs__analyze_fact(run, &(struct cs__fact){.kind = CS__FACT_REQUEST, .req = p, .t = te});
     }
-    cs__rtab_del(&run->preq, sizeof *p, p);
+    cs__rtab_del(&run->match.preq, sizeof *p, p);
 }
 
 static inline __attribute__((always_inline)) void match_event(struct cs__run *run, int rank,
@@ -386,20 +386,20 @@ __attribute__((noinline)) void cs__match_derived(struct cs__run *run, int rank,
 /* How many instances are open (in the communicators' rings and in run->open). */
 static size_t open_count(const struct cs__run *run)
 {
-    return run->open.n + run->nring;
+    return run->match.open.n + run->match.nring;
 }
 
 /* Every open instance into out (room for open_count of them); returns how many. */
 static size_t open_list(const struct cs__run *run, struct cs__inst **out)
 {
     size_t n = 0;
-    for (size_t i = 0; i < run->ncomms && n < run->nring; i++)
+    for (size_t i = 0; i < run->ncomms && n < run->match.nring; i++)
         for (int s = 0; s < CS__RING && run->comms[i]->nring; s++)
             if (run->comms[i]->ring[s])
                 out[n++] = run->comms[i]->ring[s];
-    for (size_t i = 0; i < run->open.cap; i++)
-        if (run->open.slot[i].used)
-            out[n++] = (void *)(uintptr_t)run->open.slot[i].v;
+    for (size_t i = 0; i < run->match.open.cap; i++)
+        if (run->match.open.slot[i].used)
+            out[n++] = (void *)(uintptr_t)run->match.open.slot[i].v;
     return n;
 }
 
@@ -435,7 +435,7 @@ void cs__match_finish(struct cs__run *run)
         free(left);
     }
     /* Requests never completed are forgotten with the table. */
-    cs__rtab_free(&run->preq);
+    cs__rtab_free(&run->match.preq);
     if (run->unmatched_events)
         cs__problem(run,
                     "%" PRIu64 " collective events could not be matched (communicator without a"
@@ -446,4 +446,14 @@ void cs__match_finish(struct cs__run *run)
                     "%" PRIu64 " collective instances incomplete (a member's events are"
                     " missing); they are left out of waits and bandwidths",
                     run->incomplete);
+}
+
+void cs__match_free(struct cs__run *run)
+{
+    struct cs__match *M = &run->match;
+    for (size_t i = 0; i < M->open.cap; i++)
+        if (M->open.slot[i].used)
+            free((void *)(uintptr_t)M->open.slot[i].v);
+    cs__map_free(&M->open);
+    cs__rtab_free(&M->preq);
 }
