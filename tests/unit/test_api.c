@@ -110,8 +110,18 @@ int main(void)
     snprintf(p, sizeof p, "%s/rank-00001.cst", dir);
     CHECK_INT(unlink(p), ==, 0);
     CHECK_INT(cs_analysis_open(&a, dir, NULL, err, sizeof err), ==, 0);
+    CHECK_INT(cs_analysis_nranks(a), ==, 2);
+    /* An importer's labels and problems, before the run only. */
+    CHECK_INT(cs_analysis_set_origin(a, "imported", "/the/user/path", NULL), ==, 0);
+    CHECK_INT(cs_analysis_add_problem(a, "the importer met something"), ==, 0);
     CHECK_INT(cs_analysis_run(a), ==, 0);
+    CHECK_INT(cs_analysis_set_origin(a, "late", "/late", NULL), ==, CS_EUSAGE);
+    CHECK_INT(cs_analysis_add_problem(a, "too late"), ==, CS_EUSAGE);
     rep = cs_analysis_report(a);
+    CHECK_STR(rep->source, "imported");
+    CHECK_STR(rep->dir, "/the/user/path");
+    /* problems in the order found: the loader's (the missing rank), the importer's, the run's */
+    CHECK_STR(cs_analysis_problem(a, 1), "the importer met something");
     CHECK_INT(rep->ranks_found, ==, 1);
     CHECK_INT(rep->ranks_expected, ==, 2);
     CHECK_INT(rep->nmissing, ==, 1);
