@@ -259,6 +259,7 @@ void cs__report_free(struct cs_report *rep)
     cs__gpu_report_free(rep);
     cs__kineto_report_free(rep);
     cs__np2p_report_free(rep);
+    cs__hang_report_free(rep);
     free(rep->ranks);
     free(rep->stragglers);
     free(rep->missing);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "hang.h"
 #include "internal.h"
 #include "outfile.h"
 #include "wire.h"
@@ -57,7 +58,9 @@ static void usage(FILE *f)
                "  commscope analyze RUN --perfetto steps.json --perfetto-steps 5:6\n"
                "\n"
                "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
-               "input, a report file not written), 2 usage error, 3 nothing could be analysed\n");
+               "input, a report file not written), 2 usage error, 3 nothing could be analysed,\n"
+               "4 the job hung or a rank ended before MPI_Finalize (the diagnosis leads the\n"
+               "verdict)\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -296,7 +299,10 @@ int cs_cmd_analyze(int argc, char **argv)
         cs_analysis_free(an);
         return 3;
     }
-    int status = rep->ranks_found == 0 ? 3 : (rc || nproblems || stream_bad) ? 1 : 0;
+    int status = rep->ranks_found == 0             ? 3
+                 : cs__hang_found(rep)             ? 4
+                 : (rc || nproblems || stream_bad) ? 1
+                                                   : 0;
     if (status == 3) {
         fprintf(stderr, "commscope analyze: nothing to analyse in %s\n", dir);
     } else {

@@ -431,6 +431,7 @@ struct cs__run {
      * calls over the whole run (the what-if pass's matching, steps_model.c), then of it the part
      * inside point-to-point calls (the rest is inside wait/test calls); for the time segments */
     double *p2p_wait;
+    struct cs__hang *hang; /* the hang diagnosis' kept instances (hang.c), NULL none */
 };
 
 /* Whether world rank r, a communicator's member, has a trace in the run.  An NCCL communicator

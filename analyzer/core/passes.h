@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "gpu.h"
+#include "hang.h"
 #include "internal.h"
 #include "nccl_p2p.h"
 #include "steps.h"
@@ -268,6 +269,14 @@ static inline void cs__perfetto_free(struct cs__run *run)
 {
     if (run->perfetto)
         cs__perfetto_finish(run);
+}
+
+/* hang: keeps the incomplete instances; the diagnosis in its report hook. */
+static inline void cs__hang_pinstance(struct cs__run *run, struct cs__inst *in,
+                                      const struct cs__inst_facts *f)
+{
+    if (!f->used)
+        cs__hang_instance(run, in);
 }
 
 /* A fact for every row's fact hook (struct cs__fact, internal.h). */

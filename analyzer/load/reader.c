@@ -53,7 +53,8 @@ struct cs_reader {
     size_t ncomm, capcomm;
     struct cursor *cur;
     size_t ncur;
-    const struct cursor *last; /* the cursor cs_reader_next() took its last event from */
+    const struct cursor *last;   /* the cursor cs_reader_next() took its last event from */
+    struct cs_reader_tail *tail; /* per recording thread (check_tails) */
 };
 
 const char *cs_strerror(int err)
@@ -141,10 +142,7 @@ static int check_live_header(struct cs_reader *r, char *err, size_t errlen)
         unsigned char page[CS_HEADER_SIZE];
     } c;
     memcpy(c.page, r->map, CS_HEADER_SIZE);
-    c.h.header_crc = 0;
-    c.h.live_crc = 0;
-    c.h.dropped = c.h.unrecorded_tests = c.h.unrecorded_test_ns = c.h.gpu_dropped = 0;
-    memset(c.h.counter_check, 0, sizeof c.h.counter_check);
+    cs_header_live_view(&c.h);
     uint32_t crc = cs_crc32(0, c.page, CS_HEADER_SIZE);
     if (crc != h->live_crc)
         return fail(r, err, errlen, CS_ECRC,
@@ -223,6 +221,17 @@ static int check_header(struct cs_reader *r, char *err, size_t errlen)
     if (h->flags & ~(uint32_t)KNOWN_FILE_FLAGS)
         return fail(r, err, errlen, CS_EHEADER, "unknown header flags 0x%" PRIx32 " (byte %zu)",
                     h->flags & ~(uint32_t)KNOWN_FILE_FLAGS, offsetof(struct cs_file_header, flags));
+    /* The exit handlers' record (trace.h): one stopped half way reads as none. */
+    if (h->exit_check != cs_exit_check(h->exit_kind, h->exit_code, h->t_exit)) {
+        r->hdr.exit_kind = 0;
+        r->hdr.exit_code = 0;
+        r->hdr.t_exit = 0;
+        r->hdr.exit_check = 0;
+    } else if (h->exit_kind > CS_EXIT_SIGNAL || h->t_exit >= CS_TIME_LIMIT) {
+        return fail(r, err, errlen, CS_EHEADER,
+                    "exit kind %" PRIu32 " unknown or exit time beyond 2^62 ns (byte %zu)",
+                    h->exit_kind, offsetof(struct cs_file_header, exit_kind));
+    }
     if (h->world_size < 1 || h->world_size > MAX_WORLD)
         return fail(r, err, errlen, CS_EHEADER, "world size %" PRId32 " out of range 1..%d",
                     h->world_size, MAX_WORLD);
@@ -555,6 +564,48 @@ static int blk_cmp(const void *a, const void *b)
     return 0;
 }
 
+/*
+ * Each recording thread's last committed event and, in a partial file, the call it was in: the
+ * slot after the committed events of its last block holding a begun record (t_begin set, t_end 0;
+ * trace.h).  A slot caught half written, or holding anything that is not a valid record, is no
+ * call in flight.
+ */
+static int check_tails(struct cs_reader *r, const unsigned char *opc)
+{
+    r->tail = calloc(r->ncur ? r->ncur : 1, sizeof *r->tail);
+    if (!r->tail)
+        return -1;
+    int32_t world = r->hdr.world_size;
+    for (size_t t = 0; t < r->ncur; t++) {
+        const struct blk *b = &r->blk[r->cur[t].bend - 1];
+        const struct cs_event *ev =
+            (const void *)(r->map + b->off + sizeof(struct cs_block_header));
+        struct cs_reader_tail *x = &r->tail[t];
+        x->thread = r->cur[t].thread;
+        if (b->used)
+            x->last = &ev[b->used - 1];
+        else if (r->cur[t].bend - 1 > r->cur[t].bi && b[-1].used)
+            x->last =
+                (const struct cs_event *)(r->map + b[-1].off + sizeof(struct cs_block_header)) +
+                b[-1].used - 1;
+        if (!r->st.partial || b->used >= CS_EVENTS_PER_BLOCK)
+            continue;
+        const struct cs_event *e = &ev[b->used];
+        unsigned m = e->op < CS_OP_MAX ? opc[e->op] : OPC_BAD;
+        if (e->t_end == 0 && e->t_begin != 0 && e->t_begin < CS_TIME_LIMIT && !(m & OPC_BAD) &&
+            !(e->flags & ~KNOWN_EVENT_FLAGS) && e->peer >= -1 && e->peer < world &&
+            (!(m & OPC_COMM) || e->comm != 0))
+            x->inflight = e;
+    }
+    return 0;
+}
+
+size_t cs_reader_tails(const struct cs_reader *r, const struct cs_reader_tail **out)
+{
+    *out = r->tail;
+    return r->tail ? r->ncur : 0;
+}
+
 static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
 {
     int partial = r->st.partial;
@@ -701,7 +752,7 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
         r->cur[t - 1].bend = i + 1;
     }
     cs_reader_rewind(r);
-    return 0;
+    return check_tails(r, opc) ? fail(r, err, errlen, CS_ENOMEM, "out of memory") : 0;
 }
 
 /* ---- loading ---- */
@@ -711,13 +762,20 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
  * writer runs on this host (same host name, the pid alive), or on another host (no way to
  * tell).  0 when it is known to be gone: the file no longer changes.
  */
-static int writer_may_write(const struct cs_file_header *h)
+/* 1 the writer runs on this host and its process is alive, 0 it is gone, -1 another host or
+ * unknown. */
+static int writer_alive(const struct cs_file_header *h)
 {
     char host[CS_HOST_MAX + 1] = "";
     if (h->pid <= 0 || gethostname(host, sizeof host - 1) != 0 ||
         strncmp(host, h->host, sizeof h->host) != 0)
-        return 1;
+        return -1;
     return kill(h->pid, 0) == 0 || errno != ESRCH;
+}
+
+static int writer_may_write(const struct cs_file_header *h)
+{
+    return writer_alive(h) != 0;
 }
 
 /*
@@ -806,6 +864,8 @@ static void unload(struct cs_reader *r)
     free(r->blk);
     free(r->comm);
     free(r->cur);
+    free(r->tail);
+    r->tail = NULL;
     r->map = NULL;
     r->size = 0;
     r->copied = 0;
@@ -862,6 +922,7 @@ out:
         cs_reader_close(r);
         return rc;
     }
+    r->st.live = r->st.partial && writer_alive(&r->hdr) == 1;
     *out = r;
     return 0;
 }

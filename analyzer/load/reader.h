@@ -28,6 +28,7 @@ struct cs_reader_stats {
     uint64_t trailing_bytes;  /* bytes after the last whole block, ignored (partial files only) */
     uint64_t comms;           /* communicator records */
     unsigned threads;         /* recording threads seen */
+    int live;                 /* partial, and its writer may still be running (read by copy) */
 };
 
 struct cs_reader;
@@ -76,6 +77,21 @@ size_t cs_reader_next_batch(struct cs_reader *r, const struct cs_event **out);
 /* The recording thread (block header `thread`, 0 = first) of the event cs_reader_next() returned
  * last (of the events cs_reader_next_batch() returned last); 0 before the first. */
 unsigned cs_reader_thread(const struct cs_reader *r);
+
+/*
+ * How each recording thread's trace ends: its last committed event (NULL none) and, in a partial
+ * file, the call it was in when the file was last written (`inflight`: the in-flight record of
+ * trace.h, t_end 0; NULL none).  Both point into the mapping.
+ */
+struct cs_reader_tail {
+    unsigned thread;
+    const struct cs_event *last;
+    const struct cs_event *inflight;
+};
+
+/* One entry per recording thread (cs_reader_stats()->threads), owned by the reader; returns the
+ * count and sets *out. */
+size_t cs_reader_tails(const struct cs_reader *r, const struct cs_reader_tail **out);
 
 /* Start again from the first event. */
 void cs_reader_rewind(struct cs_reader *r);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "hang.h"
 #include "internal.h"
 #include "nodes.h"
 #include "wire.h"
@@ -122,6 +123,13 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
         [CS_FIND_GPU_COMM] = "overlap",     [CS_FIND_P2P_WAIT] = "steps",
     };
     fputs("<ul class=\"verdict\">\n", f);
+    static char hs[CS__HANG_MAX][CS__HANG_N];
+    size_t nh = cs__hang_sentences(rep, &hs[0][0], CS__HANG_N, CS__HANG_MAX);
+    for (size_t i = 0; i < nh; i++) {
+        fputs("<li>", f);
+        esc(f, hs[i]);
+        fputs(" <a href=\"#hang\">evidence</a></li>\n", f);
+    }
     for (size_t i = 0; i < v->nfindings; i++) {
         char buf[512];
         const struct cs_report_finding *x = &v->findings[i];
@@ -1060,6 +1068,7 @@ static const struct section {
     void (*fn)(const struct cs_report *rep, FILE *f);
 } sections[] = {
     {"verdict", "Verdict", sec_verdict},
+    {"hang", "Hang diagnosis", cs__hang_html},
     {"breakdown", "Where each rank's time goes", sec_breakdown},
     {"waits", "Waiting: rank &#215; step", sec_heat},
     {"p2p", "Point-to-point bytes: rank &#215; rank", sec_p2p},
@@ -1119,9 +1128,12 @@ int cs__report_html(const struct cs_report *rep, FILE *f)
     esc(f, rep->dir);
     fputs("</p>\n<nav>", f);
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
-        fprintf(f, "<a href=\"#%s\">%s</a>", sections[i].id, sections[i].title);
+        if (sections[i].fn != cs__hang_html || rep->hang)
+            fprintf(f, "<a href=\"#%s\">%s</a>", sections[i].id, sections[i].title);
     fputs("</nav>\n", f);
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++) {
+        if (sections[i].fn == cs__hang_html && !rep->hang)
+            continue; /* only for a job that stopped */
         fprintf(f, "<section id=\"%s\"><h2>%s</h2>\n", sections[i].id, sections[i].title);
         sections[i].fn(rep, f);
         fputs("</section>\n", f);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "gpu.h"
+#include "hang.h"
 #include "nccl_p2p.h"
 #include "internal.h"
 #include "json.h"
@@ -155,6 +156,10 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         }
         cs__jw_close(&w, ']');
         cs__jw_open(&w, "verdict", '[');
+        static char hs[CS__HANG_MAX][CS__HANG_N];
+        size_t nh = cs__hang_sentences(rep, &hs[0][0], CS__HANG_N, CS__HANG_MAX);
+        for (size_t i = 0; i < nh; i++)
+            cs__jw_str(&w, NULL, hs[i]);
         for (size_t i = 0; i < rep->views->nfindings; i++) {
             char text[512];
             cs__jw_str(&w, NULL, cs__finding_sentence(&rep->views->findings[i], text, sizeof text));
@@ -172,6 +177,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__report_gpu_json(rep, out);
     cs__np2p_json(rep, out);
     cs__report_kineto_json(rep, out);
+    cs__hang_json(rep, out, 1);
     cs__jw_close(&w, '}');
     fputc('\n', out);
     return ferror(out) ? CS_EIO : 0;

@@ -8,6 +8,7 @@
 
 #include "gpu.h"
 #include "nccl_p2p.h"
+#include "hang.h"
 #include "internal.h"
 #include "kineto.h"
 #include "steps.h"
@@ -34,6 +35,7 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
     fprintf(out, "@ Ranks found    : %d\n", rep->ranks_found);
     fprintf(out, "@ Hosts          : %d\n", rep->hosts);
     cs__report_text_verdict(rep, out);
+    cs__hang_text(rep, out);
 
     fprintf(out, "\n@--- Per-rank time (seconds) %s\n", "------------------------------------");
     fprintf(out, "%5s %-16s %12s %12s %12s %12s %12s %12s %10s %14s %s\n", "Rank", "Host", "Wall",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hang.h"
 #include "internal.h"
 #include "wire.h"
 
@@ -118,6 +119,12 @@ void cs__report_text_verdict(const struct cs_report *rep, FILE *out)
 {
     char buf[512];
     fprintf(out, "\n@--- Verdict %s\n", "---------------------------------------------------");
+    static char hs[CS__HANG_MAX][CS__HANG_N];
+    size_t nh = cs__hang_sentences(rep, &hs[0][0], CS__HANG_N, CS__HANG_MAX);
+    for (size_t i = 0; i < nh; i++)
+        fprintf(out, "- %s\n", hs[i]);
+    if (nh && (!rep->views || !rep->views->nfindings))
+        return;
     if (!rep->views || !rep->views->nfindings) {
         fprintf(out, "not available: %s\n",
                 rep->nranks ? "the report's views could not be computed" : "no rank analysed");

@@ -19,10 +19,7 @@ void cs__hdr_seal(void)
         unsigned char page[CS_HEADER_SIZE];
     } c;
     memcpy(c.page, cs__t.hdr, CS_HEADER_SIZE);
-    c.h.header_crc = 0;
-    c.h.live_crc = 0;
-    c.h.dropped = c.h.unrecorded_tests = c.h.unrecorded_test_ns = c.h.gpu_dropped = 0;
-    memset(c.h.counter_check, 0, sizeof c.h.counter_check);
+    cs_header_live_view(&c.h);
     __atomic_store_n(&cs__t.hdr->live_crc, cs_crc32(0, c.page, CS_HEADER_SIZE), __ATOMIC_RELEASE);
     pthread_mutex_unlock(&seal_mu);
 }

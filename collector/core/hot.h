@@ -115,4 +115,50 @@ static inline void cs_hot_commit(struct cs_event *ev)
     __atomic_store_n(&t->blk->used, t->used, __ATOMIC_RELEASE);
 }
 
+/*
+ * An event begun before the real call, so that the trace shows the call while it is in flight:
+ * a hung, killed or crashed rank's trace names the call it is in.  The slot after the block's
+ * committed events gets what the call is (op, communicator, sequence number, peer, tag, bytes)
+ * and then, by cs_hot_entered(), its begin time; t_end stays 0 until the call returns (trace.h,
+ * "in-flight record").  No extra work: these are stores the event needs anyway, made earlier.
+ */
+static inline struct cs_event *cs_hot_enter(uint16_t op, uint64_t comm, uint32_t seq, int32_t peer,
+                                            int32_t aux, uint16_t flags, uint64_t bytes)
+{
+    struct cs_event *ev = cs_hot_begin();
+    if (CS_HOT_UNLIKELY(!ev))
+        return NULL;
+    ev->comm = comm;
+    ev->bytes = bytes;
+    ev->seq = seq;
+    ev->peer = peer;
+    ev->op = op;
+    ev->flags = flags;
+    ev->aux = aux;
+    return ev;
+}
+
+static inline void cs_hot_entered(struct cs_event *ev, uint64_t t0)
+{
+    if (ev)
+        ev->t_begin = t0;
+}
+
+/*
+ * The slot of cs_hot_enter() after the call: still this thread's open slot, or a fresh one when
+ * something was recorded on this thread during the call (a nested intercepted call took the slot)
+ * or the trace changed; NULL when cs_hot_enter() had none (the event was dropped, and counted,
+ * then).  The caller then writes every field of the event.
+ */
+static inline struct cs_event *cs_hot_resume(struct cs_event *ev)
+{
+    const struct cs_thread_buf *t = &cs_thread_state.buf;
+    if (!ev)
+        return NULL;
+    if (t->begun && ev == cs__hot_slot(t) &&
+        t->generation == __atomic_load_n(&cs_trace_generation, __ATOMIC_RELAXED))
+        return ev;
+    return cs_hot_begin();
+}
+
 #endif

@@ -130,6 +130,10 @@ void cs__thread_ident(uint16_t *thread, uint32_t *ostid);
 /* Populate [addr, addr+len) of the mapping ahead of use (best effort). */
 void cs__prefault(void *addr, size_t len);
 
+/* Install the exit and fatal-signal handlers that record how the process ended in the open
+ * trace's header (fate.c); once per process, at the first open. */
+void cs__fate_watch(void);
+
 /*
  * Start the prefault helper for the trace just opened (buffer.c); without it (thread creation
  * failed) writers grow and populate the file themselves.  Stop it and wait for it (at close;

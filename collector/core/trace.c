@@ -301,6 +301,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     if (cs__trace_open_hook)
         cs__trace_open_hook();
     cs__helper_start();
+    cs__fate_watch();
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
     return 0;
 }

@@ -106,14 +106,39 @@ static void complete_one(const struct snap *s, const MPI_Status *st, int err_in_
     cs_hot_commit(ev);
 }
 
-/* The event of the completion call itself. */
-static void call_event(uint16_t op, uint64_t t0, uint64_t t1, int rc, int count, uint64_t req)
+/*
+ * The in-flight record of a wait (hot.h): the op and the number of requests; a wait on one
+ * tracked request also names it (request id, communicator, sequence number, peer), so a rank
+ * stuck in it shows what it waits for.  Tests do not block and are not begun early.
+ */
+static struct cs_event *enter_wait(int test, uint16_t op, int count, const struct snap *one)
 {
-    struct cs_event *ev = cs_hot_begin();
+    if (test)
+        return NULL;
+    struct cs_event *ev = one && one->slot
+                              ? cs_hot_enter(op, one->r.comm, one->r.seq, one->r.peer, count, 0, 0)
+                              : cs_hot_enter(op, 0, 0, -1, count, 0, 0);
+    if (ev && one && one->slot)
+        ev->request = one->r.id;
+    return ev;
+}
+
+/* The event of the completion call itself (ev: a wait's in-flight record, from enter_wait). */
+static void call_event(struct cs_event *ev, uint16_t op, uint64_t t0, uint64_t t1, int rc,
+                       int count, uint64_t req)
+{
+    ev = op == CS_OP_WAIT || op == CS_OP_WAITALL || op == CS_OP_WAITANY || op == CS_OP_WAITSOME
+             ? cs_hot_resume(ev)
+             : cs_hot_begin();
     if (!ev)
         return;
     ev->t_begin = t0;
     ev->t_end = t1;
+    ev->comm = 0;
+    ev->bytes = 0;
+    ev->bytes_recv = 0;
+    ev->seq = 0;
+    ev->flags = 0;
     ev->op = op;
     ev->peer = -1;
     ev->aux = count;
@@ -134,7 +159,9 @@ static int one(int test, MPI_Request *request, int *flag, MPI_Status *status)
         s.slot = cs__req_get(h, &s.r);
     MPI_Status own;
     MPI_Status *st = (status == MPI_STATUS_IGNORE && s.slot) ? &own : status;
+    struct cs_event *ev = enter_wait(test, CS_OP_WAIT, 1, &s);
     uint64_t t0 = cs_hot_now();
+    cs_hot_entered(ev, t0);
     int rc = test ? PMPI_Test(request, flag, st) : PMPI_Wait(request, st);
     uint64_t t1 = cs_hot_now();
     int done = h != MPI_REQUEST_NULL && (test ? *flag : 1);
@@ -142,7 +169,7 @@ static int one(int test, MPI_Request *request, int *flag, MPI_Status *status)
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(test ? CS_OP_TEST : CS_OP_WAIT, t0, t1, rc, 1, s.slot ? s.r.id : 0);
+    call_event(ev, test ? CS_OP_TEST : CS_OP_WAIT, t0, t1, rc, 1, s.slot ? s.r.id : 0);
     if (done && (rc == MPI_SUCCESS || *request == MPI_REQUEST_NULL))
         complete_one(&s, st, 0, t1);
     return rc;
@@ -178,7 +205,9 @@ static int all(int test, int count, MPI_Request reqs[], int *flag, MPI_Status st
     MPI_Status *st = statuses;
     if (statuses == MPI_STATUSES_IGNORE && tracked)
         st = status_room(count, ststack);
+    struct cs_event *ev = enter_wait(test, CS_OP_WAITALL, count, NULL);
     uint64_t t0 = cs_hot_now();
+    cs_hot_entered(ev, t0);
     int rc = test ? PMPI_Testall(count, reqs, flag, st) : PMPI_Waitall(count, reqs, st);
     uint64_t t1 = cs_hot_now();
     int done = test ? *flag : 1;
@@ -186,7 +215,7 @@ static int all(int test, int count, MPI_Request reqs[], int *flag, MPI_Status st
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(test ? CS_OP_TESTALL : CS_OP_WAITALL, t0, t1, rc, count, 0);
+    call_event(ev, test ? CS_OP_TESTALL : CS_OP_WAITALL, t0, t1, rc, count, 0);
     if (!tracked || !done)
         return rc;
     for (int i = 0; i < count; i++) {
@@ -226,7 +255,9 @@ static int any(int test, int count, MPI_Request reqs[], int *index, int *flag, M
     int tracked = s ? snap_take(count, reqs, s) : 0;
     MPI_Status own;
     MPI_Status *st = (status == MPI_STATUS_IGNORE && tracked) ? &own : status;
+    struct cs_event *ev = enter_wait(test, CS_OP_WAITANY, count, NULL);
     uint64_t t0 = cs_hot_now();
+    cs_hot_entered(ev, t0);
     int rc =
         test ? PMPI_Testany(count, reqs, index, flag, st) : PMPI_Waitany(count, reqs, index, st);
     uint64_t t1 = cs_hot_now();
@@ -236,7 +267,7 @@ static int any(int test, int count, MPI_Request reqs[], int *index, int *flag, M
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(test ? CS_OP_TESTANY : CS_OP_WAITANY, t0, t1, rc, count, 0);
+    call_event(ev, test ? CS_OP_TESTANY : CS_OP_WAITANY, t0, t1, rc, count, 0);
     if (done && tracked && (rc == MPI_SUCCESS || reqs[i] == MPI_REQUEST_NULL))
         complete_one(&s[i], st, 0, t1);
     return rc;
@@ -270,7 +301,9 @@ static int some(int test, int incount, MPI_Request reqs[], int *outcount, int in
     MPI_Status *st = statuses;
     if (statuses == MPI_STATUSES_IGNORE && tracked)
         st = status_room(incount, ststack);
+    struct cs_event *ev = enter_wait(test, CS_OP_WAITSOME, incount, NULL);
     uint64_t t0 = cs_hot_now();
+    cs_hot_entered(ev, t0);
     int rc = test ? PMPI_Testsome(incount, reqs, outcount, indices, st)
                   : PMPI_Waitsome(incount, reqs, outcount, indices, st);
     uint64_t t1 = cs_hot_now();
@@ -281,7 +314,7 @@ static int some(int test, int incount, MPI_Request reqs[], int *outcount, int in
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(test ? CS_OP_TESTSOME : CS_OP_WAITSOME, t0, t1, rc, incount, 0);
+    call_event(ev, test ? CS_OP_TESTSOME : CS_OP_WAITSOME, t0, t1, rc, incount, 0);
     if (!tracked || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS))
         return rc;
     for (int j = 0; j < n && j < incount; j++) {

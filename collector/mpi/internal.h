@@ -120,8 +120,8 @@ static inline uint32_t cs__tsize_hash(MPI_Datatype t)
     return (uint32_t)((x * 0x9E3779B97F4A7C15ull) >> 57) % CS__TSIZE_SLOTS;
 }
 
-/* Size in bytes of datatype t, 0 for MPI_DATATYPE_NULL or on error. */
-static inline uint64_t cs__tsize(MPI_Datatype t)
+/* The table's entry for t, or NULL when t is not a predefined datatype. */
+static inline const struct cs__tsize_entry *cs__tsize_find(MPI_Datatype t)
 {
     for (uint32_t i = cs__tsize_hash(t), n = 0; n < CS__TSIZE_SLOTS;
          i = (i + 1) % CS__TSIZE_SLOTS, n++) {
@@ -129,9 +129,23 @@ static inline uint64_t cs__tsize(MPI_Datatype t)
         if (!e->used)
             break;
         if (e->type == t)
-            return e->size;
+            return e;
     }
-    return cs__tsize_ask(t);
+    return NULL;
+}
+
+/* Size in bytes of datatype t, 0 for MPI_DATATYPE_NULL or on error. */
+static inline uint64_t cs__tsize(MPI_Datatype t)
+{
+    const struct cs__tsize_entry *e = cs__tsize_find(t);
+    return e ? e->size : cs__tsize_ask(t);
+}
+
+/* Size of t when it is a predefined datatype, else 0 (MPI is not asked). */
+static inline uint64_t cs__tsize_known(MPI_Datatype t)
+{
+    const struct cs__tsize_entry *e = cs__tsize_find(t);
+    return e ? e->size : 0;
 }
 
 /* node.c: each node's topology snapshot and port counters (its first rank starts a helper).

@@ -4,7 +4,9 @@
  *
  * Every wrapper: forwards untouched when tracing is off; otherwise takes the collective sequence
  * number before the call (blocking and non-blocking collectives share one sequence per
- * communicator), stamps around the PMPI call only, and fills the event after the second stamp.
+ * communicator), begins the event with what the call is before it (the in-flight record: a rank
+ * stuck in the call shows it, hot.h), stamps around the PMPI call only, and fills the event after
+ * the second stamp.
  * Bytes are computed only after a successful call, so datatype arguments that are not significant
  * at this rank (or invalid) are never touched.  The return code is always the PMPI call's.
  */
@@ -45,8 +47,9 @@ static const struct cs__comm no_comm = {.id = 0};
  * The shared tail: track the request of a successful non-blocking call, then write the event.
  * t1 was stamped right after the PMPI call.
  */
-static inline void finish(uint64_t t0, uint64_t t1, uint16_t op, int rc, uint64_t comm,
-                          uint32_t seq, const struct fill *f, MPI_Request *request, MPI_Comm c)
+static inline void finish(struct cs_event *ev, uint64_t t0, uint64_t t1, uint16_t op, int rc,
+                          uint64_t comm, uint32_t seq, const struct fill *f, MPI_Request *request,
+                          MPI_Comm c)
 {
     uint64_t id = 0;
     if (request && rc == MPI_SUCCESS && *request != MPI_REQUEST_NULL) {
@@ -61,7 +64,7 @@ static inline void finish(uint64_t t0, uint64_t t1, uint16_t op, int rc, uint64_
         id = q.id;
         cs__req_add(*request, &q);
     }
-    struct cs_event *ev = cs_hot_begin();
+    ev = cs_hot_resume(ev);
     if (CS_UNLIKELY(!ev))
         return;
     ev->t_begin = t0;
@@ -115,6 +118,10 @@ static inline uint64_t status_bytes(const MPI_Status *st)
     return (uint64_t)n;
 }
 
+/* What a call will send, for its in-flight record: count x the size of a predefined datatype
+ * (0 for others: asking MPI about a handle before the call could act on an invalid one). */
+#define CS_PRE_BYTES(count, type) ((count) > 0 ? (uint64_t)(count)*cs__tsize_known(type) : 0)
+
 /* Trailing parameters / arguments of blocking (B) and non-blocking (NB) rows. */
 #define CS_REQP_B
 #define CS_REQP_NB , MPI_Request *request
@@ -128,18 +135,20 @@ static inline uint64_t status_bytes(const MPI_Status *st)
  * argument list, BODY fills `f` (it may use ci, which is the table entry or a temporary for an
  * unknown communicator once NEED_CI is true).
  */
-#define CS_COLL(NAME, OP, NB, PARAMS, ARGS, NEED_CI, BODY)                                         \
+#define CS_COLL(NAME, OP, NB, PARAMS, ARGS, NEED_CI, PRE, BODY)                                    \
     CS_EXPORT int MPI_##NAME PARAMS                                                                \
     {                                                                                              \
         if (CS_UNLIKELY(!cs_active))                                                               \
             return PMPI_##NAME ARGS;                                                               \
         struct cs__comm *ci = cs__comm_get(comm), tmp_;                                            \
         uint32_t seq_ = ci ? next_seq(ci) : 0;                                                     \
+        uint64_t cid_ = ci ? ci->id : 0;                                                           \
+        struct cs_event *ev_ = cs_hot_enter(OP, cid_, seq_, -1, 0, 0, PRE);                        \
         uint64_t t0_ = cs_hot_now();                                                               \
+        cs_hot_entered(ev_, t0_);                                                                  \
         int rc_ = PMPI_##NAME ARGS;                                                                \
         uint64_t t1_ = cs_hot_now();                                                               \
         struct fill f = {.peer = -1};                                                              \
-        uint64_t cid_ = ci ? ci->id : 0;                                                           \
         if (rc_ == MPI_SUCCESS) {                                                                  \
             if ((NEED_CI) && !ci) {                                                                \
                 cs__comm_unknown(comm, &tmp_);                                                     \
@@ -147,18 +156,18 @@ static inline uint64_t status_bytes(const MPI_Status *st)
             }                                                                                      \
             BODY                                                                                   \
         }                                                                                          \
-        finish(t0_, t1_, OP, rc_, cid_, seq_, &f, CS_REQ_##NB, comm);                              \
+        finish(ev_, t0_, t1_, OP, rc_, cid_, seq_, &f, CS_REQ_##NB, comm);                         \
         return rc_;                                                                                \
     }
 
 #define CS_FAM_BARRIER(NAME, OP, NB, ARG)                                                          \
-    CS_COLL(NAME, OP, NB, (MPI_Comm comm CS_REQP_##NB), (comm CS_REQA_##NB), 0, (void)ci;)
+    CS_COLL(NAME, OP, NB, (MPI_Comm comm CS_REQP_##NB), (comm CS_REQA_##NB), 0, 0, (void)ci;)
 
 #define CS_FAM_BCAST(NAME, OP, NB, ARG)                                                            \
     CS_COLL(                                                                                       \
         NAME, OP, NB,                                                                              \
         (void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm CS_REQP_##NB),    \
-        (buffer, count, datatype, root, comm CS_REQA_##NB), 1, {                                   \
+        (buffer, count, datatype, root, comm CS_REQA_##NB), 1, CS_PRE_BYTES(count, datatype), {    \
             uint64_t b = (uint64_t)count * cs__tsize(datatype);                                    \
             f.peer = cs__to_world(ci, root, &f.flags);                                             \
             if (is_root(ci, root)) {                                                               \
@@ -173,7 +182,8 @@ static inline uint64_t status_bytes(const MPI_Status *st)
     CS_COLL(NAME, OP, NB,                                                                          \
             (const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,      \
              int root, MPI_Comm comm CS_REQP_##NB),                                                \
-            (sendbuf, recvbuf, count, datatype, op, root, comm CS_REQA_##NB), 1, {                 \
+            (sendbuf, recvbuf, count, datatype, op, root, comm CS_REQA_##NB), 1,                   \
+            CS_PRE_BYTES(count, datatype), {                                                       \
                 uint64_t b = (uint64_t)count * cs__tsize(datatype);                                \
                 f.peer = cs__to_world(ci, root, &f.flags);                                         \
                 f.bytes = root == MPI_PROC_NULL ? 0 : b;                                           \
@@ -190,7 +200,8 @@ static inline uint64_t status_bytes(const MPI_Status *st)
     CS_COLL(NAME, OP, NB,                                                                          \
             (const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,      \
              MPI_Comm comm CS_REQP_##NB),                                                          \
-            (sendbuf, recvbuf, count, datatype, op, comm CS_REQA_##NB), ARG, {                     \
+            (sendbuf, recvbuf, count, datatype, op, comm CS_REQA_##NB), ARG,                       \
+            CS_PRE_BYTES(count, datatype), {                                                       \
                 uint64_t b = (uint64_t)count * cs__tsize(datatype);                                \
                 f.bytes = (ARG) ? b * (uint64_t)ci->size : b;                                      \
                 f.brecv = b;                                                                       \
@@ -202,7 +213,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
     CS_COLL(NAME, OP, NB,                                                                          \
             (const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype,    \
              MPI_Op op, MPI_Comm comm CS_REQP_##NB),                                               \
-            (sendbuf, recvbuf, recvcounts, datatype, op, comm CS_REQA_##NB), 1, {                  \
+            (sendbuf, recvbuf, recvcounts, datatype, op, comm CS_REQA_##NB), 1, 0, {               \
                 uint64_t s = cs__tsize(datatype);                                                  \
                 f.bytes = sum_counts(recvcounts, ci->size) * s;                                    \
                 f.brecv = own_count(recvcounts, ci) * s;                                           \
@@ -216,7 +227,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
             (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,             \
              int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm CS_REQP_##NB),          \
             (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm CS_REQA_##NB), \
-            1, {                                                                                   \
+            1, 0, {                                                                                \
                 int r_ = is_root(ci, root);                                                        \
                 f.peer = cs__to_world(ci, root, &f.flags);                                         \
                 if (r_)                                                                            \
@@ -249,7 +260,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
              MPI_Comm comm CS_REQP_##NB),                                                          \
             (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,            \
              comm CS_REQA_##NB),                                                                   \
-            1, {                                                                                   \
+            1, 0, {                                                                                \
                 f.peer = cs__to_world(ci, root, &f.flags);                                         \
                 if (is_root(ci, root)) {                                                           \
                     uint64_t rs = cs__tsize(recvtype);                                             \
@@ -273,7 +284,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
              MPI_Comm comm CS_REQP_##NB),                                                          \
             (sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,            \
              comm CS_REQA_##NB),                                                                   \
-            1, {                                                                                   \
+            1, 0, {                                                                                \
                 f.peer = cs__to_world(ci, root, &f.flags);                                         \
                 if (is_root(ci, root)) {                                                           \
                     uint64_t ss = cs__tsize(sendtype);                                             \
@@ -295,7 +306,8 @@ static inline uint64_t status_bytes(const MPI_Status *st)
     CS_COLL(NAME, OP, NB,                                                                          \
             (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,             \
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm CS_REQP_##NB),                    \
-            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm CS_REQA_##NB), 1, {  \
+            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm CS_REQA_##NB), 1, 0, \
+            {                                                                                      \
                 uint64_t rb = (uint64_t)recvcount * cs__tsize(recvtype);                           \
                 uint64_t n = (uint64_t)ci->size;                                                   \
                 f.brecv = rb * n;                                                                  \
@@ -315,7 +327,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
          const int recvcounts[], const int displs[], MPI_Datatype recvtype,                        \
          MPI_Comm comm CS_REQP_##NB),                                                              \
         (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm CS_REQA_##NB),  \
-        1, {                                                                                       \
+        1, 0, {                                                                                    \
             uint64_t rs = cs__tsize(recvtype);                                                     \
             f.brecv = sum_counts(recvcounts, ci->size) * rs;                                       \
             if (sendbuf == MPI_IN_PLACE) {                                                         \
@@ -333,7 +345,7 @@ static inline uint64_t status_bytes(const MPI_Status *st)
              MPI_Datatype recvtype, MPI_Comm comm CS_REQP_##NB),                                   \
             (sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,       \
              comm CS_REQA_##NB),                                                                   \
-            1, {                                                                                   \
+            1, 0, {                                                                                \
                 f.brecv = sum_counts(recvcounts, ci->size) * cs__tsize(recvtype);                  \
                 if (sendbuf == MPI_IN_PLACE) {                                                     \
                     f.flags |= CS_EV_IN_PLACE;                                                     \
@@ -360,7 +372,7 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
              const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm CS_REQP_##NB),     \
             (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,     \
              comm CS_REQA_##NB),                                                                   \
-            1, {                                                                                   \
+            1, 0, {                                                                                \
                 f.brecv = sum_typed(recvcounts, recvtypes, ci->size);                              \
                 if (sendbuf == MPI_IN_PLACE) {                                                     \
                     f.flags |= CS_EV_IN_PLACE;                                                     \
@@ -378,14 +390,17 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
         if (CS_UNLIKELY(!cs_active))                                                               \
             return PMPI_##NAME(buf, count, datatype, dest, tag, comm CS_REQA_##NB);                \
         const struct cs__comm *ci = cs__comm_get(comm);                                            \
-        uint64_t t0_ = cs_hot_now();                                                               \
-        int rc_ = PMPI_##NAME(buf, count, datatype, dest, tag, comm CS_REQA_##NB);                 \
-        uint64_t t1_ = cs_hot_now();                                                               \
         struct fill f = {.aux = tag, .tag = tag};                                                  \
         f.peer = cs__to_world(ci ? ci : &no_comm, dest, &f.flags);                                 \
+        struct cs_event *ev_ = cs_hot_enter(OP, ci ? ci->id : 0, 0, f.peer, tag, f.flags,          \
+                                            CS_PRE_BYTES(count, datatype));                        \
+        uint64_t t0_ = cs_hot_now();                                                               \
+        cs_hot_entered(ev_, t0_);                                                                  \
+        int rc_ = PMPI_##NAME(buf, count, datatype, dest, tag, comm CS_REQA_##NB);                 \
+        uint64_t t1_ = cs_hot_now();                                                               \
         if (rc_ == MPI_SUCCESS && dest != MPI_PROC_NULL)                                           \
             f.bytes = (uint64_t)count * cs__tsize(datatype);                                       \
-        finish(t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB, comm);                      \
+        finish(ev_, t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB, comm);                 \
         return rc_;                                                                                \
     }
 
@@ -422,13 +437,18 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
         if (CS_UNLIKELY(!cs_active))                                                               \
             return PMPI_##NAME(buf, count, datatype, source, tag, comm, CS_RECVA_##NB);            \
         const struct cs__comm *ci = cs__comm_get(comm);                                            \
-        CS_RECV_ST_##NB uint64_t t0_ = cs_hot_now();                                               \
+        CS_RECV_ST_##NB uint16_t fl_ = 0;                                                          \
+        int32_t from_ = cs__to_world(ci ? ci : &no_comm, source, &fl_);                            \
+        struct cs_event *ev_ = cs_hot_enter(OP, ci ? ci->id : 0, 0, from_, tag, fl_, 0);           \
+        uint64_t t0_ = cs_hot_now();                                                               \
+        cs_hot_entered(ev_, t0_);                                                                  \
         int rc_ = PMPI_##NAME(buf, count, datatype, source, tag, comm, CS_RECV_STA_##NB);          \
         uint64_t t1_ = cs_hot_now();                                                               \
         struct fill f = {.aux = tag, .tag = tag, .peer = -1};                                      \
         if (source == MPI_ANY_SOURCE)                                                              \
             f.flags |= CS_EV_ANY_SOURCE;                                                           \
-        CS_RECV_TAIL_##NB finish(t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB, comm);    \
+        CS_RECV_TAIL_##NB finish(ev_, t0_, t1_, OP, rc_, ci ? ci->id : 0, 0, &f, CS_REQ_##NB,      \
+                                 comm);                                                            \
         return rc_;                                                                                \
     }
 
@@ -443,7 +463,7 @@ static inline uint64_t sum_typed(const int *counts, const MPI_Datatype *types, i
  * side is in seq (world rank of the message's source, from the status, + 1; 0 none) and request
  * (the received message's tag + 1; 0 none), which blocking calls leave unused otherwise.
  */
-static void finish_sendrecv(uint64_t t0, uint64_t t1, uint16_t op, int rc,
+static void finish_sendrecv(struct cs_event *ev, uint64_t t0, uint64_t t1, uint16_t op, int rc,
                             const struct cs__comm *ci, int dest, int sendtag, uint64_t sbytes,
                             int source, const MPI_Status *st)
 {
@@ -466,7 +486,21 @@ static void finish_sendrecv(uint64_t t0, uint64_t t1, uint16_t op, int rc,
             }
         }
     }
-    finish(t0, t1, op, rc, ci ? ci->id : 0, src, &f, NULL, MPI_COMM_NULL);
+    finish(ev, t0, t1, op, rc, ci ? ci->id : 0, src, &f, NULL, MPI_COMM_NULL);
+}
+
+/* The in-flight record of a Sendrecv: the send side as in the event, seq the world rank of the
+ * source it receives from + 1 (0 none or any). */
+static inline struct cs_event *enter_sendrecv(uint16_t op, const struct cs__comm *ci, int dest,
+                                              int sendtag, int source)
+{
+    const struct cs__comm *c = ci ? ci : &no_comm;
+    uint16_t fl = 0, ignore = 0;
+    int32_t to = cs__to_world(c, dest, &fl), from = cs__to_world(c, source, &ignore);
+    if (source == MPI_ANY_SOURCE)
+        fl |= CS_EV_ANY_SOURCE;
+    return cs_hot_enter(op, ci ? ci->id : 0, from >= 0 ? (uint32_t)from + 1 : 0, to, sendtag, fl,
+                        0);
 }
 
 CS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
@@ -479,11 +513,13 @@ CS_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype send
     const struct cs__comm *ci = cs__comm_get(comm);
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    struct cs_event *ev = enter_sendrecv(CS_OP_SENDRECV, ci, dest, sendtag, source);
     uint64_t t0 = cs_hot_now();
+    cs_hot_entered(ev, t0);
     int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                            recvtype, source, recvtag, comm, st);
     uint64_t t1 = cs_hot_now();
-    finish_sendrecv(t0, t1, CS_OP_SENDRECV, rc, ci, dest, sendtag,
+    finish_sendrecv(ev, t0, t1, CS_OP_SENDRECV, rc, ci, dest, sendtag,
                     (uint64_t)sendcount * cs__tsize(sendtype), source, st);
     return rc;
 }
@@ -498,10 +534,12 @@ CS_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, 
     const struct cs__comm *ci = cs__comm_get(comm);
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    struct cs_event *ev = enter_sendrecv(CS_OP_SENDRECV_REPLACE, ci, dest, sendtag, source);
     uint64_t t0 = cs_hot_now();
+    cs_hot_entered(ev, t0);
     int rc = PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, st);
     uint64_t t1 = cs_hot_now();
-    finish_sendrecv(t0, t1, CS_OP_SENDRECV_REPLACE, rc, ci, dest, sendtag,
+    finish_sendrecv(ev, t0, t1, CS_OP_SENDRECV_REPLACE, rc, ci, dest, sendtag,
                     (uint64_t)count * cs__tsize(datatype), source, st);
     return rc;
 }
@@ -511,10 +549,12 @@ CS_EXPORT int MPI_Pcontrol(const int level, ...)
 {
     if (CS_UNLIKELY(!cs_active))
         return PMPI_Pcontrol(level);
+    struct cs_event *ev = cs_hot_enter(CS_OP_PCONTROL, 0, 0, -1, level, 0, 0);
     uint64_t t0 = cs_hot_now();
+    cs_hot_entered(ev, t0);
     int rc = PMPI_Pcontrol(level);
     uint64_t t1 = cs_hot_now();
     struct fill f = {.aux = level, .peer = -1};
-    finish(t0, t1, CS_OP_PCONTROL, rc, 0, 0, &f, NULL, MPI_COMM_NULL);
+    finish(ev, t0, t1, CS_OP_PCONTROL, rc, 0, 0, &f, NULL, MPI_COMM_NULL);
     return rc;
 }

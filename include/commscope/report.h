@@ -21,6 +21,78 @@ struct cs_report_gpu;
 struct cs_report_kineto;
 struct cs_report_np2p;
 
+/*
+ * The hang and crash diagnosis (analyzer/passes/hang.c), present when some rank did not reach
+ * MPI_Finalize.  Times are seconds on rank 0's clock from the run's start (the earliest event).
+ */
+enum cs_hang_fate {
+    CS_FATE_FINALIZED, /* closed its trace at MPI_Finalize */
+    CS_FATE_RUNNING,   /* its process was still alive when the trace was read */
+    CS_FATE_EXITED,    /* exited without MPI_Finalize (code: the exit status) */
+    CS_FATE_SIGNALLED, /* ended by a fatal signal (code: the signal) */
+    CS_FATE_VANISHED,  /* gone without warning: SIGKILL, the OOM killer, a lost node */
+    CS_FATE_MISSING,   /* no trace at all */
+};
+struct cs_report_hang_call {
+    uint16_t op;
+    uint64_t comm;
+    uint32_t seq;   /* collectives: the instance's sequence number */
+    int32_t peer;   /* world rank of the partner or root, -1 none or any */
+    int32_t from;   /* MPI_Sendrecv: the world rank it receives from, -1 none or any */
+    int32_t tag;    /* point-to-point; wait family: requests */
+    uint64_t bytes; /* what it sends (0 unknown) */
+    double t_s;     /* in-flight call: when it began; last call: when it ended */
+};
+struct cs_report_hang_rank {
+    int rank;
+    char host[CS_HOST_MAX];
+    enum cs_hang_fate fate;
+    int code;      /* exit status or signal */
+    double exit_s; /* when the exit or signal handler ran, NaN unknown */
+    int in_call;   /* inside `call` when its trace ends */
+    struct cs_report_hang_call call;
+    int has_last; /* its last completed call */
+    struct cs_report_hang_call last;
+};
+/* A communicator's oldest collective instance that never completed. */
+struct cs_report_hang_coll {
+    uint64_t comm;
+    int32_t size;
+    uint16_t op;
+    uint32_t seq;
+    int32_t nentered, nmissing;
+    int32_t *entered; /* world ranks that entered it, ascending (owned) */
+    double *since_s;  /* when each entered */
+    uint64_t *bytes;  /* what each contributes (0 unknown) */
+    int32_t *missing; /* world ranks that never entered it (owned) */
+    int32_t inside;   /* of the entered, those still inside the call when their trace ends */
+    int bytes_differ; /* the entered members disagree on the bytes of an op where all send alike */
+};
+/* A rank blocked in a point-to-point call or wait, and what it waits for. */
+struct cs_report_hang_wait {
+    int rank;
+    uint16_t op;
+    uint64_t comm;
+    int32_t peer; /* the rank it waits for; -1 any source or unknown */
+    int32_t tag;
+    double since_s;
+    int cycle; /* index of the deadlock cycle it is in + 1, 0 none */
+};
+struct cs_report_hang {
+    int hung;      /* some rank was inside a call when its trace ends */
+    int stopped;   /* some rank did not reach MPI_Finalize */
+    double end_s;  /* the latest time any trace reached */
+    size_t nranks; /* ranks that did not finalize (and every rank inside a call) */
+    struct cs_report_hang_rank *ranks;
+    size_t ncolls; /* most ranks waiting first, then oldest */
+    struct cs_report_hang_coll *colls;
+    size_t nwaits;
+    struct cs_report_hang_wait *waits;
+    size_t ncycles;
+    int32_t *cycle_ranks; /* the cycles' ranks in wait order, back to back */
+    size_t *cycle_len;    /* [ncycles] */
+};
+
 /* Parallelism dimensions. */
 enum cs__dim { CS_DIM_DP, CS_DIM_TP, CS_DIM_PP, CS_DIM_EP, CS_DIM_OTHER, CS_DIM_N };
 
@@ -154,6 +226,7 @@ struct cs_report {
     char source[16];               /* trace.source */
     struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
     struct cs_report_np2p *np2p;     /* NCCL point-to-point pairs (nccl_p2p.h); owned, or NULL */
+    struct cs_report_hang *hang;     /* hang and crash diagnosis (hang.c); owned, or NULL */
 };
 
 #endif

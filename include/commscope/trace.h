@@ -134,7 +134,45 @@ struct cs_file_header {
     /* The host's boot (Linux /proc/sys/kernel/random/boot_id, 16 bytes; zero unknown): ranks
      * with the same one read one CLOCK_MONOTONIC, so their clocks need no alignment. */
     uint8_t boot_id[16];
+    /*
+     * How the process ended when it did not reach MPI_Finalize (enum cs_exit_kind), written once
+     * by the collector's exit and signal handlers.  They take no lock, so these fields are outside
+     * live_crc and carry their own check: exit_check == cs_exit_check(exit_kind, exit_code,
+     * t_exit), stored last.  A mismatch (the handler stopped half way) reads as CS_EXIT_NONE.
+     */
+    uint32_t exit_kind; /* 0 none: running, closed by MPI_Finalize, or gone without warning */
+    int32_t exit_code;  /* CS_EXIT_EXIT: the exit status; CS_EXIT_SIGNAL: the signal number */
+    uint64_t t_exit;    /* local clock (ns) when the handler ran; below 2^62 */
+    uint64_t exit_check;
 };
+
+enum cs_exit_kind {
+    CS_EXIT_NONE = 0, /* no handler ran (SIGKILL, the OOM killer, a lost node, or still running) */
+    CS_EXIT_EXIT = 1, /* exit() or a return from main without MPI_Finalize */
+    CS_EXIT_SIGNAL = 2, /* a fatal signal was delivered (SIGTERM from a launcher, SIGSEGV, ...) */
+};
+
+static inline uint64_t cs_exit_check(uint32_t kind, int32_t code, uint64_t t)
+{
+    return ~((uint64_t)kind | (uint64_t)(uint32_t)code << 32) ^ (t * 0x9E3779B97F4A7C15ull);
+}
+
+/*
+ * The header as live_crc covers it: page (CS_HEADER_SIZE bytes, a copy) with header_crc, live_crc,
+ * the four counters, their complements and the exit fields set to zero.
+ */
+static inline void cs_header_live_view(struct cs_file_header *h)
+{
+    h->header_crc = 0;
+    h->live_crc = 0;
+    h->dropped = h->unrecorded_tests = h->unrecorded_test_ns = h->gpu_dropped = 0;
+    for (int i = 0; i < 4; i++)
+        h->counter_check[i] = 0;
+    h->exit_kind = 0;
+    h->exit_code = 0;
+    h->t_exit = 0;
+    h->exit_check = 0;
+}
 
 /* The header counters that carry a complement (cs_file_header.counter_check). */
 enum cs_counter {

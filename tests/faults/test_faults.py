@@ -111,10 +111,10 @@ def analyze(rundir, extra=None, limits=None, timeout=240, out=None):
     out = out or rundir.rstrip("/") + "-report.json"
     p = run([COMMSCOPE, "analyze", rundir, "--quiet", "--json", out] + (extra or []),
             limits=limits, timeout=timeout)
-    check(p.returncode in (0, 1, 3), "analysis of %s ended with %d (a signal?): %s"
+    check(p.returncode in (0, 1, 3, 4), "analysis of %s ended with %d (a signal?): %s"
           % (rundir, p.returncode, p.stderr[-800:]))
     rep = None
-    if p.returncode in (0, 1) and os.path.exists(out):
+    if p.returncode in (0, 1, 4) and os.path.exists(out):
         with open(out) as f:
             rep = json.load(f)
     return p, rep

@@ -179,10 +179,13 @@ def case_partial_rank(a, tmp):
     check(len(files) == 3, "three rank files: %r" % files)
     js = os.path.join(tmp, "r.json")
     q = run([COMMSCOPE, "analyze", rundir, "--json", js, "--quiet"])
-    check(q.returncode in (0, 1), "analysis of the partial run completes (%d): %s"
-          % (q.returncode, q.stderr[-2000:]))
+    check(q.returncode == 4, "analysis of the partial run completes, status 4 (a rank died):"
+          " %d: %s" % (q.returncode, q.stderr[-2000:]))
     with open(js) as f:
         rep = json.load(f)
+    gone = {x["rank"]: x for x in (rep.get("hang") or {}).get("ranks", [])}
+    check(gone.get(victim, {}).get("end") in ("vanished", "signalled"),
+          "the hang diagnosis says how the victim ended: %r" % gone.get(victim))
     check(victim in rep["trace"]["partial_ranks"], "rank %d flagged partial: %r"
           % (victim, rep["trace"]["partial_ranks"]))
     ranks = {r["rank"]: r for r in rep["ranks"]}

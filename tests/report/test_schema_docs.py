@@ -151,7 +151,7 @@ def key_paths(v, p=""):
     return out
 
 
-CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology")
+CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology", "hang")
 
 
 def check_report(what, rep, schema):
@@ -205,7 +205,7 @@ def check_names(what, doc, names):
 
 def analyze(d, tmp, name, extra=()):
     out = os.path.join(tmp, name + ".json")
-    must([COMMSCOPE, "analyze", d, "-q", "--json", out] + list(extra), ok=(0, 1))
+    must([COMMSCOPE, "analyze", d, "-q", "--json", out] + list(extra), ok=(0, 1, 4))
     return json.load(open(out))
 
 

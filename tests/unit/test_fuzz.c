@@ -865,9 +865,7 @@ static void reseal(struct work *w)
                 unsigned char page[CS_HEADER_SIZE];
             } c;
             memcpy(c.page, h, CS_HEADER_SIZE);
-            c.h.live_crc = 0;
-            c.h.dropped = c.h.unrecorded_tests = c.h.unrecorded_test_ns = c.h.gpu_dropped = 0;
-            memset(c.h.counter_check, 0, sizeof c.h.counter_check);
+            cs_header_live_view(&c.h);
             h->live_crc = cs_crc32(0, c.page, CS_HEADER_SIZE);
         }
     }
@@ -1039,7 +1037,8 @@ static int analyse(const char dir[64], char *why, size_t cap, int *code)
                                          : strsignal(WTERMSIG(st)));
     else if (e && (strstr(e, "Sanitizer") || strstr(e, "runtime error:")))
         snprintf(why, cap, "a sanitizer report (exit %d)", WEXITSTATUS(st));
-    else if (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 1 && WEXITSTATUS(st) != 3)
+    else if (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 1 && WEXITSTATUS(st) != 3 &&
+             WEXITSTATUS(st) != 4)
         snprintf(why, cap, "exit status %d", WEXITSTATUS(st));
     else if (WEXITSTATUS(st) != 0 && (!e || !*e))
         snprintf(why, cap, "exit status %d and nothing said on stderr", WEXITSTATUS(st));

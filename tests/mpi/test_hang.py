@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""The hang and crash diagnosis on real MPI jobs that stop (tests/mpi/hang.c): each job runs
+under `commscope run`, is ended by `timeout` (SIGTERM to mpirun, which passes it on) or ends by
+itself, and `commscope analyze` must name the right ranks, op and communicator.
+
+Usage: test_hang.py CASE; the environment as for test_mpi.py (whose helpers this uses).
+Exit 0 pass, 1 fail, 77 skip.
+"""
+import glob
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_mpi as h  # noqa: E402
+
+check = h.check
+PROG = h.program("cs_test_hang")
+STOP_AFTER_S = 4
+
+
+def wait_gone(rundir, limit_s=20):
+    """Wait until the processes that wrote the traces are gone (a launcher may return while its
+    ranks still die): the pid is at byte 40 of each header."""
+    deadline = time.time() + limit_s
+    for path in glob.glob(os.path.join(rundir, "rank-*.cst")):
+        with open(path, "rb") as f:
+            pid = struct.unpack_from("<i", f.read(44), 40)[0]
+        while pid > 0 and time.time() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+
+
+def stopped_job(tmp, case, np=4):
+    """Run the case under commscope until it ends or `timeout` ends it; analyse it."""
+    rundir = os.path.join(tmp, "run")
+    argv = ["timeout", "-s", "TERM", str(STOP_AFTER_S)] + h.MPIRUN + ["-np", str(np), PROG, case]
+    p = h.run([h.COMMSCOPE, "run", "-o", rundir, "--quiet", "--"] + argv)
+    check(p.stdout.count("ready") == np, "%s: every rank set up: %r" % (case, p.stdout[-400:]))
+    wait_gone(rundir)
+    js, html = os.path.join(tmp, "hang.json"), os.path.join(tmp, "hang.html")
+    q = h.run([h.COMMSCOPE, "analyze", rundir, "--json", js, "--html", html])
+    check(q.returncode == 4, "%s: analyze exits 4 for a job that stopped, got %d: %s"
+          % (case, q.returncode, q.stderr[-400:]))
+    with open(js) as f:
+        rep = json.load(f)
+    with open(html) as f:
+        page = f.read()
+    g = rep.get("hang")
+    check(g is not None, "%s: the report has a hang section" % case)
+    check("Hang diagnosis" in q.stdout, "%s: the text report has its section" % case)
+    check('id="hang"' in page, "%s: the HTML report has its section" % case)
+    verdict = rep.get("verdict", [])
+    for words in ("arrives last", "Gradient synchronisation", "overlap"):
+        check(not any(words in s and "left out" not in s for s in verdict),
+              "%s: no timing finding on the hung step (%r): %r" % (case, words, verdict))
+    return g or {"ranks": [], "collectives": [], "waits": [], "deadlocks": []}, verdict
+
+
+def rank_entry(g, r):
+    return next((x for x in g["ranks"] if x["rank"] == r), None)
+
+
+def case_skip(tmp):
+    """Rank 1 skips an all-reduce on a duplicated communicator and waits in a barrier."""
+    g, verdict = stopped_job(tmp, "skip")
+    check(g.get("hung") is True, "skip: hung")
+    c = g["collectives"][0] if g["collectives"] else {}
+    check(c.get("op") == "MPI_Allreduce" and c.get("comm") not in ("world", None),
+          "skip: stuck in the all-reduce on the duplicate: %r" % c)
+    check(c.get("missing") == [1], "skip: rank 1 never entered it: %r" % c.get("missing"))
+    check(sorted(e["rank"] for e in c.get("entered", [])) == [0, 2, 3],
+          "skip: ranks 0, 2, 3 entered: %r" % c.get("entered"))
+    check(c.get("inside") == 3, "skip: the three are inside it: %r" % c.get("inside"))
+    r1 = rank_entry(g, 1) or {}
+    check((r1.get("in_call") or {}).get("op") == "MPI_Barrier",
+          "skip: rank 1 is in MPI_Barrier: %r" % r1)
+    # The launcher ends the ranks with SIGTERM, and SIGKILL when one outlives it a moment.
+    check(r1.get("end") in ("signalled", "vanished") and r1.get("code") in (0, 15),
+          "skip: rank 1 ended by the launcher: %r" % r1)
+    check(verdict and "MPI_Allreduce" in verdict[0] and "rank 1 never did" in verdict[0]
+          and "MPI_Barrier" in verdict[0], "skip: the verdict leads with it: %r" % verdict[:1])
+
+
+def case_deadlock(tmp):
+    """Ranks 0 and 1 each wait in MPI_Recv from the other."""
+    g, verdict = stopped_job(tmp, "deadlock")
+    check([sorted(c) for c in g["deadlocks"]] == [[0, 1]],
+          "deadlock: one cycle of ranks 0 and 1: %r" % g["deadlocks"])
+    waits = {w["rank"]: w for w in g["waits"]}
+    for r in (0, 1):
+        w = waits.get(r, {})
+        check(w.get("op") == "MPI_Recv" and w.get("waits_for") == 1 - r and w.get("tag") == 7
+              and w.get("deadlock") == 0, "deadlock: rank %d waits for %d: %r" % (r, 1 - r, w))
+    check(verdict and verdict[0].startswith("Deadlock:") and "rank 0" in verdict[0]
+          and "rank 1" in verdict[0], "deadlock: the verdict leads with it: %r" % verdict[:1])
+
+
+def case_exit(tmp):
+    """Rank 2 exits with status 3 without MPI_Finalize while the others wait for it."""
+    g, verdict = stopped_job(tmp, "exit")
+    r2 = rank_entry(g, 2) or {}
+    check(r2.get("end") == "exited" and r2.get("code") == 3 and r2.get("in_call") is None,
+          "exit: rank 2 exited with status 3 between calls: %r" % r2)
+    c = g["collectives"][0] if g["collectives"] else {}
+    check(c.get("op") == "MPI_Allreduce" and c.get("comm") == "world" and c.get("missing") == [2],
+          "exit: the world all-reduce waits for rank 2: %r" % c)
+    check(verdict and "rank 2 never did" in verdict[0] and "exited with status 3" in verdict[0],
+          "exit: the verdict says so: %r" % verdict[:1])
+
+
+def case_sigkill(tmp):
+    """Rank 3 is killed (SIGKILL) inside an all-reduce on the communicator of ranks 2 and 3."""
+    g, verdict = stopped_job(tmp, "sigkill")
+    r3 = rank_entry(g, 3) or {}
+    call = r3.get("in_call") or {}
+    check(r3.get("end") == "vanished", "sigkill: rank 3 ended without warning: %r" % r3)
+    check(call.get("op") == "MPI_Allreduce" and call.get("comm") not in ("world", None),
+          "sigkill: rank 3 was inside the all-reduce of its pair: %r" % call)
+    pair = [c for c in g["collectives"] if c["comm"] == call.get("comm")]
+    check(pair and pair[0]["missing"] == [2] and [e["rank"] for e in pair[0]["entered"]] == [3],
+          "sigkill: the pair's all-reduce: rank 3 in, rank 2 never: %r" % pair)
+    check(any(v.startswith("Rank 3") and "without warning" in v and "MPI_Allreduce" in v
+              for v in verdict), "sigkill: the verdict says rank 3 ended: %r" % verdict)
+
+
+def case_mismatch(tmp):
+    """An all-reduce whose counts differ between the ranks."""
+    g, verdict = stopped_job(tmp, "mismatch")
+    c = next((c for c in g["collectives"] if c["op"] == "MPI_Allreduce"), {})
+    check(c.get("comm") == "world" and c.get("missing") == [] and c.get("mismatched_bytes"),
+          "mismatch: every rank entered the world all-reduce, sizes differ: %r" % c)
+    sizes = {e["rank"]: e["bytes"] for e in c.get("entered", [])}
+    check(sizes == {0: 2 << 20, 1: 4 << 20, 2: 4 << 20, 3: 4 << 20},
+          "mismatch: each rank's size: %r" % sizes)
+    check(any("mismatched counts" in s and "MPI_Allreduce" in s for s in verdict),
+          "mismatch: the verdict names it: %r" % verdict)
+
+
+CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print("usage: test_hang.py {%s}" % ",".join(sorted(CASES)), file=sys.stderr)
+        return 2
+    if not shutil.which(h.MPIRUN[0]) or not shutil.which("timeout"):
+        print("skip: %s or timeout not found" % h.MPIRUN[0])
+        return 77
+    for p in (h.COMMSCOPE, PROG):
+        if not os.access(p, os.X_OK):
+            print("FAIL: %s not built" % p, file=sys.stderr)
+            return 1
+    tmp = tempfile.mkdtemp(prefix="cs-hang-")
+    try:
+        CASES[sys.argv[1]](tmp)
+    finally:
+        if not h.failures:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("kept", tmp, file=sys.stderr)
+    if h.failures:
+        print("%d checks failed" % len(h.failures), file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
