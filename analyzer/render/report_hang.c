@@ -149,6 +149,18 @@ static int explained(const struct cs_report_hang *g, size_t i)
     return 0;
 }
 
+/* A row of the rank tables: the call in flight, else the last call, into w ("-" none); returns
+ * its time (NaN none). */
+static double row_call(const struct cs_report_hang_rank *x, char *w, size_t n)
+{
+    snprintf(w, n, "-");
+    if (x->in_call)
+        call_words(&x->call, w, n);
+    else if (x->has_last)
+        call_words(&x->last, w, n);
+    return x->in_call ? x->call.t_s : x->has_last ? x->last.t_s : NAN;
+}
+
 /*
  * Ranks that crashed (crashed: a fault signal) or ended without warning (!crashed), as sentences
  * from out[k].  A crash leads the verdict: nothing but the rank itself raises SIGSEGV.  A rank gone
@@ -164,11 +176,8 @@ static size_t gone(const struct cs_report_hang *g, int crashed, char *out, size_
         if (crashed ? !fault : x->fate != CS_FATE_VANISHED)
             continue;
         char *s = out + n * k++;
-        char w[160] = "";
-        if (x->in_call)
-            call_words(&x->call, w, sizeof w);
-        else if (x->has_last)
-            call_words(&x->last, w, sizeof w);
+        char w[160];
+        double t = row_call(x, w, sizeof w);
         if (fault)
             snprintf(s, n, "Rank %d on %s crashed (%s at %.3f s) %s %s.", x->rank, x->host,
                      signame(x->code), x->exit_s, x->in_call ? "inside" : "after", w);
@@ -177,7 +186,7 @@ static size_t gone(const struct cs_report_hang *g, int crashed, char *out, size_
                      "Rank %d on %s ended without warning (SIGKILL, the OOM killer, a lost node, "
                      "or an abort that skips exit handlers) %s %s (%s %.3f s).",
                      x->rank, x->host, x->in_call ? "inside" : "after", w,
-                     x->in_call ? "entered" : "ended", x->in_call ? x->call.t_s : x->last.t_s);
+                     x->in_call ? "entered" : "ended", t);
     }
     return k;
 }
@@ -333,11 +342,8 @@ void cs__hang_text(const struct cs_report *rep, FILE *f)
     fprintf(f, "  %-6s %-16s %-10s %s\n", "rank", "host", "end", "in call / last call");
     for (size_t i = 0; i < g->nranks && i < 64; i++) {
         const struct cs_report_hang_rank *x = &g->ranks[i];
-        char w[160] = "-";
-        if (x->in_call)
-            call_words(&x->call, w, sizeof w);
-        else if (x->has_last)
-            call_words(&x->last, w, sizeof w);
+        char w[160];
+        double t = row_call(x, w, sizeof w);
         char end[32];
         if (x->fate == CS_FATE_EXITED)
             snprintf(end, sizeof end, "exit %d", x->code);
@@ -347,7 +353,7 @@ void cs__hang_text(const struct cs_report *rep, FILE *f)
             snprintf(end, sizeof end, "%s", fate_word(x->fate));
         if (x->in_call || x->has_last)
             fprintf(f, "  %-6d %-16.16s %-10s %s %s %.3f s\n", x->rank, x->host, end,
-                    x->in_call ? "in" : "last", w, x->in_call ? x->call.t_s : x->last.t_s);
+                    x->in_call ? "in" : "last", w, t);
         else
             fprintf(f, "  %-6d %-16.16s %-10s -\n", x->rank, x->host[0] ? x->host : "-", end);
     }
@@ -468,20 +474,6 @@ void cs__hang_json(const struct cs_report *rep, FILE *out, int depth)
     cs__jw_close(&w, '}');
 }
 
-static void html_esc(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '<')
-            fputs("&lt;", f);
-        else if (*s == '>')
-            fputs("&gt;", f);
-        else if (*s == '&')
-            fputs("&amp;", f);
-        else
-            fputc(*s, f);
-    }
-}
-
 void cs__hang_html(const struct cs_report *rep, FILE *f)
 {
     const struct cs_report_hang *g = rep->hang;
@@ -496,13 +488,10 @@ void cs__hang_html(const struct cs_report *rep, FILE *f)
           f);
     for (size_t i = 0; i < g->nranks && i < 256; i++) {
         const struct cs_report_hang_rank *x = &g->ranks[i];
-        char w[160] = "-";
-        if (x->in_call)
-            call_words(&x->call, w, sizeof w);
-        else if (x->has_last)
-            call_words(&x->last, w, sizeof w);
+        char w[160];
+        double t = row_call(x, w, sizeof w);
         fprintf(f, "<tr><td>%d</td><td>", x->rank);
-        html_esc(f, x->host);
+        cs__html_esc(f, x->host);
         fprintf(f, "</td><td>%s", fate_word(x->fate));
         if (x->fate == CS_FATE_EXITED || x->fate == CS_FATE_SIGNALLED)
             fprintf(f, " (%s %d)", x->fate == CS_FATE_EXITED ? "status" : "signal", x->code);
@@ -511,8 +500,8 @@ void cs__hang_html(const struct cs_report *rep, FILE *f)
             continue;
         }
         fprintf(f, "</td><td>%s ", x->in_call ? "in" : "last");
-        html_esc(f, w);
-        fprintf(f, "</td><td>%.3f</td></tr>\n", x->in_call ? x->call.t_s : x->last.t_s);
+        cs__html_esc(f, w);
+        fprintf(f, "</td><td>%.3f</td></tr>\n", t);
     }
     fputs("</table>\n", f);
 }

@@ -123,13 +123,12 @@ static struct cs_event *enter_wait(int test, uint16_t op, int count, const struc
     return ev;
 }
 
-/* The event of the completion call itself (ev: a wait's in-flight record, from enter_wait). */
-static void call_event(struct cs_event *ev, uint16_t op, uint64_t t0, uint64_t t1, int rc,
+/* The event of the completion call itself: a test's slot is begun now, a wait's is its in-flight
+ * record (ev, from enter_wait). */
+static void call_event(int test, struct cs_event *ev, uint16_t op, uint64_t t0, uint64_t t1, int rc,
                        int count, uint64_t req)
 {
-    ev = op == CS_OP_WAIT || op == CS_OP_WAITALL || op == CS_OP_WAITANY || op == CS_OP_WAITSOME
-             ? cs_hot_resume(ev)
-             : cs_hot_begin();
+    ev = test ? cs_hot_begin() : cs_hot_resume(ev);
     if (!ev)
         return;
     ev->t_begin = t0;
@@ -169,7 +168,7 @@ static int one(int test, MPI_Request *request, int *flag, MPI_Status *status)
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(ev, test ? CS_OP_TEST : CS_OP_WAIT, t0, t1, rc, 1, s.slot ? s.r.id : 0);
+    call_event(test, ev, test ? CS_OP_TEST : CS_OP_WAIT, t0, t1, rc, 1, s.slot ? s.r.id : 0);
     if (done && (rc == MPI_SUCCESS || *request == MPI_REQUEST_NULL))
         complete_one(&s, st, 0, t1);
     return rc;
@@ -215,7 +214,7 @@ static int all(int test, int count, MPI_Request reqs[], int *flag, MPI_Status st
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(ev, test ? CS_OP_TESTALL : CS_OP_WAITALL, t0, t1, rc, count, 0);
+    call_event(test, ev, test ? CS_OP_TESTALL : CS_OP_WAITALL, t0, t1, rc, count, 0);
     if (!tracked || !done)
         return rc;
     for (int i = 0; i < count; i++) {
@@ -267,7 +266,7 @@ static int any(int test, int count, MPI_Request reqs[], int *index, int *flag, M
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(ev, test ? CS_OP_TESTANY : CS_OP_WAITANY, t0, t1, rc, count, 0);
+    call_event(test, ev, test ? CS_OP_TESTANY : CS_OP_WAITANY, t0, t1, rc, count, 0);
     if (done && tracked && (rc == MPI_SUCCESS || reqs[i] == MPI_REQUEST_NULL))
         complete_one(&s[i], st, 0, t1);
     return rc;
@@ -314,7 +313,7 @@ static int some(int test, int incount, MPI_Request reqs[], int *outcount, int in
         cs_trace_count_test(t1 - t0);
         return rc;
     }
-    call_event(ev, test ? CS_OP_TESTSOME : CS_OP_WAITSOME, t0, t1, rc, incount, 0);
+    call_event(test, ev, test ? CS_OP_TESTSOME : CS_OP_WAITSOME, t0, t1, rc, incount, 0);
     if (!tracked || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS))
         return rc;
     for (int j = 0; j < n && j < incount; j++) {
