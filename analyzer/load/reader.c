@@ -911,6 +911,12 @@ int cs_reader_open(const char *path, struct cs_reader **out, char *err, size_t e
             r->st.partial = (r->hdr.flags & CS_FLAG_PARTIAL) != 0;
             rc = check_blocks(r, err, errlen);
         }
+        /* A copy of a live file whose writer is gone now: the writer may have finished the
+         * file after the copy (trimmed, closed, sealed), so it is read again as it now is. */
+        if (!rc && r->copied && r->st.partial && attempt < 4 && writer_alive(&r->hdr) == 0) {
+            unload(r);
+            continue;
+        }
         if (!rc || !r->copied || attempt == 4 || rc == CS_ENOMEM)
             break;
         unload(r);
