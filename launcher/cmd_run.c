@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "commscope/analyzer.h"
 #include "internal.h"
 
 extern char **environ;
@@ -29,6 +31,8 @@ extern char **environ;
 #define RUN_FILE "commscope-run.txt"
 #define REPORT_FILE "report.json"
 #define HTML_FILE "report.html"
+#define HANG_TEXT "hang.txt"
+#define HANG_JSON "hang.json"
 #define LIB_CORE "libcommscope.so"
 #define LIB_MPI "libcommscope_mpi.so"
 
@@ -39,8 +43,10 @@ struct run_opts {
     const char *dir; /* -o DIR, or NULL for the dated default */
     int no_analyze;
     int quiet;
-    int mpi;          /* --mpi 1, --no-mpi -1, else 0 (decided from the command) */
-    const char *root; /* --root HOST:PORT, or NULL */
+    int mpi;             /* --mpi 1, --no-mpi -1, else 0 (decided from the command) */
+    const char *root;    /* --root HOST:PORT, or NULL */
+    double hang_timeout; /* --hang-timeout / COMMSCOPE_HANG_TIMEOUT seconds; 0 off */
+    int hang_keep;       /* --hang-keep: diagnose but let the job run on */
     int prog_argc;
     char **prog_argv;            /* PROGRAM ARGS..., a suffix of the caller's argv */
     struct cs__capture_opts cap; /* --capture* (capture_opts.c) */
@@ -67,6 +73,12 @@ static void usage(FILE *f)
             "                    default it is preloaded for mpirun/mpiexec/orterun and for\n"
             "                    programs on the command line that link libmpi, not for\n"
             "                    torchrun, python or other programs\n"
+            "  --hang-timeout SECONDS  when no rank completes a call for SECONDS (also\n"
+            "                    COMMSCOPE_HANG_TIMEOUT), print the hang diagnosis, write it to\n"
+            "                    hang.txt and hang.json in the run directory, and end the job\n"
+            "                    (SIGTERM to PROGRAM, SIGKILL 30 s later); choose it above the\n"
+            "                    longest compute between two calls\n"
+            "  --hang-keep       with --hang-timeout: diagnose, but let the job run on\n"
             "  --root HOST:PORT  host the clock/gather service for ranks without MPI on\n"
             "                    HOST:PORT (default for jobs without MPI: this host, a free\n"
             "                    port); ranks find it through COMMSCOPE_ROOT\n"
@@ -95,6 +107,18 @@ static int usage_error(const char *what, const char *arg)
 {
     fprintf(stderr, "commscope run: %s '%s'; see 'commscope run --help'\n", what, arg);
     return CS__EXIT_USAGE;
+}
+
+/* Seconds in (0, 1e6]: 0, or -1. */
+static int parse_seconds(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !(x > 0 && x <= 1e6))
+        return -1;
+    *out = x;
+    return 0;
 }
 
 /* Returns 0 with *o filled, 1 when --help was answered, or -1 after a usage message. */
@@ -139,6 +163,18 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
                 usage_error("--root needs HOST:PORT (or [ADDR]:PORT), not", o->root);
                 return -1;
             }
+        } else if (strcmp(a, "--hang-timeout") == 0 || strncmp(a, "--hang-timeout=", 15) == 0) {
+            if (a[14] == '\0' && i + 1 >= argc) {
+                usage_error("option needs a number of seconds", a);
+                return -1;
+            }
+            const char *v = a[14] == '=' ? a + 15 : argv[++i];
+            if (parse_seconds(v, &o->hang_timeout) != 0) {
+                usage_error("--hang-timeout needs seconds in (0, 1e6], not", v);
+                return -1;
+            }
+        } else if (strcmp(a, "--hang-keep") == 0) {
+            o->hang_keep = 1;
         } else if (strcmp(a, "--mpi") == 0) {
             o->mpi = 1;
         } else if (strcmp(a, "--no-mpi") == 0) {
@@ -147,6 +183,15 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             usage_error("unknown option", a);
             return -1;
         }
+    }
+    const char *ht = getenv("COMMSCOPE_HANG_TIMEOUT");
+    if (!o->hang_timeout && ht && *ht && parse_seconds(ht, &o->hang_timeout) != 0) {
+        usage_error("COMMSCOPE_HANG_TIMEOUT needs seconds in (0, 1e6], not", ht);
+        return -1;
+    }
+    if (o->hang_keep && !o->hang_timeout) {
+        usage_error("--hang-keep needs --hang-timeout", "--hang-keep");
+        return -1;
     }
     if (o->dir && o->dir[0] == '\0') {
         usage_error("empty run directory name", "");
@@ -535,12 +580,133 @@ static void set_forwarding(int on)
         sigaction(forwarded[i], &sa, NULL);
 }
 
+/* --hang-timeout: what the wait loop needs. */
+struct hang_ctx {
+    double timeout_s;
+    int keep;
+    const char *run_dir, *run_file;
+    int quiet;
+    int fired; /* the diagnosis was made */
+};
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Write the report through PATH.tmp renamed to PATH; 0 or -1. */
+static int write_hang_file(const char *path, const struct cs_report *rep, int json)
+{
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return -1;
+    int bad = 0;
+    if (json)
+        bad = cs_report_write_json(rep, f) != 0;
+    else
+        cs_report_write_text(rep, f);
+    bad |= ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* The live job made no progress for the timeout: analyse its traces as they are, as a hung job,
+ * print the report on stderr and keep it in the run directory. */
+static void diagnose_hang(struct hang_ctx *hc, double quiet_s)
+{
+    fprintf(stderr,
+            "commscope: no rank completed a call for %.1f s (--hang-timeout %g); diagnosing the "
+            "live job\n",
+            quiet_s, hc->timeout_s);
+    struct cs_analysis_opts ao = {.hung = 1};
+    struct cs_analysis *an = NULL;
+    char err[1024] = "";
+    int rc = cs_analysis_open(&an, hc->run_dir, &ao, err, sizeof err);
+    if (!rc)
+        rc = cs_analysis_run(an);
+    const struct cs_report *rep = an ? cs_analysis_report(an) : NULL;
+    if (!rep || !rep->ranks_found) {
+        fprintf(stderr, "commscope: the hang diagnosis failed: %s\n",
+                err[0] ? err : cs_strerror(rc));
+        append_run_file(hc->run_file, "hang: none of %.1f s: no diagnosis (%s)\n", quiet_s,
+                        err[0] ? err : cs_strerror(rc));
+        cs_analysis_free(an);
+        return;
+    }
+    char txt[PATH_MAX + 16], json[PATH_MAX + 16];
+    snprintf(txt, sizeof txt, "%s/" HANG_TEXT, hc->run_dir);
+    snprintf(json, sizeof json, "%s/" HANG_JSON, hc->run_dir);
+    int wt = write_hang_file(txt, rep, 0), wj = write_hang_file(json, rep, 1);
+    cs_report_write_text(rep, stderr);
+    if (wt || wj)
+        fprintf(stderr, "commscope: could not write %s: %s\n", wt ? txt : json, strerror(errno));
+    append_run_file(hc->run_file, "hang: no rank completed a call for %.1f s; diagnosis in %s\n",
+                    quiet_s, wt ? "(not written)" : HANG_TEXT " and " HANG_JSON);
+    cs_analysis_free(an);
+}
+
+/* Wait for pid, watching the traces for progress when hc is set.  Returns waitpid's result. */
+static pid_t wait_child(pid_t pid, int *status, struct hang_ctx *hc)
+{
+    pid_t w;
+    if (!hc) {
+        do {
+            w = waitpid(pid, status, 0);
+        } while (w < 0 && errno == EINTR);
+        return w;
+    }
+    struct cs__hang_watch *hw = cs__hang_watch_new(hc->run_dir);
+    double poll_s = hc->timeout_s / 4 < 0.5 ? hc->timeout_s / 4 : 0.5;
+    double last = mono_s(), next = last + poll_s, killed = 0;
+    for (;;) {
+        w = waitpid(pid, status, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            break;
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+        double t = mono_s();
+        if (killed && t - killed >= 30) {
+            fprintf(stderr, "commscope: the job did not end 30 s after SIGTERM; sending SIGKILL\n");
+            kill(pid, SIGKILL);
+            killed = INFINITY;
+        }
+        if (!hw || hc->fired || t < next)
+            continue;
+        next = t + poll_s;
+        if (cs__hang_watch_poll(hw) != 0) {
+            last = t;
+            continue;
+        }
+        if (t - last < hc->timeout_s)
+            continue;
+        hc->fired = 1;
+        diagnose_hang(hc, t - last);
+        if (!hc->keep) {
+            fprintf(stderr, "commscope: ending the job (SIGTERM to %d; --hang-keep lets it run)\n",
+                    (int)pid);
+            append_run_file(hc->run_file, "hang_action: SIGTERM to the program\n");
+            kill(pid, SIGTERM);
+            killed = mono_s();
+        }
+    }
+    cs__hang_watch_free(hw);
+    return w;
+}
+
 /*
  * Start cav, wait for it, and return its exit status (128+N when killed by signal N), or
  * 126/127 when it could not be executed (said on stderr).  *sig gets the signal, or 0;
  * *not_started is set when the program never ran (exec or fork failed).
  */
-static int run_program(char *const *cav, int *sig, int *not_started)
+static int run_program(char *const *cav, int *sig, int *not_started, struct hang_ctx *hc)
 {
     *sig = 0;
     *not_started = 1;
@@ -589,10 +755,7 @@ static int run_program(char *const *cav, int *sig, int *not_started)
     close(pfd[0]);
 
     int status = 0;
-    pid_t w;
-    do {
-        w = waitpid(pid, &status, 0);
-    } while (w < 0 && errno == EINTR);
+    pid_t w = wait_child(pid, &status, r == (ssize_t)sizeof(exec_errno) ? NULL : hc);
     child_pid = 0;
     set_forwarding(0);
     if (w < 0) {
@@ -705,7 +868,15 @@ int cs__cmd_run(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int sig = 0, not_started = 0;
-    int prog_status = run_program(cav, &sig, &not_started);
+    struct hang_ctx hc = {.timeout_s = o.hang_timeout,
+                          .keep = o.hang_keep,
+                          .run_dir = run_dir,
+                          .run_file = run_file,
+                          .quiet = o.quiet};
+    if (o.hang_timeout)
+        append_run_file(run_file, "hang_timeout_s: %g%s\n", o.hang_timeout,
+                        o.hang_keep ? " (keep)" : "");
+    int prog_status = run_program(cav, &sig, &not_started, o.hang_timeout ? &hc : NULL);
     char prog_name[256];
     snprintf(prog_name, sizeof prog_name, "%s", cav[0]);
     free_child_argv(cav, owned);
@@ -743,9 +914,14 @@ int cs__cmd_run(int argc, char **argv)
     char json[PATH_MAX + 32], html[PATH_MAX + 32];
     snprintf(json, sizeof(json), "%s/" REPORT_FILE, run_dir);
     snprintf(html, sizeof(html), "%s/" HTML_FILE, run_dir);
-    char *aav[] = {"analyze", run_dir, "--json", json, "--html", html, o.quiet ? "--quiet" : NULL,
-                   NULL};
-    int aac = o.quiet ? 7 : 6;
+    /* A job found hung is analysed as one, whatever ended it. */
+    char *aav[9] = {"analyze", run_dir, "--json", json, "--html", html};
+    int aac = 6;
+    if (o.quiet)
+        aav[aac++] = "--quiet";
+    if (hc.fired)
+        aav[aac++] = "--hung";
+    aav[aac] = NULL;
     if (!o.quiet)
         fprintf(stderr, "commscope: analysing %s\n", run_dir);
     fflush(NULL);

@@ -90,4 +90,12 @@ void cs__root_svc_finish(struct cs__root_svc *s, int wait_ms, char *summary, siz
 /* 1 when spec is HOST:PORT or [ADDR]:PORT. */
 int cs__root_valid_spec(const char *spec);
 
+/* hang_watch.c: progress of the traces under run_dir (and COMMSCOPE_LOCAL_DIR) while the job
+ * runs.  poll returns 1 when some rank completed a call since the last poll (or at the first),
+ * 0 when none did, -1 when no trace exists yet. */
+struct cs__hang_watch;
+struct cs__hang_watch *cs__hang_watch_new(const char *run_dir);
+int cs__hang_watch_poll(struct cs__hang_watch *w);
+void cs__hang_watch_free(struct cs__hang_watch *w);
+
 #endif

@@ -448,6 +448,7 @@ int cs__analyze_load(const char *dir, struct cs__run *run, char *err, size_t err
     run->perfetto_opts = o->perfetto;
     run->progress_out = o->progress_out;
     run->want_timeline = o->timeline;
+    run->known_hung = o->hung;
     return rc;
 }
 

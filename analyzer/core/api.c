@@ -29,7 +29,8 @@ int cs_analysis_open(struct cs_analysis **out, const char *run_dir,
         o = (struct cs__analyze_opts){.events_out = opts->events_out,
                                       .perfetto = opts->perfetto,
                                       .progress_out = opts->progress_out,
-                                      .timeline = opts->timeline};
+                                      .timeline = opts->timeline,
+                                      .hung = opts->hung};
     int rc = cs__analyze_load(run_dir, &a->run, err, errlen, &o);
     a->loaded = rc == 0;
     return rc;

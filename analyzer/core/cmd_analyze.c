@@ -20,7 +20,7 @@ static void usage(FILE *f)
                "       commscope analyze --from kineto DIR|FILE... [the same options]\n"
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
                "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
-               "                         [--pcap FILE...] [--quiet]\n"
+               "                         [--pcap FILE...] [--hung] [--quiet]\n"
                "       commscope analyze --pcap FILE... [--json FILE] [--html FILE] [--quiet]\n"
                "\n"
                "Analyse the traces of a run: a text summary on stdout, and the reports asked\n"
@@ -42,6 +42,9 @@ static void usage(FILE *f)
                "  --perfetto-ranks LIST  only these ranks, e.g. 0-3,8\n"
                "  --perfetto-steps A:B   only calls inside steps A..B of each rank\n"
                "                 (numbered from 0 as in the report; B may be empty: to the last)\n"
+               "  --hung         the job is known to be stuck (no rank completes a call): give\n"
+               "                 the hang diagnosis although its ranks still run (what\n"
+               "                 commscope run --hang-timeout does)\n"
                "  -q, --quiet    no text summary and no progress line\n"
                "  -h, --help     this text\n"
                "\n"
@@ -158,7 +161,7 @@ int cs_cmd_analyze(int argc, char **argv)
     const char *inputs[256];
     int ninputs = 0;
     struct cs_perfetto_opts po = {0};
-    int quiet = 0;
+    int quiet = 0, hung = 0;
     char **pcaps = NULL;
     int npcaps = 0;
     for (int i = 1; i < argc; i++) {
@@ -215,6 +218,8 @@ int cs_cmd_analyze(int argc, char **argv)
             json = a + 7;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
             quiet = 1;
+        } else if (strcmp(a, "--hung") == 0) {
+            hung = 1;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -276,7 +281,8 @@ int cs_cmd_analyze(int argc, char **argv)
     struct cs_analysis_opts ao = {.events_out = evo.f,
                                   .perfetto = po.path ? &po : NULL,
                                   .progress_out = !quiet && isatty(2) ? stderr : NULL,
-                                  .timeline = html != NULL};
+                                  .timeline = html != NULL,
+                                  .hung = hung};
     struct cs_analysis *an = NULL;
     int rc;
     if (from) {

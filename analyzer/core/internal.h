@@ -424,6 +424,7 @@ struct cs__run {
     struct cs__wire *wire;     /* wire capture data while analysing (wire.c), NULL none */
     struct cs__vsteps *vsteps; /* the step views' accumulators (views_steps.c), NULL when off */
     int want_timeline;         /* build the representative step's timeline (the HTML report) */
+    int known_hung;            /* the job is stuck although its ranks run (--hung) */
     struct cs__gpu *gpu;       /* the GPU timeline's state (gpu.c), NULL until a GPU record */
     char source[16];           /* trace.source: "commscope" ("" reads so) or "kineto" */
     struct cs__np2p *np2p;     /* NCCL point-to-point matching (nccl_p2p.c), NULL until a call */
@@ -688,6 +689,7 @@ struct cs__analyze_opts {
     const struct cs_perfetto_opts *perfetto;
     FILE *progress_out;
     int timeline; /* the HTML report will be written: build the step timeline it draws */
+    int hung;     /* --hung: the live job is stuck; diagnose it */
 };
 /* Load RUN_DIR into run with the options set (the events CSV's header written); 0 or a CS_E*
  * code (message in err).  The load half of cs__analyze_dir_opts. */

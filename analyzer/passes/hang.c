@@ -431,6 +431,8 @@ void cs__hang_report(struct cs__run *run, struct cs_report *rep)
         /* A partial trace whose process still runs is a live job, not a stopped one. */
         enum cs_hang_fate fate = fate_of(rk);
         stopped |= fate == CS_FATE_EXITED || fate == CS_FATE_SIGNALLED || fate == CS_FATE_VANISHED;
+        /* Unless it is known to be stuck (commscope run --hang-timeout saw no progress). */
+        stopped |= fate == CS_FATE_RUNNING && run->known_hung;
         if (rk->t_first < origin)
             origin = rk->t_first;
         if (rk->t_last_end > end)

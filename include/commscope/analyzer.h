@@ -44,6 +44,8 @@ struct cs_analysis_opts {
     FILE *events_out;   /* every event as CSV, times on rank 0's clock (docs/user-guide.md) */
     FILE *progress_out; /* "analysing: 42%" lines, rewritten in place (a terminal) */
     int timeline;       /* build the representative step's timeline (the HTML report draws it) */
+    int hung; /* the job is known to be stuck (no rank completed a call for a while): diagnose
+                 it as hung although its processes still run (commscope run --hang-timeout) */
     const struct cs_perfetto_opts *perfetto; /* the Perfetto export, or NULL */
 };
 

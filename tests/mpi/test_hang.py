@@ -9,6 +9,7 @@ Exit 0 pass, 1 fail, 77 skip.
 import glob
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -142,6 +143,58 @@ def case_mismatch(tmp):
           "mismatch: each rank's size: %r" % sizes)
     check(any("mismatched counts" in s and "MPI_Allreduce" in s for s in verdict),
           "mismatch: the verdict names it: %r" % verdict)
+
+
+LIVE_TIMEOUT_S = 3
+
+
+def live_job(tmp, case, extra, outer_s, np=4):
+    """Run the case under `commscope run --hang-timeout` (outer_s: a `timeout` that ends a job
+    left running); return the run's process, its live diagnosis and its run file."""
+    rundir = os.path.join(tmp, "run")
+    argv = ["timeout", "-s", "TERM", str(outer_s)] + h.MPIRUN + ["-np", str(np), PROG, case]
+    p = h.run([h.COMMSCOPE, "run", "-o", rundir, "--quiet", "--hang-timeout",
+               str(LIVE_TIMEOUT_S)] + extra + ["--"] + argv)
+    check(p.stdout.count("ready") == np, "%s: every rank set up: %r" % (case, p.stdout[-400:]))
+    check("diagnosing the live job" in p.stderr and "Hang diagnosis" in p.stderr,
+          "%s: the diagnosis is printed while the job runs: %r" % (case, p.stderr[-800:]))
+    rep = {}
+    path = os.path.join(rundir, "hang.json")
+    if check(os.path.exists(path) and os.path.exists(os.path.join(rundir, "hang.txt")),
+             "%s: hang.txt and hang.json written" % case):
+        with open(path) as f:
+            rep = json.load(f)
+    with open(os.path.join(rundir, "commscope-run.txt")) as f:
+        runfile = f.read()
+    # The quiet time the watcher measured when it fired (its poll is at most 0.5 s).
+    m = re.search(r"hang: no rank completed a call for ([0-9.]+) s", runfile)
+    check(m and LIVE_TIMEOUT_S <= float(m.group(1)) < LIVE_TIMEOUT_S + 5,
+          "%s: fired after the timeout: %r" % (case, runfile[-600:]))
+    return p, rep, runfile
+
+
+def case_live_skip(tmp):
+    """--hang-timeout on the skipped all-reduce: diagnosed while alive, then the job is ended."""
+    p, rep, runfile = live_job(tmp, "skip", [], 120)
+    g = rep.get("hang") or {}
+    c = (g.get("collectives") or [{}])[0]
+    check(g.get("hung") is True and c.get("op") == "MPI_Allreduce" and c.get("missing") == [1],
+          "live skip: rank 1 never entered the all-reduce: %r" % c)
+    r1 = rank_entry(g, 1) or {}
+    check(r1.get("end") == "running" and (r1.get("in_call") or {}).get("op") == "MPI_Barrier",
+          "live skip: rank 1 runs, in MPI_Barrier: %r" % r1)
+    check("hang_action: SIGTERM" in runfile, "live skip: the job was ended: %r" % runfile[-400:])
+    check(p.returncode != 0, "live skip: the run says the job did not succeed: %d" % p.returncode)
+
+
+def case_live_keep(tmp):
+    """--hang-keep on a deadlock: diagnosed, and the job is left to the outer timeout."""
+    p, rep, runfile = live_job(tmp, "deadlock", ["--hang-keep"], 12)
+    g = rep.get("hang") or {}
+    check([sorted(c) for c in g.get("deadlocks", [])] == [[0, 1]],
+          "live keep: the deadlock of ranks 0 and 1: %r" % g.get("deadlocks"))
+    check("hang_action" not in runfile, "live keep: the job was left alone: %r" % runfile[-400:])
+    check(p.returncode == 124, "live keep: the outer timeout ended it: %d" % p.returncode)
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
