@@ -585,7 +585,6 @@ struct hang_ctx {
     double timeout_s;
     int keep;
     const char *run_dir, *run_file;
-    int quiet;
     int fired; /* the diagnosis was made */
 };
 
@@ -636,7 +635,8 @@ static void diagnose_hang(struct hang_ctx *hc, double quiet_s)
     if (!rep || !rep->ranks_found) {
         fprintf(stderr, "commscope: the hang diagnosis failed: %s\n",
                 err[0] ? err : cs_strerror(rc));
-        append_run_file(hc->run_file, "hang: none of %.1f s: no diagnosis (%s)\n", quiet_s,
+        append_run_file(hc->run_file,
+                        "hang: no rank completed a call for %.1f s; no diagnosis (%s)\n", quiet_s,
                         err[0] ? err : cs_strerror(rc));
         cs_analysis_free(an);
         return;
@@ -868,11 +868,8 @@ int cs__cmd_run(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int sig = 0, not_started = 0;
-    struct hang_ctx hc = {.timeout_s = o.hang_timeout,
-                          .keep = o.hang_keep,
-                          .run_dir = run_dir,
-                          .run_file = run_file,
-                          .quiet = o.quiet};
+    struct hang_ctx hc = {
+        .timeout_s = o.hang_timeout, .keep = o.hang_keep, .run_dir = run_dir, .run_file = run_file};
     if (o.hang_timeout)
         append_run_file(run_file, "hang_timeout_s: %g%s\n", o.hang_timeout,
                         o.hang_keep ? " (keep)" : "");
