@@ -264,7 +264,13 @@ void cs__nccl_event(uint16_t op, uint64_t t0, uint64_t t1, ncclResult_t rc, uint
                     uint32_t seq, uint64_t bytes, uint64_t brecv, uint64_t launch, uint16_t flags,
                     int32_t aux)
 {
-    struct cs_event *ev = cs_rec_begin();
+    cs__nccl_event_at(cs_rec_begin(), op, t0, t1, rc, comm, seq, bytes, brecv, launch, flags, aux);
+}
+
+void cs__nccl_event_at(struct cs_event *ev, uint16_t op, uint64_t t0, uint64_t t1, ncclResult_t rc,
+                       uint64_t comm, uint32_t seq, uint64_t bytes, uint64_t brecv, uint64_t launch,
+                       uint16_t flags, int32_t aux)
+{
     if (CS_UNLIKELY(!ev))
         return;
     ev->t_begin = t0;

@@ -99,5 +99,9 @@ extern __thread struct cs__ngroup cs__ngroup;
 void cs__nccl_event(uint16_t op, uint64_t t0, uint64_t t1, ncclResult_t rc, uint64_t comm,
                     uint32_t seq, uint64_t bytes, uint64_t brecv, uint64_t launch, uint16_t flags,
                     int32_t aux);
+/* The same into ev (the wrapper's in-flight record, resumed; NULL: nothing is written). */
+void cs__nccl_event_at(struct cs_event *ev, uint16_t op, uint64_t t0, uint64_t t1, ncclResult_t rc,
+                       uint64_t comm, uint32_t seq, uint64_t bytes, uint64_t brecv, uint64_t launch,
+                       uint16_t flags, int32_t aux);
 
 #endif

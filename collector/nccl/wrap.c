@@ -2,9 +2,12 @@
  * The NCCL communication wrappers, expanded from calls.def: one body macro per family,
  * instantiated once per row.  Every wrapper forwards untouched when tracing is off; otherwise it
  * takes the collective sequence number, the launch id (its own, or its group's), tells the GPU
- * side that a launch begins (CUPTI correlation / CUDA events), stamps around the real call and
- * writes one event.  The return value is always the real call's, ncclInProgress included.
+ * side that a launch begins (CUPTI correlation / CUDA events), begins the event with what the
+ * call is before the real call (the in-flight record, core/hot.h: a rank blocked inside NCCL
+ * shows the call it is in), stamps around the real call and completes the event.  The return value
+ * is always the real call's, ncclInProgress included.
  */
+#include "../core/hot.h"
 #include "../cuda/gpu.h"
 #include "internal.h"
 
@@ -49,11 +52,6 @@ struct nfill {
         } else {                                                                                   \
             gpuf_ = cs__gpu_launch_begin(launch_, stream);                                         \
         }                                                                                          \
-        uint64_t t0_ = cs_now();                                                                   \
-        ncclResult_t rc_ = cs__nreal.NAME ARGS;                                                    \
-        uint64_t t1_ = cs_now();                                                                   \
-        if (!grouped_)                                                                             \
-            cs__gpu_launch_end(launch_, stream, cid_, (COLL) ? seq_ : 0, 1, rc_);                  \
         struct nfill f = {0};                                                                      \
         uint64_t ts = cs__nccl_type_size(datatype);                                                \
         uint64_t n = ci && ci->size > 0 ? (uint64_t)ci->size : 0;                                  \
@@ -61,9 +59,22 @@ struct nfill {
         (void)n;                                                                                   \
         (void)me;                                                                                  \
         BODY;                                                                                      \
-        cs__nccl_event(OP, t0_, t1_, rc_, cid_, (COLL) ? seq_ : f.seq, f.bytes, f.brecv, launch_,  \
-                       (uint16_t)(f.flags | gpuf_ | (grouped_ ? CS_EV_GROUPED : 0)),               \
-                       (int32_t)datatype);                                                         \
+        uint32_t evseq_ = (COLL) ? seq_ : f.seq;                                                   \
+        uint16_t fl_ = (uint16_t)(f.flags | gpuf_ | (grouped_ ? CS_EV_GROUPED : 0));               \
+        struct cs_event *ev_ =                                                                     \
+            cs_hot_enter(OP, cid_, evseq_, -1, (int32_t)datatype, fl_, f.bytes);                   \
+        if (ev_) {                                                                                 \
+            ev_->bytes_recv = f.brecv;                                                             \
+            ev_->request = launch_;                                                                \
+        }                                                                                          \
+        uint64_t t0_ = cs_now();                                                                   \
+        cs_hot_entered(ev_, t0_);                                                                  \
+        ncclResult_t rc_ = cs__nreal.NAME ARGS;                                                    \
+        uint64_t t1_ = cs_now();                                                                   \
+        if (!grouped_)                                                                             \
+            cs__gpu_launch_end(launch_, stream, cid_, (COLL) ? seq_ : 0, 1, rc_);                  \
+        cs__nccl_event_at(cs_hot_resume(ev_), OP, t0_, t1_, rc_, cid_, evseq_, f.bytes, f.brecv,   \
+                          launch_, fl_, (int32_t)datatype);                                        \
         return rc_;                                                                                \
     }
 

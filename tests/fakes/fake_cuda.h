@@ -95,6 +95,12 @@ void fakeCudaNextDuration(uint64_t ns);
 /* Launch a kernel called name on s that runs for ns nanoseconds (0: the scripted next duration),
  * as cudaLaunchKernel would. */
 cudaError_t fakeCudaLaunchNamed(const char *name, uint64_t ns, cudaStream_t s);
+/* Launch a kernel called name on s whose end is not known yet, as a communication kernel waiting
+ * for its peers: it runs until fakeCudaComplete(id).  Events recorded behind it complete then;
+ * cudaStreamSynchronize waits for it; other work launched behind it does not run (counted in
+ * behind_open).  Returns its id, 0 when s already has unfinished work or is capturing. */
+uint32_t fakeCudaLaunchOpen(const char *name, cudaStream_t s);
+void fakeCudaComplete(uint32_t id);
 /* The host time (CLOCK_MONOTONIC ns) at which the work queued on s so far ends. */
 uint64_t fakeCudaStreamTail(cudaStream_t s);
 
@@ -108,6 +114,7 @@ struct fake_cuda_stats {
     uint64_t events_recorded;
     uint64_t event_queries;
     uint64_t relaxed_queries_in_capture; /* queries in relaxed mode during a global capture */
+    uint64_t behind_open;                /* launches refused behind unfinished work */
 };
 void fakeCudaStats(struct fake_cuda_stats *out);
 

@@ -31,6 +31,7 @@ struct CUstream_st {
     int dev;
     uint32_t id;
     uint64_t tail;
+    uint32_t open; /* the unfinished work at the stream's tail (fakeCudaLaunchOpen), 0 none */
     int capturing, mode;
     struct CUgraph_st *graph;
 };
@@ -39,6 +40,7 @@ struct CUevent_st {
     unsigned flags;
     int recorded;
     uint64_t when;
+    uint32_t open; /* recorded behind unfinished work: completes when it does */
 };
 struct CUgraph_st {
     int n;
@@ -59,6 +61,24 @@ static struct fake_cuda_stats stats;
 static struct fake_cuda_observer observer;
 static const char *names[4096]; /* interned kernel names (reachable until exit) */
 static int nnames;
+
+/* Unfinished work (fakeCudaLaunchOpen): its stream's tail is unknown until fakeCudaComplete. */
+#define MAX_OPEN 256
+static struct open_work {
+    uint32_t id; /* 0: free */
+    int done;
+    struct CUstream_st *st;
+    struct fake_cuda_work w;
+} opens[MAX_OPEN];
+static uint32_t next_open = 1;
+static pthread_cond_t open_cv = PTHREAD_COND_INITIALIZER;
+
+/* Work id lives in slot id % MAX_OPEN until a later id reuses the slot (only once it is done). */
+static struct open_work *open_of(uint32_t id)
+{
+    struct open_work *o = &opens[id % MAX_OPEN];
+    return id && o->id == id ? o : NULL;
+}
 
 static __thread int cur_dev;
 static __thread uint64_t next_ns;
@@ -149,6 +169,11 @@ static void run_item(struct CUstream_st *st, const struct item *it, uint32_t cor
         return;
     }
     uint64_t t = now_ns();
+    if (st->open) {
+        /* Behind unfinished work: the double cannot know when it starts (not supported). */
+        stats.behind_open++;
+        return;
+    }
     struct fake_cuda_work w = {.kind = it->kind,
                                .name = it->name,
                                .dev = st->dev,
@@ -189,6 +214,70 @@ API void fakeCudaNextDuration(uint64_t ns)
 API cudaError_t fakeCudaLaunchNamed(const char *name, uint64_t ns, cudaStream_t s)
 {
     return launch(0, name, ns ? ns : take_duration(), 0, s);
+}
+
+API uint32_t fakeCudaLaunchOpen(const char *name, cudaStream_t s)
+{
+    pthread_mutex_lock(&mu);
+    uint32_t corr = next_corr++;
+    pthread_mutex_unlock(&mu);
+    if (observer.api)
+        observer.api(corr);
+    pthread_mutex_lock(&mu);
+    struct CUstream_st *st = stream_of(s);
+    struct open_work *o = &opens[next_open % MAX_OPEN];
+    uint32_t id = 0;
+    if ((!o->id || o->done) && !st->open && !st->capturing) {
+        uint64_t t = now_ns();
+        id = next_open++;
+        *o = (struct open_work){.id = id, .st = st};
+        o->w = (struct fake_cuda_work){.kind = 0,
+                                       .name = intern(name),
+                                       .dev = st->dev,
+                                       .stream_id = st->id,
+                                       .corr = corr,
+                                       .start = st->tail > t ? st->tail : t};
+        st->open = id;
+    }
+    pthread_mutex_unlock(&mu);
+    return id;
+}
+
+API void fakeCudaComplete(uint32_t id)
+{
+    pthread_mutex_lock(&mu);
+    struct open_work *o = open_of(id);
+    if (o && !o->done) {
+        uint64_t t = now_ns();
+        o->done = 1;
+        o->w.end = t > o->w.start ? t : o->w.start;
+        if (o->st->open == id) {
+            o->st->open = 0;
+            o->st->tail = o->w.end;
+        }
+        stats.launches++;
+        log_work(&o->w);
+        if (observer.done)
+            observer.done(&o->w);
+        pthread_cond_broadcast(&open_cv);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* When event e completes (mu held): its recorded time, or that of the unfinished work it is
+ * behind once that completed; UINT64_MAX while it has not. */
+static uint64_t event_when(struct CUevent_st *e)
+{
+    if (e->open) {
+        /* A reused slot: the work finished long ago (its end is no longer known). */
+        const struct open_work *o = open_of(e->open);
+        if (o && !o->done)
+            return UINT64_MAX;
+        if (o && o->w.end > e->when)
+            e->when = o->w.end;
+        e->open = 0;
+    }
+    return e->when;
 }
 
 API uint64_t fakeCudaStreamTail(cudaStream_t s)
@@ -283,13 +372,22 @@ API cudaError_t cudaStreamDestroy(cudaStream_t s)
     return cudaSuccess;
 }
 
-/* A real synchronisation would wait for the stream's tail; the double only counts it. */
+/* A real synchronisation would wait for the stream's tail; the double only counts it, and waits
+ * only for unfinished work (fakeCudaLaunchOpen) on s (NULL: on the current device). */
 API cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    (void)s;
     pthread_mutex_lock(&mu);
     stats.syncs++;
     cudaError_t rc = unsafe_now() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+    for (;;) {
+        int waiting = 0;
+        for (int i = 0; i < MAX_OPEN && rc == cudaSuccess; i++)
+            waiting |= opens[i].id && !opens[i].done &&
+                       (s ? opens[i].st == s : opens[i].st->dev == cur_dev);
+        if (!waiting)
+            break;
+        pthread_cond_wait(&open_cv, &mu);
+    }
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -447,6 +545,7 @@ API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
         uint64_t t = now_ns();
         e->recorded = 1;
         e->when = st->tail > t ? st->tail : t;
+        e->open = st->open;
         stats.events_recorded++;
     }
     pthread_mutex_unlock(&mu);
@@ -461,9 +560,9 @@ API cudaError_t cudaEventQuery(cudaEvent_t e)
     stats.event_queries++;
     if (global_captures && thread_mode == cudaStreamCaptureModeRelaxed)
         stats.relaxed_queries_in_capture++;
-    cudaError_t rc = unsafe_now()                          ? cudaErrorStreamCaptureUnsupported
-                     : !e->recorded || e->when <= now_ns() ? cudaSuccess
-                                                           : cudaErrorNotReady;
+    cudaError_t rc = unsafe_now()                                ? cudaErrorStreamCaptureUnsupported
+                     : !e->recorded || event_when(e) <= now_ns() ? cudaSuccess
+                                                                 : cudaErrorNotReady;
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -486,7 +585,7 @@ API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
         rc = cudaErrorStreamCaptureUnsupported;
     else if ((a->flags | b->flags) & cudaEventDisableTiming || !a->recorded || !b->recorded)
         rc = cudaErrorInvalidResourceHandle;
-    else if (a->when > t || b->when > t)
+    else if (event_when(a) > t || event_when(b) > t)
         rc = cudaErrorNotReady;
     else
         *ms = (float)(((double)b->when - (double)a->when) / 1e6);

@@ -11,12 +11,22 @@
  * Limits, all answered with ncclInvalidArgument: at most FAKE_MAX_RANKS members and FAKE_SLOT
  * bytes per member per call.
  *
+ * FAKE_NCCL_ASYNC=1 (with the fake CUDA runtime) makes collectives outside groups behave as NCCL's
+ * do on a GPU: the call enqueues a kernel whose end is not known (fakeCudaLaunchOpen) and returns
+ * at once; a progress thread moves the data, one collective after the other in the order they
+ * were called, and completes the kernel when the collective completed.  A member that never
+ * calls a collective leaves the others' kernels running for ever, and their
+ * cudaStreamSynchronize waiting, as on a GPU.  Argument errors are then not returned (the call
+ * has returned already); ncclCommDestroy first waits for the communicator's queued collectives.
+ *
  * FAKE_NCCL_LOG=PATH appends one line per collective, send and receive call ("call NAME rank R
  * nranks N count C type T bytes B peer P", B = count x the type's size, P = -1 for collectives):
  * the ground truth tests compare a program's NCCL traffic with.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -129,6 +139,101 @@ static void gpu_launch(const char *kernel, cudaStream_t st)
     }
     if (launch)
         launch(kernel, 0, st);
+}
+
+/*
+ * FAKE_NCCL_ASYNC: the queue of enqueued collectives and the progress thread that runs them.
+ */
+struct job {
+    int kind, t, root;
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclComm_t c;
+    uint32_t kernel; /* the fake runtime's unfinished work */
+};
+#define JOBS 1024
+static struct job jobs[JOBS];
+static uint32_t jhead, jtail; /* [jhead, jtail) queued */
+static pthread_mutex_t jmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jcv = PTHREAD_COND_INITIALIZER;
+static int jstarted;
+static uint32_t (*open_launch)(const char *, cudaStream_t);
+static void (*complete)(uint32_t);
+
+static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, int t, int root,
+                         ncclComm_t c);
+static __thread int on_progress_thread; /* its collectives were logged when enqueued */
+
+static void log_coll(int kind, const struct ncclComm *c, size_t count, int t)
+{
+    static const char *const names[8] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                         "ReduceScatter", "AlltoAll",  "Gather", "Scatter"};
+    if (kind >= 0 && kind < 8)
+        log_call(names[kind], c, count, t, -1);
+}
+
+static void *progress(void *arg)
+{
+    (void)arg;
+    on_progress_thread = 1;
+    pthread_mutex_lock(&jmu);
+    for (;;) {
+        while (jhead == jtail)
+            pthread_cond_wait(&jcv, &jmu);
+        struct job j = jobs[jhead % JOBS];
+        pthread_mutex_unlock(&jmu);
+        coll(j.kind, j.send, j.recv, j.count, j.t, j.root, j.c);
+        complete(j.kernel);
+        pthread_mutex_lock(&jmu);
+        jhead++;
+        pthread_cond_broadcast(&jcv);
+    }
+    return NULL;
+}
+
+/* Enqueue a collective (FAKE_NCCL_ASYNC, outside groups, on the fake runtime): 1 when queued. */
+static int enqueue(int kind, const char *kernel, const void *send, void *recv, size_t count, int t,
+                   int root, ncclComm_t c, cudaStream_t st)
+{
+    const char *v = getenv("FAKE_NCCL_ASYNC");
+    if (!v || strcmp(v, "1") || group_depth > 0 || !c)
+        return 0;
+    pthread_mutex_lock(&jmu);
+    if (!jstarted) {
+        *(void **)&open_launch = dlsym(RTLD_DEFAULT, "fakeCudaLaunchOpen");
+        *(void **)&complete = dlsym(RTLD_DEFAULT, "fakeCudaComplete");
+        pthread_t th;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        if (open_launch && complete && pthread_create(&th, NULL, progress, NULL) == 0) {
+            pthread_detach(th);
+            jstarted = 1;
+        } else {
+            jstarted = -1;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    while (jstarted > 0 && jtail - jhead == JOBS)
+        pthread_cond_wait(&jcv, &jmu);
+    uint32_t k = jstarted > 0 ? open_launch(kernel, st) : 0;
+    if (k) {
+        jobs[jtail % JOBS] = (struct job){kind, t, root, send, recv, count, c, k};
+        jtail++;
+        pthread_cond_broadcast(&jcv);
+    }
+    pthread_mutex_unlock(&jmu);
+    return k != 0;
+}
+
+/* Wait until the queued collectives have run (before a communicator goes away). */
+static void drain_jobs(void)
+{
+    pthread_mutex_lock(&jmu);
+    while (jhead != jtail)
+        pthread_cond_wait(&jcv, &jmu);
+    pthread_mutex_unlock(&jmu);
 }
 
 static size_t mail_slot(void)
@@ -389,6 +494,7 @@ static ncclResult_t release(ncclComm_t comm)
 {
     if (!comm)
         return ncclInvalidArgument;
+    drain_jobs();
     size_t bytes = sizeof(struct shm) + (size_t)comm->nranks * FAKE_SLOT +
                    (size_t)FAKE_MAX_RANKS * FAKE_MAX_RANKS * mail_slot();
     barrier(comm);
@@ -465,10 +571,8 @@ API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *dev) ALIAS(ncclCom
 static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, int t, int root,
                          ncclComm_t c)
 {
-    static const char *const names[8] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
-                                         "ReduceScatter", "AlltoAll",  "Gather", "Scatter"};
-    if (kind >= 0 && kind < 8)
-        log_call(names[kind], c, count, t, -1);
+    if (!on_progress_thread)
+        log_coll(kind, c, count, t);
     if (!c || t < 0 || t >= 12 || (root < 0 && (kind == 1 || kind == 2 || kind >= 6)) ||
         root >= c->nranks)
         return ncclInvalidArgument;
@@ -517,41 +621,48 @@ static ncclResult_t coll(int kind, const void *send, void *recv, size_t count, i
     return ncclSuccess;
 }
 
-#define COLL(Name, params, call)                                                                   \
+#define COLL(Name, kind_, params, send_, recv_, n_, t_, root_, call)                               \
     API ncclResult_t pnccl##Name params                                                            \
     {                                                                                              \
-        gpu_launch("_Z24ncclDevKernel_" #Name "P11ncclDevComm", st);                               \
+        static const char kernel_[] = "_Z24ncclDevKernel_" #Name "P11ncclDevComm";                 \
+        if (enqueue(kind_, kernel_, send_, recv_, n_, (int)(t_), root_, c, st)) {                  \
+            log_coll(kind_, c, n_, (int)(t_));                                                     \
+            return ncclSuccess;                                                                    \
+        }                                                                                          \
+        gpu_launch(kernel_, st);                                                                   \
         return call;                                                                               \
     }                                                                                              \
     API ncclResult_t nccl##Name params ALIAS(nccl##Name);
 
-COLL(AllReduce,
+COLL(AllReduce, 0,
      (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
       cudaStream_t st),
-     ((void)op, coll(0, s, r, n, (int)t, 0, c)))
-COLL(Broadcast,
+     s, r, n, t, 0, ((void)op, coll(0, s, r, n, (int)t, 0, c)))
+COLL(Broadcast, 1,
      (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     (coll(1, s, r, n, (int)t, root, c)))
-COLL(Bcast, (void *b, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     (coll(1, b, b, n, (int)t, root, c)))
-COLL(Reduce,
+     s, r, n, t, root, (coll(1, s, r, n, (int)t, root, c)))
+COLL(Bcast, 1, (void *b, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st), b, b,
+     n, t, root, (coll(1, b, b, n, (int)t, root, c)))
+COLL(Reduce, 2,
      (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
       cudaStream_t st),
-     ((void)op, coll(2, s, r, n, (int)t, root, c)))
-COLL(AllGather, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st),
-     (coll(3, s, r, n, (int)t, 0, c)))
-COLL(ReduceScatter,
+     s, r, n, t, root, ((void)op, coll(2, s, r, n, (int)t, root, c)))
+COLL(AllGather, 3,
+     (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st), s, r, n,
+     t, 0, (coll(3, s, r, n, (int)t, 0, c)))
+COLL(ReduceScatter, 4,
      (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
       cudaStream_t st),
-     ((void)op, coll(4, s, r, n, (int)t, 0, c)))
-COLL(AlltoAll, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st),
-     (coll(5, s, r, n, (int)t, 0, c)))
-COLL(Gather,
+     s, r, n, t, 0, ((void)op, coll(4, s, r, n, (int)t, 0, c)))
+COLL(AlltoAll, 5,
+     (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st), s, r, n,
+     t, 0, (coll(5, s, r, n, (int)t, 0, c)))
+COLL(Gather, 6,
      (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     (coll(6, s, r, n, (int)t, root, c)))
-COLL(Scatter,
+     s, r, n, t, root, (coll(6, s, r, n, (int)t, root, c)))
+COLL(Scatter, 7,
      (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st),
-     (coll(7, s, r, n, (int)t, root, c)))
+     s, r, n, t, root, (coll(7, s, r, n, (int)t, root, c)))
 
 /* Point-to-point through mailboxes: a send waits until its mailbox is empty, deposits and goes
  * on; a receive waits for its mailbox to fill, copies and empties it. */
