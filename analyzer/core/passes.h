@@ -272,6 +272,12 @@ static inline void cs__perfetto_free(struct cs__run *run)
 }
 
 /* hang: keeps the incomplete instances; the diagnosis in its report hook. */
+/* hang: NCCL enqueues and the NCCL kernels' completions. */
+static inline void cs__hang_pevent(struct cs__run *run, struct cs__ev *e)
+{
+    if (e->k == CS_KIND_NCOLL || (e->k == CS_KIND_GPU && e->ev->op == CS_OP_GPU_NCCL))
+        cs__hang_event(run, e->r, e->ev, e->tb);
+}
 static inline void cs__hang_pinstance(struct cs__run *run, struct cs__inst *in,
                                       const struct cs__inst_facts *f)
 {

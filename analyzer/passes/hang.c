@@ -29,9 +29,37 @@ struct hinst {
     uint64_t *size;
 };
 
+/*
+ * NCCL: the host call enqueues a collective and returns; its kernel completes later, and only
+ * when every member enqueued it.  Per communicator and member, how many collectives it enqueued
+ * (its sequence numbers count from 0), how many completed on its GPU (a GPU record of the
+ * communicator's seq s: kernels of one communicator complete in order, so all before it did too),
+ * and the last NRING enqueues.
+ */
+#define NRING 8
+struct nslot {
+    uint32_t seq;
+    uint16_t op;
+    uint8_t inside; /* the host call had not returned when the trace ends */
+    uint64_t bytes;
+    int64_t t; /* aligned enqueue */
+};
+struct nmem {
+    uint32_t enq, done; /* enqueued, completed on the GPU (seq + 1 of the latest) */
+    uint32_t pushed;
+    struct nslot ring[NRING];
+};
+struct ncomm {
+    uint64_t comm;
+    int32_t n;
+    struct nmem *m;
+};
+
 struct cs__hang {
     struct hinst *v;
     size_t n, cap;
+    struct ncomm *nc;
+    size_t nnc, capnc, last;
 };
 
 static struct hinst *find(struct cs__hang *H, uint64_t comm)
@@ -90,7 +118,9 @@ static struct hinst *slot(struct cs__run *run, uint64_t comm)
 
 void cs__hang_instance(struct cs__run *run, const struct cs__inst *in)
 {
-    if (in->ended >= in->n || in->n < 1)
+    /* NCCL instances (made from the kernels' records, which come late or not at all when a
+     * process ends) are judged by what each member enqueued instead (build_nccl). */
+    if (in->ended >= in->n || in->n < 1 || cs_op_info(in->op)->kind == CS_KIND_NCOLL)
         return;
     struct hinst *h = slot(run, in->comm);
     if (!h || in->seq >= h->seq)
@@ -109,11 +139,76 @@ void cs__hang_instance(struct cs__run *run, const struct cs__inst *in)
     }
 }
 
+/* The NCCL state of communicator comm (made when new), NULL unknown or out of memory. */
+static struct ncomm *ncomm_of(struct cs__run *run, uint64_t comm)
+{
+    if (!run->hang && !(run->hang = calloc(1, sizeof *run->hang)))
+        return NULL;
+    struct cs__hang *H = run->hang;
+    if (H->last < H->nnc && H->nc[H->last].comm == comm)
+        return &H->nc[H->last];
+    for (size_t i = 0; i < H->nnc; i++)
+        if (H->nc[i].comm == comm)
+            return &H->nc[H->last = i];
+    const struct cs__comm *c = cs__comm_get(run, comm);
+    if (!c || c->size < 1)
+        return NULL;
+    if (H->nnc == H->capnc) {
+        size_t k = H->capnc ? 2 * H->capnc : 4;
+        void *p = realloc(H->nc, k * sizeof *H->nc);
+        if (!p)
+            return NULL;
+        H->nc = p;
+        H->capnc = k;
+    }
+    struct ncomm *nc = &H->nc[H->nnc];
+    nc->comm = comm;
+    nc->n = c->size;
+    nc->m = calloc((size_t)c->size, sizeof *nc->m);
+    if (!nc->m)
+        return NULL;
+    H->last = H->nnc++;
+    return nc;
+}
+
+static void nccl_enqueued(struct cs__run *run, int r, const struct cs_event *ev, int64_t t,
+                          int inside)
+{
+    struct ncomm *nc = ncomm_of(run, ev->comm);
+    const struct cs__comm *c = nc ? cs__comm_get(run, ev->comm) : NULL;
+    int32_t i = c ? cs__comm_rank(run, c, r) : -1;
+    if (i < 0 || i >= nc->n)
+        return;
+    struct nmem *m = &nc->m[i];
+    if (ev->seq + 1 > m->enq)
+        m->enq = ev->seq + 1;
+    m->ring[m->pushed++ % NRING] = (struct nslot){
+        .seq = ev->seq, .op = ev->op, .inside = (uint8_t)inside, .bytes = ev->bytes, .t = t};
+}
+
+void cs__hang_event(struct cs__run *run, int r, const struct cs_event *ev, int64_t tb)
+{
+    if (!ev->comm)
+        return;
+    if (ev->op != CS_OP_GPU_NCCL) {
+        nccl_enqueued(run, r, ev, tb, 0);
+        return;
+    }
+    struct ncomm *nc = ncomm_of(run, ev->comm);
+    const struct cs__comm *c = nc ? cs__comm_get(run, ev->comm) : NULL;
+    int32_t i = c ? cs__comm_rank(run, c, r) : -1;
+    if (i >= 0 && i < nc->n && ev->seq + 1 > nc->m[i].done)
+        nc->m[i].done = ev->seq + 1;
+}
+
 void cs__hang_free(struct cs__run *run)
 {
     struct cs__hang *H = run->hang;
     if (!H)
         return;
+    for (size_t i = 0; i < H->nnc; i++)
+        free(H->nc[i].m);
+    free(H->nc);
     for (size_t i = 0; i < H->n; i++)
         hinst_free(&H->v[i]);
     free(H->v);
@@ -127,6 +222,7 @@ void cs__hang_report_free(struct cs_report *rep)
     if (!g)
         return;
     for (size_t i = 0; i < g->ncolls; i++) {
+        free(g->colls[i].kernel);
         free(g->colls[i].entered);
         free(g->colls[i].since_s);
         free(g->colls[i].bytes);
@@ -339,6 +435,105 @@ static int build_colls(struct cs__run *run, struct cs_report_hang *g, int64_t or
     return 0;
 }
 
+/* ---- NCCL ---- */
+
+static const struct nslot *nslot_of(const struct nmem *m, uint32_t seq)
+{
+    uint32_t n = m->pushed < NRING ? m->pushed : NRING;
+    for (uint32_t i = 0; i < n; i++)
+        if (m->ring[(m->pushed - 1 - i) % NRING].seq == seq)
+            return &m->ring[(m->pushed - 1 - i) % NRING];
+    return NULL;
+}
+
+/*
+ * Per NCCL communicator, the collective it stopped at: when its members enqueued different
+ * numbers of collectives, the first one some member never enqueued (seq = the fewest); when all
+ * enqueued the same (only for a job known stuck, --hung), the first whose kernel no member
+ * completed.  Left out when a member that enqueued it completed it (the collective finished: a
+ * record of the others is missing, not the call).
+ */
+static int build_nccl(struct cs__run *run, struct cs_report_hang *g, const struct rstate *st,
+                      int64_t origin)
+{
+    for (int r = 0; r < run->world; r++) {
+        const struct cs_event *ev = st[r].inflight;
+        if (ev && cs_op_info(ev->op)->kind == CS_KIND_NCOLL)
+            nccl_enqueued(run, r, ev, cs__clock_map(&run->ranks[r].clk, ev->t_begin), 1);
+    }
+    struct cs__hang *H = run->hang;
+    for (size_t i = 0; H && i < H->nnc; i++) {
+        const struct ncomm *nc = &H->nc[i];
+        const struct cs__comm *c = cs__comm_get(run, nc->comm);
+        if (!c || c->size != nc->n)
+            continue;
+        uint32_t emin = UINT32_MAX, emax = 0, k = UINT32_MAX;
+        for (int32_t j = 0; j < nc->n; j++) {
+            if (!cs__member_present(run, c->members[j]))
+                continue;
+            emin = nc->m[j].enq < emin ? nc->m[j].enq : emin;
+            emax = nc->m[j].enq > emax ? nc->m[j].enq : emax;
+        }
+        if (emax == 0)
+            continue;
+        if (emin < emax) {
+            k = emin;
+        } else if (run->known_hung) {
+            for (int32_t j = 0; j < nc->n; j++)
+                if (cs__member_present(run, c->members[j]) && nc->m[j].done < nc->m[j].enq &&
+                    nc->m[j].done < k)
+                    k = nc->m[j].done;
+        }
+        if (k == UINT32_MAX)
+            continue;
+        int finished = 0;
+        for (int32_t j = 0; j < nc->n; j++)
+            finished |= nc->m[j].enq > k && nc->m[j].done > k;
+        if (finished)
+            continue;
+        void *p = realloc(g->colls, (g->ncolls + 1) * sizeof *g->colls);
+        if (!p)
+            return -1;
+        g->colls = p;
+        struct cs_report_hang_coll *o = &g->colls[g->ncolls++];
+        memset(o, 0, sizeof *o);
+        o->comm = nc->comm;
+        o->size = nc->n;
+        o->seq = k;
+        o->nccl = 1;
+        o->entered = malloc((size_t)nc->n * sizeof *o->entered);
+        o->since_s = malloc((size_t)nc->n * sizeof *o->since_s);
+        o->bytes = malloc((size_t)nc->n * sizeof *o->bytes);
+        o->missing = malloc((size_t)nc->n * sizeof *o->missing);
+        o->kernel = malloc((size_t)nc->n * sizeof *o->kernel);
+        if (!o->entered || !o->since_s || !o->bytes || !o->missing || !o->kernel)
+            return -1;
+        for (int32_t j = 0; j < nc->n; j++) {
+            int32_t w = c->members[j];
+            const struct nmem *m = &nc->m[j];
+            if (m->enq <= k) {
+                o->missing[o->nmissing++] = w;
+                continue;
+            }
+            const struct nslot *sl = nslot_of(m, k);
+            int32_t e = o->nentered++;
+            o->entered[e] = w;
+            o->since_s[e] = sl ? sec(sl->t, origin) : NAN;
+            o->bytes[e] = sl ? sl->bytes : 0;
+            o->inside += sl && sl->inside;
+            if (sl && !o->op)
+                o->op = sl->op;
+            const struct cs__rank *rk = &run->ranks[w];
+            o->kernel[e] =
+                rk->h && rk->h->gpu_timing != CS_GPU_NONE ? CS_KERNEL_NOT_DONE : CS_KERNEL_UNTIMED;
+            o->kernels_open += o->kernel[e] == CS_KERNEL_NOT_DONE;
+        }
+        g->hung = 1; /* o->op stays CS_OP_NONE when no member's enqueue of it was kept */
+    }
+    qsort(g->colls, g->ncolls, sizeof *g->colls, coll_cmp);
+    return 0;
+}
+
 /* ---- point-to-point waits ---- */
 
 /* Whom a rank blocked in ev waits for: its receive's source, its send's destination, the peer of
@@ -485,7 +680,8 @@ void cs__hang_report(struct cs__run *run, struct cs_report *rep)
     }
     g->end_s = end > origin ? sec(end, origin) : 0;
     merge_inflight(run, st);
-    if (build_colls(run, g, origin) || build_waits(run, g, st, origin))
+    if (build_colls(run, g, origin) || build_nccl(run, g, st, origin) ||
+        build_waits(run, g, st, origin))
         goto oom;
     free(st);
     rep->hang = g;

@@ -3,7 +3,8 @@
  * entered it and who never did; the ranks blocked in point-to-point calls, what they wait for and
  * the cycles among them (deadlocks); how every rank that did not reach MPI_Finalize ended.
  *
- * Takes the collective instances matching closes incomplete (its instance hook), the calls in
+ * Takes the collective instances matching closes incomplete (its instance hook), the NCCL
+ * collectives each member enqueued and those whose kernels completed (its event hook), the calls in
  * flight and the last calls from the readers (cs_reader_tails) and the exit records from the
  * headers; builds rep->hang (include/commscope/report.h) in its report hook, after the views,
  * whose timing findings it withdraws when the job hung (they would describe a step that never
@@ -19,6 +20,9 @@
 
 struct cs__hang;
 
+/* An NCCL collective's enqueue (CS_KIND_NCOLL) or an NCCL kernel's record (CS_OP_GPU_NCCL) of
+ * world rank r, tb its aligned begin. */
+void cs__hang_event(struct cs__run *run, int r, const struct cs_event *ev, int64_t tb);
 /* An instance matching closed incomplete: kept when it is its communicator's oldest so far. */
 void cs__hang_instance(struct cs__run *run, const struct cs__inst *in);
 /* Build rep->hang when some rank did not reach MPI_Finalize (NULL otherwise). */

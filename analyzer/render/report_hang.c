@@ -191,6 +191,55 @@ static size_t gone(const struct cs_report_hang *g, int crashed, char *out, size_
     return k;
 }
 
+static const char *coll_name(const struct cs_report_hang_coll *c)
+{
+    return c->op ? cs_op_name(c->op) : "an NCCL collective";
+}
+
+/* What the GPU records say of the kernels of an NCCL collective its entered members enqueued. */
+static void kernel_words(const struct cs_report_hang_coll *c, char *w, size_t n)
+{
+    if (!c->kernels_open)
+        snprintf(w, n, "their GPU work was not timed");
+    else if (c->kernels_open == c->nentered)
+        snprintf(w, n, "no completion of its kernel was recorded on any of them");
+    else
+        snprintf(w, n,
+                 "no completion of its kernel was recorded on %d of them (the others' GPU "
+                 "work was not timed)",
+                 (int)c->kernels_open);
+}
+
+/* An NCCL collective the job stopped at: who enqueued it, its kernels, who never enqueued it. */
+static void nccl_sentence(const struct cs_report_hang *g, const struct cs_report_hang_coll *c,
+                          const char *cl, char *s, size_t n)
+{
+    char kw[160], who[160];
+    kernel_words(c, kw, sizeof kw);
+    if (!c->nmissing) {
+        snprintf(s, n,
+                 "Hung in %s #%" PRIu32 " on %s: all %d ranks enqueued it (by %.3f s) and %s: the "
+                 "GPUs wait in it, or in work queued before it.",
+                 coll_name(c), c->seq, cl, (int)c->size,
+                 c->nentered ? c->since_s[c->nentered - 1] : NAN, kw);
+        return;
+    }
+    ranks_list(c->missing, c->nmissing, who, sizeof who);
+    size_t m =
+        (size_t)snprintf(s, n,
+                         "Hung in %s #%" PRIu32 " on %s: %d of %d ranks enqueued it (from "
+                         "%.3f s) and %s; rank%s %s never enqueued it",
+                         coll_name(c), c->seq, cl, (int)c->nentered, (int)c->size,
+                         c->nentered ? c->since_s[0] : NAN, kw, c->nmissing > 1 ? "s" : "", who);
+    for (int32_t j = 0; j < c->nmissing && j < 4 && m < n; j++) {
+        char d[320];
+        doing(g, c->missing[j], d, sizeof d);
+        m += (size_t)snprintf(s + m, n - m, "%s rank %d %s", j ? ";" : ":", (int)c->missing[j], d);
+    }
+    if (m < n)
+        snprintf(s + m, n - m, ".");
+}
+
 size_t cs__hang_sentences(const struct cs_report *rep, char *out, size_t n, size_t max)
 {
     const struct cs_report_hang *g = rep->hang;
@@ -228,7 +277,9 @@ size_t cs__hang_sentences(const struct cs_report *rep, char *out, size_t n, size
             return k;
         char cl[48], who[160];
         cs__comm_label(c->comm, cl, sizeof cl);
-        if (c->nmissing) {
+        if (c->nccl) {
+            nccl_sentence(g, c, cl, s, n);
+        } else if (c->nmissing) {
             ranks_list(c->missing, c->nmissing, who, sizeof who);
             size_t m = (size_t)snprintf(
                 s, n,
@@ -364,10 +415,18 @@ void cs__hang_text(const struct cs_report *rep, FILE *f)
         char cl[48], who[160];
         cs__comm_label(c->comm, cl, sizeof cl);
         ranks_list(c->missing, c->nmissing, who, sizeof who);
-        fprintf(f,
-                "  stuck: %s #%" PRIu32 " on %s (size %d): %d entered (%d inside), missing: %s\n",
-                cs_op_name(c->op), c->seq, cl, (int)c->size, (int)c->nentered, (int)c->inside,
-                c->nmissing ? who : "none");
+        if (c->nccl)
+            fprintf(f,
+                    "  stuck: %s #%" PRIu32 " on %s (size %d): %d enqueued (%d kernels without "
+                    "a recorded completion), missing: %s\n",
+                    coll_name(c), c->seq, cl, (int)c->size, (int)c->nentered, (int)c->kernels_open,
+                    c->nmissing ? who : "none");
+        else
+            fprintf(f,
+                    "  stuck: %s #%" PRIu32 " on %s (size %d): %d entered (%d inside), missing: "
+                    "%s\n",
+                    cs_op_name(c->op), c->seq, cl, (int)c->size, (int)c->nentered, (int)c->inside,
+                    c->nmissing ? who : "none");
     }
     for (size_t c = 0, at = 0; c < g->ncycles; at += g->cycle_len[c], c++) {
         fprintf(f, "  deadlock:");
@@ -429,9 +488,11 @@ void cs__hang_json(const struct cs_report *rep, FILE *out, int depth)
         cs__jw_open(&w, NULL, '{');
         cs__jw_str(&w, "comm", cs__comm_label(c->comm, cl, sizeof cl));
         cs__jw_int(&w, "size", c->size);
-        cs__jw_str(&w, "op", cs_op_name(c->op));
+        cs__jw_str_or_null(&w, "op", c->op ? cs_op_name(c->op) : "");
         cs__jw_u64(&w, "seq", c->seq);
+        cs__jw_bool(&w, "nccl", c->nccl);
         cs__jw_int(&w, "inside", c->inside);
+        cs__jw_int(&w, "kernels_open", c->kernels_open);
         cs__jw_bool(&w, "mismatched_bytes", c->bytes_differ);
         cs__jw_open(&w, "entered", '[');
         for (int32_t j = 0; j < c->nentered; j++) {
@@ -439,6 +500,9 @@ void cs__hang_json(const struct cs_report *rep, FILE *out, int depth)
             cs__jw_int(&w, "rank", c->entered[j]);
             cs__jw_num(&w, "since_s", c->since_s[j]);
             cs__jw_u64(&w, "bytes", c->bytes[j]);
+            if (c->nccl)
+                cs__jw_str(&w, "kernel",
+                           c->kernel[j] == CS_KERNEL_NOT_DONE ? "not_completed" : "untimed");
             cs__jw_close(&w, '}');
         }
         cs__jw_close(&w, ']');
@@ -502,6 +566,27 @@ void cs__hang_html(const struct cs_report *rep, FILE *f)
         fprintf(f, "</td><td>%s ", x->in_call ? "in" : "last");
         cs__html_esc(f, w);
         fprintf(f, "</td><td>%.3f</td></tr>\n", t);
+    }
+    fputs("</table>\n", f);
+    if (!g->ncolls)
+        return;
+    fputs("<table><tr><th>collective</th><th>communicator</th><th>size</th>"
+          "<th>entered (NCCL: enqueued)</th><th>never entered</th><th>NCCL kernels without a "
+          "recorded completion</th></tr>\n",
+          f);
+    for (size_t i = 0; i < g->ncolls && i < 256; i++) {
+        const struct cs_report_hang_coll *c = &g->colls[i];
+        char cl[48], in[160], who[160];
+        cs__comm_label(c->comm, cl, sizeof cl);
+        ranks_list(c->entered, c->nentered, in, sizeof in);
+        ranks_list(c->missing, c->nmissing, who, sizeof who);
+        fprintf(f, "<tr><td>%s #%" PRIu32 "</td><td>%s</td><td>%d</td><td>%s</td><td>%s</td>",
+                coll_name(c), c->seq, cl, (int)c->size, c->nentered ? in : "-",
+                c->nmissing ? who : "-");
+        if (c->nccl)
+            fprintf(f, "<td>%d</td></tr>\n", (int)c->kernels_open);
+        else
+            fputs("<td>-</td></tr>\n", f);
     }
     fputs("</table>\n", f);
 }

@@ -33,6 +33,11 @@ enum cs_hang_fate {
     CS_FATE_VANISHED,  /* gone without warning: SIGKILL, the OOM killer, a lost node */
     CS_FATE_MISSING,   /* no trace at all */
 };
+/* An enqueued NCCL collective's kernel on one member. */
+enum cs_hang_kernel {
+    CS_KERNEL_UNTIMED,  /* the rank's GPU work was not timed (no CUPTI, no CUDA events) */
+    CS_KERNEL_NOT_DONE, /* timed, and no completion of it (or a later one) was recorded */
+};
 struct cs_report_hang_call {
     uint16_t op;
     uint64_t comm;
@@ -67,6 +72,10 @@ struct cs_report_hang_coll {
     int32_t *missing; /* world ranks that never entered it (owned) */
     int32_t inside;   /* of the entered, those still inside the call when their trace ends */
     int bytes_differ; /* the entered members disagree on the bytes of an op where all send alike */
+    /* NCCL communicators: entered = enqueued (the host call); per entered member, its kernel */
+    int nccl;
+    enum cs_hang_kernel *kernel; /* [nentered] (owned; NULL for MPI) */
+    int32_t kernels_open;        /* entered members whose kernel has no recorded completion */
 };
 /* A rank blocked in a point-to-point call or wait, and what it waits for. */
 struct cs_report_hang_wait {

@@ -39,11 +39,13 @@ def wait_gone(rundir, limit_s=20):
             time.sleep(0.1)
 
 
-def stopped_job(tmp, case, np=4):
-    """Run the case under commscope until it ends or `timeout` ends it; analyse it."""
+def stopped_job(tmp, case, np=4, prog=None, env=None):
+    """Run the case under commscope until it ends or `timeout` ends it; analyse it.  prog: a
+    program other than cs_test_hang (run without arguments), env: what it needs besides."""
     rundir = os.path.join(tmp, "run")
-    argv = ["timeout", "-s", "TERM", str(STOP_AFTER_S)] + h.MPIRUN + ["-np", str(np), PROG, case]
-    p = h.run([h.COMMSCOPE, "run", "-o", rundir, "--quiet", "--"] + argv)
+    cmd = [prog] if prog else [PROG, case]
+    argv = ["timeout", "-s", "TERM", str(STOP_AFTER_S)] + h.MPIRUN + ["-np", str(np)] + cmd
+    p = h.run([h.COMMSCOPE, "run", "-o", rundir, "--quiet", "--"] + argv, env=env)
     check(p.stdout.count("ready") == np, "%s: every rank set up: %r" % (case, p.stdout[-400:]))
     wait_gone(rundir)
     js, html = os.path.join(tmp, "hang.json"), os.path.join(tmp, "hang.html")
@@ -148,13 +150,14 @@ def case_mismatch(tmp):
 LIVE_TIMEOUT_S = 3
 
 
-def live_job(tmp, case, extra, outer_s, np=4):
+def live_job(tmp, case, extra, outer_s, np=4, prog=None, env=None):
     """Run the case under `commscope run --hang-timeout` (outer_s: a `timeout` that ends a job
     left running); return the run's process, its live diagnosis and its run file."""
     rundir = os.path.join(tmp, "run")
-    argv = ["timeout", "-s", "TERM", str(outer_s)] + h.MPIRUN + ["-np", str(np), PROG, case]
+    cmd = [prog] if prog else [PROG, case]
+    argv = ["timeout", "-s", "TERM", str(outer_s)] + h.MPIRUN + ["-np", str(np)] + cmd
     p = h.run([h.COMMSCOPE, "run", "-o", rundir, "--quiet", "--hang-timeout",
-               str(LIVE_TIMEOUT_S)] + extra + ["--"] + argv)
+               str(LIVE_TIMEOUT_S)] + extra + ["--"] + argv, env=env)
     check(p.stdout.count("ready") == np, "%s: every rank set up: %r" % (case, p.stdout[-400:]))
     check("diagnosing the live job" in p.stderr and "Hang diagnosis" in p.stderr,
           "%s: the diagnosis is printed while the job runs: %r" % (case, p.stderr[-800:]))
@@ -197,6 +200,75 @@ def case_live_keep(tmp):
     check(p.returncode == 124, "live keep: the outer timeout ended it: %d" % p.returncode)
 
 
+# NCCL jobs: tests/mpi/nccl_hang.c on the CPU NCCL and CUDA test doubles, whose collectives
+# return at once and whose kernels run until every member enqueued them (FAKE_NCCL_ASYNC).
+NCCL_PROG = os.path.join(h.BIN, "cs_test_nccl_hang")
+
+
+def nccl_env(tmp, events=False):
+    shm = os.path.join(tmp, "shm")
+    os.makedirs(shm, exist_ok=True)
+    env = {"FAKE_NCCL_ASYNC": "1", "FAKE_NCCL_DIR": shm,
+           "COMMSCOPE_CUPTI_LIB": os.environ.get("CS_FAKE_CUPTI", "")}
+    if events:  # CUPTI refuses: NCCL launches timed with CUDA events
+        env["FAKE_CUPTI_REFUSE"] = "1"
+    return env
+
+
+def check_nccl_skip(what, g, verdict):
+    """Rank 1 skipped ncclAllReduce #3 and waits in MPI_Barrier; the others' kernels never end."""
+    check(g.get("hung") is True, "%s: hung" % what)
+    c = (g.get("collectives") or [{}])[0]
+    check(c.get("nccl") is True and c.get("op") == "ncclAllReduce" and c.get("seq") == 3,
+          "%s: stuck in ncclAllReduce #3 first: %r" % (what, c))
+    check(c.get("missing") == [1], "%s: rank 1 never enqueued it: %r" % (what, c.get("missing")))
+    ent = c.get("entered", [])
+    check(sorted(e["rank"] for e in ent) == [0, 2, 3]
+          and all(e.get("kernel") == "not_completed" and e.get("bytes") == 4096 for e in ent)
+          and c.get("kernels_open") == 3,
+          "%s: ranks 0, 2, 3 enqueued 4096 B, no kernel completed: %r" % (what, c))
+    r1 = rank_entry(g, 1) or {}
+    check((r1.get("in_call") or {}).get("op") == "MPI_Barrier",
+          "%s: rank 1 waits in MPI_Barrier: %r" % (what, r1))
+    check(bool(verdict) and "ncclAllReduce #3" in verdict[0]
+          and "rank 1 never enqueued it" in verdict[0] and "no completion of its kernel" in verdict[0],
+          "%s: the verdict leads with it: %r" % (what, verdict[:2]))
+
+
+def case_nccl_skip(tmp):
+    """An NCCL rank skips a collective (kernels timed by CUPTI, the fake)."""
+    g, verdict = stopped_job(tmp, "nccl_skip", prog=NCCL_PROG, env=nccl_env(tmp))
+    check_nccl_skip("nccl skip", g, verdict)
+
+
+def case_nccl_skip_events(tmp):
+    """The same with the kernels timed by CUDA events; and the job without the skip is no hang."""
+    clean = os.path.join(tmp, "clean")
+    p = h.run([h.COMMSCOPE, "run", "-o", clean, "--quiet", "--"] + h.MPIRUN
+              + ["-np", "4", NCCL_PROG, "5", "-1"], env=nccl_env(tmp, events=True))
+    with open(os.path.join(clean, "commscope-run.txt")) as f:
+        runfile = f.read()
+    check("\nexit_status: 0\n" in runfile, "nccl clean: the job ends by itself: %r %r"
+          % (runfile[-200:], p.stderr[-400:]))
+    js = os.path.join(tmp, "clean.json")
+    h.run([h.COMMSCOPE, "analyze", clean, "--json", js])
+    with open(js) as f:
+        rep = json.load(f)
+    check(rep.get("hang") is None, "nccl clean: no hang section: %r" % rep.get("hang"))
+    g, verdict = stopped_job(tmp, "nccl_skip", prog=NCCL_PROG, env=nccl_env(tmp, events=True))
+    check_nccl_skip("nccl skip (CUDA events)", g, verdict)
+
+
+def case_nccl_live(tmp):
+    """--hang-timeout on the NCCL job: the ranks stuck in cudaStreamSynchronize make no call."""
+    p, rep, runfile = live_job(tmp, "nccl_live", [], 120, prog=NCCL_PROG, env=nccl_env(tmp))
+    g = rep.get("hang") or {}
+    check_nccl_skip("nccl live", g, rep.get("verdict", []))
+    r0 = rank_entry(g, 0) or {}
+    check(r0.get("end") == "running", "nccl live: rank 0 still runs: %r" % r0)
+    check("hang_action: SIGTERM" in runfile, "nccl live: the job was ended: %r" % runfile[-400:])
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 
 
@@ -207,7 +279,7 @@ def main():
     if not shutil.which(h.MPIRUN[0]) or not shutil.which("timeout"):
         print("skip: %s or timeout not found" % h.MPIRUN[0])
         return 77
-    for p in (h.COMMSCOPE, PROG):
+    for p in (h.COMMSCOPE, NCCL_PROG if sys.argv[1].startswith("nccl") else PROG):
         if not os.access(p, os.X_OK):
             print("FAIL: %s not built" % p, file=sys.stderr)
             return 1
