@@ -88,7 +88,7 @@ struct cs_report_hang_wait {
     int cycle; /* index of the deadlock cycle it is in + 1, 0 none */
 };
 struct cs_report_hang {
-    int hung;      /* some rank was inside a call when its trace ends */
+    int hung;      /* some rank was inside a call when its trace ends, or an NCCL one is stuck */
     int stopped;   /* some rank did not reach MPI_Finalize */
     double end_s;  /* the latest time any trace reached */
     size_t nranks; /* ranks that did not finalize (and every rank inside a call) */
