@@ -223,6 +223,7 @@ void cs__hang_report_free(struct cs_report *rep)
         return;
     for (size_t i = 0; i < g->ncolls; i++) {
         free(g->colls[i].kernel);
+        free(g->colls[i].missing_hosts);
         free(g->colls[i].entered);
         free(g->colls[i].since_s);
         free(g->colls[i].bytes);
@@ -375,6 +376,49 @@ static int coll_cmp(const void *a, const void *b)
     return tx < ty ? -1 : tx > ty;
 }
 
+/* The host of world rank r ("" unknown). */
+static const char *host_of(const struct cs__run *run, int32_t r)
+{
+    const struct cs__rank *rk = r >= 0 && r < run->world ? &run->ranks[r] : NULL;
+    return rk && rk->present && rk->h ? rk->h->host : "";
+}
+
+/* o->missing_hosts: the hosts of at least two missing members on which no member entered o, when
+ * the run's ranks are on more than one host.  0, or -1 out of memory. */
+static int whole_hosts(const struct cs__run *run, struct cs_report_hang_coll *o)
+{
+    const char *first = NULL;
+    int several = 0;
+    for (int r = 0; r < run->world && !several; r++) {
+        const char *h = host_of(run, r);
+        if (!h[0])
+            continue;
+        several = first && strncmp(first, h, CS_HOST_MAX) != 0;
+        first = first ? first : h;
+    }
+    if (!several || !o->nmissing)
+        return 0;
+    o->missing_hosts = calloc((size_t)o->nmissing, sizeof *o->missing_hosts);
+    if (!o->missing_hosts)
+        return -1;
+    for (int32_t i = 0; i < o->nmissing; i++) {
+        const char *h = host_of(run, o->missing[i]);
+        int skip = !h[0];
+        for (int32_t j = 0; j < o->nentered && !skip; j++)
+            skip = strncmp(host_of(run, o->entered[j]), h, CS_HOST_MAX) == 0;
+        for (int32_t j = 0; j < o->nmissing_hosts && !skip; j++)
+            skip = strncmp(o->missing_hosts[j], h, CS_HOST_MAX) == 0;
+        /* One member on the host is that rank's story, not the host's. */
+        int on = 0;
+        for (int32_t j = 0; j < o->nmissing && !skip; j++)
+            on += strncmp(host_of(run, o->missing[j]), h, CS_HOST_MAX) == 0;
+        if (skip || on < 2)
+            continue;
+        snprintf(o->missing_hosts[o->nmissing_hosts++], CS_HOST_MAX, "%.*s", CS_HOST_MAX - 1, h);
+    }
+    return 0;
+}
+
 static int build_colls(struct cs__run *run, struct cs_report_hang *g, int64_t origin)
 {
     struct cs__hang *H = run->hang;
@@ -417,12 +461,15 @@ static int build_colls(struct cs__run *run, struct cs_report_hang *g, int64_t or
             if (h->size[j] && !b0)
                 b0 = h->size[j];
         }
+        if (whole_hosts(run, o))
+            return -1;
         /* Waiting only for ranks that left no trace: what they did is unknown (the missing files
          * are a problem of their own), so nothing here says they stopped there. */
         int traced = 0;
         for (int32_t j = 0; j < o->nmissing; j++)
             traced |= cs__member_present(run, o->missing[j]);
         if (o->nmissing && !traced) {
+            free(o->missing_hosts);
             free(o->entered);
             free(o->since_s);
             free(o->bytes);
@@ -528,6 +575,8 @@ static int build_nccl(struct cs__run *run, struct cs_report_hang *g, const struc
                 rk->h && rk->h->gpu_timing != CS_GPU_NONE ? CS_KERNEL_NOT_DONE : CS_KERNEL_UNTIMED;
             o->kernels_open += o->kernel[e] == CS_KERNEL_NOT_DONE;
         }
+        if (whole_hosts(run, o))
+            return -1;
         g->hung = 1; /* o->op stays CS_OP_NONE when no member's enqueue of it was kept */
     }
     qsort(g->colls, g->ncolls, sizeof *g->colls, coll_cmp);

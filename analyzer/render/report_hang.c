@@ -25,6 +25,25 @@ static void ranks_list(const int32_t *r, int32_t n, char *buf, size_t cap)
     }
 }
 
+/* " (every rank of host h2 in it: ...)" when whole hosts are missing, else "". */
+static void hosts_words(const struct cs_report_hang_coll *c, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!c->nmissing_hosts)
+        return;
+    size_t k =
+        (size_t)snprintf(buf, cap, " (every rank of host%s ", c->nmissing_hosts > 1 ? "s" : "");
+    for (int32_t i = 0; i < c->nmissing_hosts && i < 4 && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%.64s",
+                              i == 0 ? "" : (i == c->nmissing_hosts - 1 || i == 3 ? " and " : ", "),
+                              c->missing_hosts[i]);
+    if (c->nmissing_hosts > 4 && k < cap)
+        k += (size_t)snprintf(buf + k, cap - k, " and %d more", (int)c->nmissing_hosts - 4);
+    if (k < cap)
+        snprintf(buf + k, cap - k, " in it: the node%s stopped or lost %s network)",
+                 c->nmissing_hosts > 1 ? "s" : "", c->nmissing_hosts > 1 ? "their" : "its");
+}
+
 static const struct cs_report_hang_rank *rank_of(const struct cs_report_hang *g, int r)
 {
     for (size_t i = 0; i < g->nranks; i++)
@@ -224,13 +243,15 @@ static void nccl_sentence(const struct cs_report_hang *g, const struct cs_report
                  c->nentered ? c->since_s[c->nentered - 1] : NAN, kw);
         return;
     }
+    char hw[400];
+    hosts_words(c, hw, sizeof hw);
     ranks_list(c->missing, c->nmissing, who, sizeof who);
-    size_t m =
-        (size_t)snprintf(s, n,
-                         "Hung in %s #%" PRIu32 " on %s: %d of %d ranks enqueued it (from "
-                         "%.3f s) and %s; rank%s %s never enqueued it",
-                         coll_name(c), c->seq, cl, (int)c->nentered, (int)c->size,
-                         c->nentered ? c->since_s[0] : NAN, kw, c->nmissing > 1 ? "s" : "", who);
+    size_t m = (size_t)snprintf(s, n,
+                                "Hung in %s #%" PRIu32 " on %s: %d of %d ranks enqueued it (from "
+                                "%.3f s) and %s; rank%s %s never enqueued it%s",
+                                coll_name(c), c->seq, cl, (int)c->nentered, (int)c->size,
+                                c->nentered ? c->since_s[0] : NAN, kw, c->nmissing > 1 ? "s" : "",
+                                who, hw);
     for (int32_t j = 0; j < c->nmissing && j < 4 && m < n; j++) {
         char d[320];
         doing(g, c->missing[j], d, sizeof d);
@@ -277,6 +298,8 @@ size_t cs__hang_sentences(const struct cs_report *rep, char *out, size_t n, size
             return k;
         char cl[48], who[160];
         cs__comm_label(c->comm, cl, sizeof cl);
+        char hw[400];
+        hosts_words(c, hw, sizeof hw);
         if (c->nccl) {
             nccl_sentence(g, c, cl, s, n);
         } else if (c->nmissing) {
@@ -284,10 +307,10 @@ size_t cs__hang_sentences(const struct cs_report *rep, char *out, size_t n, size
             size_t m = (size_t)snprintf(
                 s, n,
                 "%s %s #%" PRIu32 " on %s: %d of %d ranks entered it (from %.3f s); "
-                "rank%s %s never did",
+                "rank%s %s never did%s",
                 g->hung ? "Hung in" : "Never completed:", cs_op_name(c->op), c->seq, cl,
                 (int)c->nentered, (int)c->size, c->nentered ? c->since_s[0] : NAN,
-                c->nmissing > 1 ? "s" : "", who);
+                c->nmissing > 1 ? "s" : "", who, hw);
             for (int32_t j = 0; j < c->nmissing && j < 4 && m < n; j++) {
                 char d[320];
                 doing(g, c->missing[j], d, sizeof d);
@@ -509,6 +532,10 @@ void cs__hang_json(const struct cs_report *rep, FILE *out, int depth)
         cs__jw_open(&w, "missing", '[');
         for (int32_t j = 0; j < c->nmissing; j++)
             cs__jw_int(&w, NULL, c->missing[j]);
+        cs__jw_close(&w, ']');
+        cs__jw_open(&w, "missing_hosts", '[');
+        for (int32_t j = 0; j < c->nmissing_hosts; j++)
+            cs__jw_str(&w, NULL, c->missing_hosts[j]);
         cs__jw_close(&w, ']');
         cs__jw_close(&w, '}');
     }

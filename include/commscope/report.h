@@ -76,6 +76,10 @@ struct cs_report_hang_coll {
     int nccl;
     enum cs_hang_kernel *kernel; /* [nentered] (owned; NULL for MPI) */
     int32_t kernels_open;        /* entered members whose kernel has no recorded completion */
+    /* Hosts none of whose members of the communicator entered it (only in a run of several
+     * hosts): the node stopped or lost its network, rather than one rank going astray. */
+    int32_t nmissing_hosts;
+    char (*missing_hosts)[CS_HOST_MAX]; /* (owned) */
 };
 /* A rank blocked in a point-to-point call or wait, and what it waits for. */
 struct cs_report_hang_wait {

@@ -10,6 +10,9 @@
  *             killed (SIGKILL) while rank 2 computes; ranks 0 and 1 wait in MPI_Barrier on world
  *   mismatch  an MPI_Allreduce whose counts differ: 256 Ki doubles on rank 0, 512 Ki on the
  *             others
+ *   nodestop  every rank on the host of the last rank stops making progress outside MPI (as on a
+ *             node whose GPUs or file system hang); the others wait in MPI_Allreduce on world
+ *             (test_cluster_hang.py, one job over hosts)
  *
  * Prints "hang: rank R ready" before stopping, so the test knows the setup ran.
  */
@@ -71,6 +74,15 @@ int main(int argc, char **argv)
         } else {
             MPI_Barrier(MPI_COMM_WORLD);
         }
+    } else if (!strcmp(what, "nodestop")) {
+        char host[64] = "", *all = calloc((size_t)size, sizeof host);
+        gethostname(host, sizeof host - 1);
+        MPI_Allgather(host, sizeof host, MPI_CHAR, all, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
+        if (!strcmp(host, all + (size_t)(size - 1) * sizeof host))
+            for (;;)
+                pause();
+        MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        free(all);
     } else if (!strcmp(what, "mismatch")) {
         int n = rank == 0 ? 1 << 18 : 1 << 19;
         /* Room for the larger count everywhere: the job hangs instead of writing past a buffer. */
