@@ -59,7 +59,8 @@ struct cs__hang {
     struct hinst *v;
     size_t n, cap;
     struct ncomm *nc;
-    size_t nnc, capnc, last;
+    size_t nnc, capnc;
+    struct cs__map nc_by_id; /* comm id -> index into nc + 1 */
 };
 
 static struct hinst *find(struct cs__hang *H, uint64_t comm)
@@ -145,14 +146,14 @@ static struct ncomm *ncomm_of(struct cs__run *run, uint64_t comm)
     if (!run->hang && !(run->hang = calloc(1, sizeof *run->hang)))
         return NULL;
     struct cs__hang *H = run->hang;
-    if (H->last < H->nnc && H->nc[H->last].comm == comm)
-        return &H->nc[H->last];
-    for (size_t i = 0; i < H->nnc; i++)
-        if (H->nc[i].comm == comm)
-            return &H->nc[H->last = i];
+    uint64_t *at = cs__map_get(&H->nc_by_id, comm, 0);
+    if (at)
+        return *at ? &H->nc[*at - 1] : NULL;
     const struct cs__comm *c = cs__comm_get(run, comm);
-    if (!c || c->size < 1)
+    if (!(at = cs__map_put(&H->nc_by_id, comm, 0, NULL)))
         return NULL;
+    if (!c || c->size < 1)
+        return NULL; /* *at stays 0: unknown communicator */
     if (H->nnc == H->capnc) {
         size_t k = H->capnc ? 2 * H->capnc : 4;
         void *p = realloc(H->nc, k * sizeof *H->nc);
@@ -167,7 +168,7 @@ static struct ncomm *ncomm_of(struct cs__run *run, uint64_t comm)
     nc->m = calloc((size_t)c->size, sizeof *nc->m);
     if (!nc->m)
         return NULL;
-    H->last = H->nnc++;
+    *at = ++H->nnc;
     return nc;
 }
 
@@ -209,6 +210,7 @@ void cs__hang_free(struct cs__run *run)
     for (size_t i = 0; i < H->nnc; i++)
         free(H->nc[i].m);
     free(H->nc);
+    cs__map_free(&H->nc_by_id);
     for (size_t i = 0; i < H->n; i++)
         hinst_free(&H->v[i]);
     free(H->v);
