@@ -102,14 +102,8 @@ static struct hinst *slot(struct cs__run *run, uint64_t comm)
     struct hinst *h = find(H, comm);
     if (h)
         return h;
-    if (H->n == H->cap) {
-        size_t c = H->cap ? 2 * H->cap : 8;
-        void *p = realloc(H->v, c * sizeof *H->v);
-        if (!p)
-            return NULL;
-        H->v = p;
-        H->cap = c;
-    }
+    if (cs__grow((void **)&H->v, &H->cap, H->n + 1, sizeof *H->v))
+        return NULL;
     h = &H->v[H->n++];
     memset(h, 0, sizeof *h);
     h->comm = comm;
@@ -154,14 +148,8 @@ static struct ncomm *ncomm_of(struct cs__run *run, uint64_t comm)
         return NULL;
     if (!c || c->size < 1)
         return NULL; /* *at stays 0: unknown communicator */
-    if (H->nnc == H->capnc) {
-        size_t k = H->capnc ? 2 * H->capnc : 4;
-        void *p = realloc(H->nc, k * sizeof *H->nc);
-        if (!p)
-            return NULL;
-        H->nc = p;
-        H->capnc = k;
-    }
+    if (cs__grow((void **)&H->nc, &H->capnc, H->nnc + 1, sizeof *H->nc))
+        return NULL;
     struct ncomm *nc = &H->nc[H->nnc];
     nc->comm = comm;
     nc->n = c->size;
