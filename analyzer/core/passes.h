@@ -271,8 +271,8 @@ static inline void cs__perfetto_free(struct cs__run *run)
         cs__perfetto_finish(run);
 }
 
-/* hang: keeps the incomplete instances; the diagnosis in its report hook. */
-/* hang: NCCL enqueues and the NCCL kernels' completions. */
+/* hang: NCCL enqueues and NCCL kernels' completions (event hook), the incomplete instances
+ * (instance hook); the diagnosis in its report hook. */
 static inline void cs__hang_pevent(struct cs__run *run, struct cs__ev *e)
 {
     if (e->k == CS_KIND_NCOLL || (e->k == CS_KIND_GPU && e->ev->op == CS_OP_GPU_NCCL))

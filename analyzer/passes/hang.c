@@ -160,15 +160,21 @@ static struct ncomm *ncomm_of(struct cs__run *run, uint64_t comm)
     return nc;
 }
 
+/* World rank r's state in NCCL communicator comm, NULL not a member (or out of memory). */
+static struct nmem *nmem_of(struct cs__run *run, uint64_t comm, int r)
+{
+    struct ncomm *nc = ncomm_of(run, comm);
+    const struct cs__comm *c = nc ? cs__comm_get(run, comm) : NULL;
+    int32_t i = c ? cs__comm_rank(run, c, r) : -1;
+    return i >= 0 && i < nc->n ? &nc->m[i] : NULL;
+}
+
 static void nccl_enqueued(struct cs__run *run, int r, const struct cs_event *ev, int64_t t,
                           int inside)
 {
-    struct ncomm *nc = ncomm_of(run, ev->comm);
-    const struct cs__comm *c = nc ? cs__comm_get(run, ev->comm) : NULL;
-    int32_t i = c ? cs__comm_rank(run, c, r) : -1;
-    if (i < 0 || i >= nc->n)
+    struct nmem *m = nmem_of(run, ev->comm, r);
+    if (!m)
         return;
-    struct nmem *m = &nc->m[i];
     if (ev->seq + 1 > m->enq)
         m->enq = ev->seq + 1;
     m->ring[m->pushed++ % NRING] = (struct nslot){
@@ -183,11 +189,9 @@ void cs__hang_event(struct cs__run *run, int r, const struct cs_event *ev, int64
         nccl_enqueued(run, r, ev, tb, 0);
         return;
     }
-    struct ncomm *nc = ncomm_of(run, ev->comm);
-    const struct cs__comm *c = nc ? cs__comm_get(run, ev->comm) : NULL;
-    int32_t i = c ? cs__comm_rank(run, c, r) : -1;
-    if (i >= 0 && i < nc->n && ev->seq + 1 > nc->m[i].done)
-        nc->m[i].done = ev->seq + 1;
+    struct nmem *m = nmem_of(run, ev->comm, r);
+    if (m && ev->seq + 1 > m->done)
+        m->done = ev->seq + 1;
 }
 
 void cs__hang_free(struct cs__run *run)
@@ -206,19 +210,36 @@ void cs__hang_free(struct cs__run *run)
     run->hang = NULL;
 }
 
+/* A reported collective's member arrays for n members (kernels: the NCCL one too); 0 or -1. */
+static int coll_alloc(struct cs_report_hang_coll *o, int32_t n, int kernels)
+{
+    o->entered = malloc((size_t)n * sizeof *o->entered);
+    o->since_s = malloc((size_t)n * sizeof *o->since_s);
+    o->bytes = malloc((size_t)n * sizeof *o->bytes);
+    o->missing = malloc((size_t)n * sizeof *o->missing);
+    if (kernels)
+        o->kernel = malloc((size_t)n * sizeof *o->kernel);
+    return o->entered && o->since_s && o->bytes && o->missing && (!kernels || o->kernel) ? 0 : -1;
+}
+
+static void coll_free(struct cs_report_hang_coll *o)
+{
+    free(o->kernel);
+    free(o->missing_hosts);
+    free(o->entered);
+    free(o->since_s);
+    free(o->bytes);
+    free(o->missing);
+    memset(o, 0, sizeof *o);
+}
+
 void cs__hang_report_free(struct cs_report *rep)
 {
     struct cs_report_hang *g = rep->hang;
     if (!g)
         return;
-    for (size_t i = 0; i < g->ncolls; i++) {
-        free(g->colls[i].kernel);
-        free(g->colls[i].missing_hosts);
-        free(g->colls[i].entered);
-        free(g->colls[i].since_s);
-        free(g->colls[i].bytes);
-        free(g->colls[i].missing);
-    }
+    for (size_t i = 0; i < g->ncolls; i++)
+        coll_free(&g->colls[i]);
     free(g->colls);
     free(g->ranks);
     free(g->waits);
@@ -428,11 +449,7 @@ static int build_colls(struct cs__run *run, struct cs_report_hang *g, int64_t or
         o->size = h->n;
         o->op = h->op;
         o->seq = h->seq;
-        o->entered = malloc((size_t)h->n * sizeof *o->entered);
-        o->since_s = malloc((size_t)h->n * sizeof *o->since_s);
-        o->bytes = malloc((size_t)h->n * sizeof *o->bytes);
-        o->missing = malloc((size_t)h->n * sizeof *o->missing);
-        if (!o->entered || !o->since_s || !o->bytes || !o->missing)
+        if (coll_alloc(o, h->n, 0))
             return -1;
         uint64_t b0 = 0;
         for (int32_t j = 0; j < h->n; j++) {
@@ -459,12 +476,7 @@ static int build_colls(struct cs__run *run, struct cs_report_hang *g, int64_t or
         for (int32_t j = 0; j < o->nmissing; j++)
             traced |= cs__member_present(run, o->missing[j]);
         if (o->nmissing && !traced) {
-            free(o->missing_hosts);
-            free(o->entered);
-            free(o->since_s);
-            free(o->bytes);
-            free(o->missing);
-            memset(o, 0, sizeof *o);
+            coll_free(o);
             g->ncolls--;
         }
     }
@@ -538,12 +550,7 @@ static int build_nccl(struct cs__run *run, struct cs_report_hang *g, const struc
         o->size = nc->n;
         o->seq = k;
         o->nccl = 1;
-        o->entered = malloc((size_t)nc->n * sizeof *o->entered);
-        o->since_s = malloc((size_t)nc->n * sizeof *o->since_s);
-        o->bytes = malloc((size_t)nc->n * sizeof *o->bytes);
-        o->missing = malloc((size_t)nc->n * sizeof *o->missing);
-        o->kernel = malloc((size_t)nc->n * sizeof *o->kernel);
-        if (!o->entered || !o->since_s || !o->bytes || !o->missing || !o->kernel)
+        if (coll_alloc(o, nc->n, 1))
             return -1;
         for (int32_t j = 0; j < nc->n; j++) {
             int32_t w = c->members[j];

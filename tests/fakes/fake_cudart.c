@@ -190,16 +190,23 @@ static void run_item(struct CUstream_st *st, const struct item *it, uint32_t cor
         observer.done(&w);
 }
 
-static cudaError_t launch(int kind, const char *name, uint64_t ns, uint64_t bytes, cudaStream_t s)
+/* A runtime call that launches work: its correlation id, after CUPTI saw the call in the
+ * launching thread (its external correlation stack).  Returns with mu held. */
+static uint32_t api_call(void)
 {
     pthread_mutex_lock(&mu);
     uint32_t corr = next_corr++;
-    struct item it = {kind, name ? intern(name) : NULL, ns, bytes};
     pthread_mutex_unlock(&mu);
-    /* CUPTI sees the API call in the launching thread (its external correlation stack). */
     if (observer.api)
         observer.api(corr);
     pthread_mutex_lock(&mu);
+    return corr;
+}
+
+static cudaError_t launch(int kind, const char *name, uint64_t ns, uint64_t bytes, cudaStream_t s)
+{
+    uint32_t corr = api_call();
+    struct item it = {kind, name ? intern(name) : NULL, ns, bytes};
     struct CUstream_st *st = stream_of(s);
     run_item(st, &it, corr, 0);
     pthread_mutex_unlock(&mu);
@@ -218,12 +225,7 @@ API cudaError_t fakeCudaLaunchNamed(const char *name, uint64_t ns, cudaStream_t 
 
 API uint32_t fakeCudaLaunchOpen(const char *name, cudaStream_t s)
 {
-    pthread_mutex_lock(&mu);
-    uint32_t corr = next_corr++;
-    pthread_mutex_unlock(&mu);
-    if (observer.api)
-        observer.api(corr);
-    pthread_mutex_lock(&mu);
+    uint32_t corr = api_call();
     struct CUstream_st *st = stream_of(s);
     struct open_work *o = &opens[next_open % MAX_OPEN];
     uint32_t id = 0;
@@ -488,12 +490,7 @@ API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
 {
     if (!exec)
         return cudaErrorInvalidValue;
-    pthread_mutex_lock(&mu);
-    uint32_t corr = next_corr++;
-    pthread_mutex_unlock(&mu);
-    if (observer.api)
-        observer.api(corr);
-    pthread_mutex_lock(&mu);
+    uint32_t corr = api_call();
     struct CUstream_st *st = stream_of(s);
     for (int i = 0; i < exec->g.n; i++)
         run_item(st, &exec->g.items[i], corr, exec->id);
