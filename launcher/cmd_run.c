@@ -586,6 +586,11 @@ struct hang_ctx {
     int keep;
     const char *run_dir, *run_file;
     int fired; /* the diagnosis was made */
+    /* The root service the ranks report progress to (COMMSCOPE_WATCH_MS), or NULL. */
+    struct cs__root_svc *svc;
+    int watch_ms;
+    uint64_t calls; /* the completed calls the ranks reported at the last poll */
+    int reported;   /* some rank reported */
 };
 
 static double mono_s(void)
@@ -625,6 +630,23 @@ static void diagnose_hang(struct hang_ctx *hc, double quiet_s)
             "commscope: no rank completed a call for %.1f s (--hang-timeout %g); diagnosing the "
             "live job\n",
             quiet_s, hc->timeout_s);
+    /* Ranks report their progress to the root service: their traces, wherever they are kept,
+     * come over as snapshots into the run directory. */
+    char silent[1024] = "";
+    if (hc->svc) {
+        int wait_ms = 4 * hc->watch_ms + 5000;
+        int copied = 0;
+        int got = cs__root_svc_snapshot(hc->svc, wait_ms, 3.0 * hc->watch_ms / 1000 + 1, &copied,
+                                        silent, sizeof silent);
+        fprintf(stderr,
+                "commscope: %d rank(s) answered through the root service: %d live trace(s) "
+                "copied into the run directory, %d there already\n",
+                got, copied, got - copied);
+        if (silent[0]) {
+            fprintf(stderr, "commscope: no snapshot from %s\n", silent);
+            append_run_file(hc->run_file, "hang_silent: %s\n", silent);
+        }
+    }
     struct cs_analysis_opts ao = {.hung = 1};
     struct cs_analysis *an = NULL;
     char err[1024] = "";
@@ -645,6 +667,13 @@ static void diagnose_hang(struct hang_ctx *hc, double quiet_s)
     snprintf(txt, sizeof txt, "%s/" HANG_TEXT, hc->run_dir);
     snprintf(json, sizeof json, "%s/" HANG_JSON, hc->run_dir);
     int wt = write_hang_file(txt, rep, 0), wj = write_hang_file(json, rep, 1);
+    if (!wt && silent[0]) {
+        FILE *f = fopen(txt, "ae");
+        if (f) {
+            fprintf(f, "\nRanks without a live snapshot (progress reports): %s\n", silent);
+            fclose(f);
+        }
+    }
     cs_report_write_text(rep, stderr);
     if (wt || wj)
         fprintf(stderr, "commscope: could not write %s: %s\n", wt ? txt : json, strerror(errno));
@@ -681,7 +710,15 @@ static pid_t wait_child(pid_t pid, int *status, struct hang_ctx *hc)
         if (!hw || hc->fired || t < next)
             continue;
         next = t + poll_s;
-        if (cs__hang_watch_poll(hw) != 0) {
+        /* Progress: a visible trace changed, or the ranks' reports to the root service did; no
+         * trace and no report yet is a job still starting. */
+        int fp = cs__hang_watch_poll(hw);
+        uint64_t calls = 0;
+        int reporting = hc->svc ? cs__root_svc_progress(hc->svc, &calls) : 0;
+        int moved = hc->reported && calls != hc->calls;
+        hc->reported |= reporting > 0 || calls > 0;
+        hc->calls = calls;
+        if (fp == 1 || moved || (fp < 0 && !hc->reported)) {
             last = t;
             continue;
         }
@@ -828,14 +865,24 @@ int cs__cmd_run(int argc, char **argv)
         return EXIT_SETUP;
     }
     /* Jobs without MPI (and any job given --root or COMMSCOPE_ROOT): the root service. */
+    /* With --hang-timeout every rank reports its progress to it (COMMSCOPE_WATCH_MS), MPI or
+     * not, so ranks whose traces stay on other nodes are watched too. */
     struct cs__root_svc *svc = NULL;
     const char *spec = o.root ? o.root : getenv("COMMSCOPE_ROOT");
+    int watch_ms = 0;
     if (spec && (!*spec || strcmp(spec, "off") == 0))
         spec = NULL;
-    else if (spec || !mpi) {
+    else if (spec || !mpi || o.hang_timeout) {
         char addr[320];
         int sr = cs__root_svc_start(spec, run_dir, &svc, addr, sizeof addr);
-        if (setenv("COMMSCOPE_ROOT", sr >= 0 ? addr : "off", 1) != 0) {
+        if (sr == 0 && o.hang_timeout) {
+            double ms = o.hang_timeout * 1000 / 4;
+            watch_ms = ms < 100 ? 100 : ms > 1000 ? 1000 : (int)ms;
+        }
+        char wms[16];
+        snprintf(wms, sizeof wms, "%d", watch_ms);
+        if (setenv("COMMSCOPE_ROOT", sr >= 0 ? addr : "off", 1) != 0 ||
+            (watch_ms && setenv("COMMSCOPE_WATCH_MS", wms, 1) != 0)) {
             fprintf(stderr, "commscope run: cannot set the environment: %s\n", strerror(errno));
             return EXIT_SETUP;
         }
@@ -868,8 +915,12 @@ int cs__cmd_run(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int sig = 0, not_started = 0;
-    struct hang_ctx hc = {
-        .timeout_s = o.hang_timeout, .keep = o.hang_keep, .run_dir = run_dir, .run_file = run_file};
+    struct hang_ctx hc = {.timeout_s = o.hang_timeout,
+                          .keep = o.hang_keep,
+                          .run_dir = run_dir,
+                          .run_file = run_file,
+                          .svc = watch_ms ? svc : NULL,
+                          .watch_ms = watch_ms};
     if (o.hang_timeout)
         append_run_file(run_file, "hang_timeout_s: %g%s\n", o.hang_timeout,
                         o.hang_keep ? " (keep)" : "");

@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * One subcommand.  fn gets argv with argv[0] = the subcommand's name and returns the process exit
@@ -83,6 +84,16 @@ int cs__elf_mpi_family(const char *path, char *soname, size_t cap);
 struct cs__root_svc;
 int cs__root_svc_start(const char *spec, const char *run_dir, struct cs__root_svc **out, char *addr,
                        size_t cap);
+/* The ranks reporting progress (COMMSCOPE_WATCH_MS): the number whose reports go on, with *calls
+ * the sum of the calls every rank that reported has completed. */
+int cs__root_svc_progress(struct cs__root_svc *s, uint64_t *calls);
+/* Ask every reporting rank for a snapshot of its live trace into the run directory (never over
+ * the live trace itself) and wait up to wait_ms for them.  Returns the number of ranks whose
+ * trace is in the run directory now, *copied those that came as snapshots (the others write
+ * there themselves); silent lists the ranks without one and why (never reported, reports
+ * stopped, none for stale_s). */
+int cs__root_svc_snapshot(struct cs__root_svc *s, int wait_ms, double stale_s, int *copied,
+                          char *silent, size_t cap);
 /* After the program: wait up to wait_ms for transfers, recover traces of ranks that did not hand
  * theirs over from their local files on this host, warn about the rest, stop and free the
  * service; a one-line summary goes to summary. */

@@ -44,6 +44,14 @@ struct rank_ent {
     int delivered; /* its closed trace is in the run directory */
     char host[64];
     char path[1048];
+    /* Progress reports (WATCH sessions). */
+    int watched;       /* it reported at least once */
+    int watching;      /* its WATCH session is open */
+    int bye;           /* its last report said the trace closed */
+    uint64_t calls;    /* completed calls at its last report */
+    double last_s;     /* CLOCK_MONOTONIC seconds of its last report */
+    unsigned snap_gen; /* the snapshot request it answered last */
+    int snap_ok;       /* that answer put its trace in the run directory */
 };
 
 struct cs__root_svc {
@@ -64,7 +72,8 @@ struct cs__root_svc {
     uint64_t run_id;
     int32_t world;
     struct rank_ent *ranks; /* world entries (when world <= MAX_TABLE) */
-    unsigned received, have, refused, recovered;
+    unsigned received, have, refused, recovered, snapshots;
+    unsigned snap_gen; /* snapshot requests made (cs__root_svc_snapshot) */
 };
 
 struct conn {
@@ -155,33 +164,59 @@ static int holds_calls(const char *path, int rank, uint64_t run_id)
     return ok;
 }
 
-/* The FINISH session's file part.  Returns nothing: the client is told the outcome. */
-static void take_file(struct conn *c, const struct cs_root_hello *h)
+/* Nonzero when path holds a trace with this nonce (a live trace: whatever its size). */
+static int same_nonce(const char *path, uint64_t nonce)
+{
+    struct cs_file_header h;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    int same = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+               memcmp(h.magic, CS_TRACE_MAGIC, 8) == 0 && h.nonce == nonce;
+    close(fd);
+    return same;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/*
+ * The file part of a FINISH session, or of a snapshot in a WATCH session.  The client is told the
+ * outcome; returns 0 when the trace is in the run directory (received, or there already), -1
+ * when not.  A snapshot never replaces the rank's live trace itself (a run directory the rank
+ * writes into: same nonce), which would cut the rank off its own file.
+ */
+static int take_file(struct conn *c, const struct cs_root_hello *h, int snapshot)
 {
     struct cs__root_svc *s = c->s;
     struct cs_root_offer off;
     if (cs_root_recv_all(c->fd, &off, sizeof off) != (ssize_t)sizeof off) {
         say("rank %d (%s) closed the connection before offering its trace", h->rank, c->peer);
-        return;
+        return -1;
     }
     if (off.size < CS_HEADER_SIZE || off.size > CS_ROOT_MAX_FILE) {
         refuse(c,
                "rank %d offered a trace of %llu bytes: not a commscope trace size (4096 .. "
                "2^40)",
                h->rank, (unsigned long long)off.size);
-        return;
+        return -1;
     }
     char dst[PATH_MAX + 32], tmp[PATH_MAX + 32];
     dest_path(s, h->rank, 0, dst, sizeof dst);
     dest_path(s, h->rank, 1, tmp, sizeof tmp);
-    if (same_trace(dst, off.nonce, off.size)) {
+    if (snapshot ? same_nonce(dst, off.nonce) : same_trace(dst, off.nonce, off.size)) {
         reply(c->fd, 1, CS_ROOT_STATUS_HAVE, 0, "");
         pthread_mutex_lock(&s->mu);
-        s->have++;
-        if (s->ranks)
+        if (!snapshot)
+            s->have++;
+        if (s->ranks && !snapshot)
             s->ranks[h->rank].delivered = 1;
         pthread_mutex_unlock(&s->mu);
-        return;
+        return 0;
     }
     reply(c->fd, 1, CS_ROOT_STATUS_SEND, 0, "");
     int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -226,7 +261,7 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
             "%s:%s after the run",
             h->rank, c->peer, (unsigned long long)got, (unsigned long long)off.size,
             errno == EAGAIN ? "timed out" : "connection closed", h->host, h->path);
-        return;
+        return -1;
     }
     if (bad || werr) {
         unlink(tmp);
@@ -234,26 +269,78 @@ static void take_file(struct conn *c, const struct cs_root_hello *h)
             refuse(c, "rank %d's trace was refused: %s", h->rank, bad);
         else
             refuse(c, "cannot write %s: %s", tmp, strerror(werr));
-        return;
+        return -1;
     }
     /* A process of the rank that made no MPI or NCCL call (the shell a launcher started, say)
      * never replaces the trace of the one that did. */
     if ((flags & CS_FLAG_NO_CALLS) && holds_calls(dst, h->rank, h->run_id)) {
         unlink(tmp);
         reply(c->fd, 1, CS_ROOT_STATUS_OK, 0, "");
-        return;
+        return 0;
     }
     if (rename(tmp, dst) != 0) {
         int e = errno;
         unlink(tmp);
         refuse(c, "cannot rename %s to %s: %s", tmp, dst, strerror(e));
-        return;
+        return -1;
     }
     reply(c->fd, 1, CS_ROOT_STATUS_OK, 0, "");
     pthread_mutex_lock(&s->mu);
-    s->received++;
-    if (s->ranks)
-        s->ranks[h->rank].delivered = 1;
+    if (snapshot) {
+        s->snapshots++;
+    } else {
+        s->received++;
+        if (s->ranks)
+            s->ranks[h->rank].delivered = 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* A WATCH session: progress reports until the rank's last, answering each with an order. */
+static void watch_session(struct conn *c, const struct cs_root_hello *h)
+{
+    struct cs__root_svc *s = c->s;
+    /* Reports come at most CS_ROOT_WATCH_MS_MAX apart; a snapshot is bounded by the I/O timeout
+     * of each read. */
+    int ms = s->io_ms + 3 * CS_ROOT_WATCH_MS_MAX;
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct rank_ent none, *e = s->ranks ? &s->ranks[h->rank] : &none;
+    pthread_mutex_lock(&s->mu);
+    e->watching = 1;
+    e->bye = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (;;) {
+        struct cs_root_progress p;
+        if (cs_root_recv_all(c->fd, &p, sizeof p) != (ssize_t)sizeof p)
+            break;
+        pthread_mutex_lock(&s->mu);
+        e->watched = 1;
+        e->calls = p.calls;
+        e->last_s = mono_s();
+        e->bye = !!(p.flags & CS_ROOT_PROGRESS_BYE);
+        unsigned gen = s->snap_gen;
+        int want = !e->bye && gen != e->snap_gen;
+        int bye = e->bye;
+        pthread_mutex_unlock(&s->mu);
+        struct cs_root_order o = {.cmd = want ? CS_ROOT_CMD_SNAPSHOT : CS_ROOT_CMD_CONTINUE};
+        if (cs_root_send_all(c->fd, &o, sizeof o) != 0 || bye)
+            break;
+        if (want) {
+            int ok = take_file(c, h, 1) == 0;
+            pthread_mutex_lock(&s->mu);
+            e->snap_gen = gen;
+            e->snap_ok = ok;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            if (!ok)
+                break;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    e->watching = 0;
+    pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -289,8 +376,8 @@ static void serve(struct conn *c)
                h.version, CS_ROOT_VERSION);
         return;
     }
-    if (h.kind != CS_ROOT_START && h.kind != CS_ROOT_FINISH) {
-        refuse(c, "unknown session kind %u (1 start, 2 finish)", h.kind);
+    if (h.kind != CS_ROOT_START && h.kind != CS_ROOT_FINISH && h.kind != CS_ROOT_WATCH) {
+        refuse(c, "unknown session kind %u (1 start, 2 finish, 3 watch)", h.kind);
         return;
     }
     if (h.world_size < 1 || h.world_size > (1 << 24) || h.rank < 0 || h.rank >= h.world_size ||
@@ -342,7 +429,10 @@ static void serve(struct conn *c)
         pthread_mutex_unlock(&s->mu);
         return;
     }
-    take_file(c, &h);
+    if (h.kind == CS_ROOT_WATCH)
+        watch_session(c, &h);
+    else
+        take_file(c, &h, 0);
 }
 
 static void *conn_main(void *arg)
@@ -568,6 +658,88 @@ static int copy_in(const struct cs__root_svc *s, int rank, const char *src)
     return -1;
 }
 
+int cs__root_svc_progress(struct cs__root_svc *s, uint64_t *calls)
+{
+    int n = 0;
+    uint64_t sum = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int32_t r = 0; s->ranks && r < s->world; r++)
+        if (s->ranks[r].watched) {
+            sum += s->ranks[r].calls;
+            n += s->ranks[r].watching;
+        }
+    pthread_mutex_unlock(&s->mu);
+    *calls = sum;
+    return n;
+}
+
+/* Append "rank R (HOST, WHAT)" to a list of at most cap bytes ("..." once it is full). */
+static void list_rank(char *out, size_t cap, int *n, int r, const char *host, const char *what)
+{
+    size_t len = strlen(out);
+    if (len + 4 >= cap)
+        return;
+    char item[256];
+    snprintf(item, sizeof item, "%srank %d (%s%s%s)", *n ? "; " : "", r, host[0] ? host : "",
+             host[0] ? ", " : "", what);
+    if (len + strlen(item) + 5 < cap)
+        snprintf(out + len, cap - len, "%s", item);
+    else
+        snprintf(out + len, cap - len, "; ...");
+    ++*n;
+}
+
+int cs__root_svc_snapshot(struct cs__root_svc *s, int wait_ms, double stale_s, int *copied,
+                          char *silent, size_t cap)
+{
+    silent[0] = '\0';
+    double t0 = mono_s(), until = t0 + wait_ms / 1000.0;
+    pthread_mutex_lock(&s->mu);
+    unsigned gen = ++s->snap_gen, before = s->snapshots;
+    for (;;) {
+        int pending = 0;
+        for (int32_t r = 0; s->ranks && r < s->world; r++) {
+            struct rank_ent *e = &s->ranks[r];
+            pending += e->watching && e->snap_gen != gen && t0 - e->last_s <= stale_s;
+        }
+        double now = mono_s();
+        if (!pending || now >= until)
+            break;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        double w = until - now < 0.2 ? until - now : 0.2;
+        long ns = dl.tv_nsec + (long)(w * 1e9);
+        dl.tv_sec += ns / 1000000000L;
+        dl.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+    }
+    int got = 0, nsil = 0;
+    double now = mono_s();
+    for (int32_t r = 0; s->ranks && r < s->world; r++) {
+        struct rank_ent *e = &s->ranks[r];
+        char what[96];
+        if (e->snap_gen == gen && e->snap_ok) {
+            got++;
+            continue;
+        }
+        if (e->bye)
+            continue; /* its trace closed: gathered as usual */
+        if (!e->watched)
+            snprintf(what, sizeof what, "never reported");
+        else if (!e->watching)
+            snprintf(what, sizeof what, "its reports stopped %.1f s ago: the connection closed",
+                     now - e->last_s);
+        else if (now - e->last_s > stale_s)
+            snprintf(what, sizeof what, "no report for %.1f s", now - e->last_s);
+        else
+            snprintf(what, sizeof what, "its snapshot did not arrive");
+        list_rank(silent, cap, &nsil, r, e->host, what);
+    }
+    *copied = (int)(s->snapshots - before);
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
 void cs__root_svc_finish(struct cs__root_svc *s, int wait_ms, char *summary, size_t cap)
 {
     if (!s)
@@ -603,7 +775,8 @@ void cs__root_svc_finish(struct cs__root_svc *s, int wait_ms, char *summary, siz
         char dst[PATH_MAX + 32];
         dest_path(s, r, 0, dst, sizeof dst);
         struct stat st;
-        if (e->delivered)
+        /* A rank that only reported progress (an MPI rank) hands its trace over through MPI. */
+        if (e->delivered || (e->watched && !e->started))
             continue;
         if (e->path[0] && strcmp(e->host, s->myhost) == 0 && strcmp(e->path, dst) != 0 &&
             stat(e->path, &st) == 0) {

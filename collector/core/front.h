@@ -82,8 +82,10 @@ int cs__root_open(const char *host, const char *port, uint32_t kind, int rank, i
 /* Run the clock rounds on fd (cs_clock_pingpong against the service's CLOCK_REALTIME).
  * Returns 0 with *s valid, -1 when a round failed. */
 int cs__root_clock(int fd, uint32_t rounds, struct cs_clock_sample *s);
-/* Offer the closed trace at path (header nonce) and stream it.  Returns 0 when the service has
- * it, -1 with the reason in err.  Does not close fd. */
-int cs__root_send_file(int fd, const char *path, uint64_t nonce, char *err, size_t cap);
+/* Offer the trace at path (header nonce) and stream it: the whole file, or its first `limit`
+ * bytes when limit is not 0 (a live trace's claimed part).  Returns 0 when the service has it,
+ * -1 with the reason in err.  Does not close fd. */
+int cs__root_send_file(int fd, const char *path, uint64_t nonce, uint64_t limit, char *err,
+                       size_t cap);
 
 #endif

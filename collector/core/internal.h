@@ -142,6 +142,11 @@ void cs__fate_watch(void);
 void cs__helper_start(void);
 void cs__helper_stop(void);
 void cs__helper_forget(void);
+/* Progress reports to the root service (watch.c): started at open when COMMSCOPE_WATCH_MS is set,
+ * stopped (a last report said) at close, forgotten in a forked child. */
+void cs__watch_start(void);
+void cs__watch_stop(void);
+void cs__watch_forget(void);
 
 /* Count one dropped event in the header. */
 void cs__count_drop(void);

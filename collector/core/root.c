@@ -239,7 +239,8 @@ int cs__root_clock(int fd, uint32_t rounds, struct cs_clock_sample *s)
     return 0;
 }
 
-int cs__root_send_file(int fd, const char *path, uint64_t nonce, char *err, size_t cap)
+int cs__root_send_file(int fd, const char *path, uint64_t nonce, uint64_t limit, char *err,
+                       size_t cap)
 {
     struct stat st;
     int in = open(path, O_RDONLY | O_CLOEXEC);
@@ -249,7 +250,8 @@ int cs__root_send_file(int fd, const char *path, uint64_t nonce, char *err, size
             close(in);
         return -1;
     }
-    struct cs_root_offer off = {.size = (uint64_t)st.st_size, .nonce = nonce};
+    uint64_t size = (uint64_t)st.st_size;
+    struct cs_root_offer off = {.size = limit && limit < size ? limit : size, .nonce = nonce};
     struct cs_root_reply r;
     int rc = -1;
     char *buf = NULL;

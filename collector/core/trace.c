@@ -63,6 +63,7 @@ static void atfork_child(void)
         inherited = 1;
         __atomic_store_n(&cs_active, 0, __ATOMIC_RELAXED);
         cs__helper_forget(); /* threads do not survive fork */
+        cs__watch_forget();
         detach_mapping();
         close(cs__t.fd);
         cs__t.fd = -1;
@@ -301,6 +302,7 @@ int cs_trace_open(const struct cs_trace_params *p)
     if (cs__trace_open_hook)
         cs__trace_open_hook();
     cs__helper_start();
+    cs__watch_start();
     cs__fate_watch();
     __atomic_store_n(&cs_active, 1, __ATOMIC_RELEASE);
     return 0;
@@ -397,6 +399,7 @@ void cs_trace_close(uint64_t t_finalize)
 {
     if (!cs__t.open)
         return;
+    cs__watch_stop(); /* its last report, while the blocks are still mapped */
     if (cs__trace_close_hook)
         cs__trace_close_hook();
     __atomic_store_n(&cs_active, 0, __ATOMIC_RELEASE);

@@ -172,7 +172,7 @@ static void finish(int second_sample)
     snprintf(path, sizeof path, "%s", cs_trace_path());
     uint64_t nonce = cs_trace_header()->nonce;
     cs_trace_close(t_fin);
-    if (fd >= 0 && cs__root_send_file(fd, path, nonce, err, sizeof err) != 0) {
+    if (fd >= 0 && cs__root_send_file(fd, path, nonce, 0, err, sizeof err) != 0) {
         close(fd);
         fd = -1;
     } else if (fd >= 0) {

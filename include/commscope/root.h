@@ -14,6 +14,11 @@
  *     service: reply, status SEND (send it), HAVE (the run directory holds this very file already)
  *              or REFUSED (reason in msg)
  *     SEND:  client: `size` bytes of the file;  service: reply, status OK or REFUSED (reason)
+ *   WATCH only (while the trace is open, every COMMSCOPE_WATCH_MS):
+ *     client: progress (struct cs_root_progress);  service: order (struct cs_root_order)
+ *     order SNAPSHOT: client: offer and file as in FINISH (the live trace up to its last claimed
+ *     block), the service answering as there; then the next progress
+ *     progress with CS_ROOT_PROGRESS_BYE (the trace closes): the service answers and closes
  */
 #ifndef COMMSCOPE_ROOT_H
 #define COMMSCOPE_ROOT_H
@@ -37,6 +42,7 @@
 enum cs_root_kind {
     CS_ROOT_START = 1,  /* at trace open: clock sample 0 */
     CS_ROOT_FINISH = 2, /* at exit: clock sample 1, then the closed trace */
+    CS_ROOT_WATCH = 3,  /* while the trace is open: progress reports, snapshots on request */
 };
 
 enum cs_root_status {
@@ -64,6 +70,29 @@ struct cs_root_reply { /* 256 bytes */
     uint32_t status;   /* enum cs_root_status */
     uint32_t rounds;   /* hello accepted: clock rounds to run (1..CS_ROOT_ROUNDS_MAX) */
     char msg[240];     /* NUL-terminated sentence: why refused, or "" */
+};
+
+/* The longest interval between two progress reports (COMMSCOPE_WATCH_MS): below the service's
+ * default read timeout, so a reporting rank is never taken for a silent one. */
+#define CS_ROOT_WATCH_MS_MAX 5000
+#define CS_ROOT_PROGRESS_BYE 1u /* the last report: the trace is closing */
+
+struct cs_root_progress { /* 32 bytes */
+    uint64_t calls;       /* events committed to the trace so far (completed calls) */
+    uint64_t dropped;     /* the header's dropped count */
+    uint64_t nonce;       /* the trace's header nonce */
+    uint32_t flags;       /* CS_ROOT_PROGRESS_BYE */
+    uint32_t reserved;    /* 0 */
+};
+
+enum cs_root_cmd {
+    CS_ROOT_CMD_CONTINUE = 0, /* report again after the interval */
+    CS_ROOT_CMD_SNAPSHOT = 1, /* offer and send the live trace now */
+};
+
+struct cs_root_order { /* 8 bytes */
+    uint32_t cmd;      /* enum cs_root_cmd */
+    uint32_t reserved; /* 0 */
 };
 
 struct cs_root_offer { /* 16 bytes */

@@ -15,10 +15,12 @@
 #   --second RATE     give every host a second interface eth1 on 10.78.0.0/24 (own bridge),
 #                     limited to RATE ("" or 0: unlimited); MPI is still told to use eth1's subnet
 #                     only if the command asks for it
+#   --private DIR     every host mounts a small tmpfs of its own at DIR (node-local storage: what
+#                     one host writes there, no other host sees)
 # Everything it creates is removed on exit, also on failure or interruption.
 # Exit: COMMAND's status; 77 when namespaces cannot be created here (not root, no support).
 set -u
-N=4 SLOTS=1 RATE="" SLOW=() SECOND=""
+N=4 SLOTS=1 RATE="" SLOW=() SECOND="" PRIVATE=""
 while [ $# -gt 0 ]; do
     case "$1" in
     -n) N=$2; shift 2 ;;
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --rate) RATE=$2; shift 2 ;;
     --slow) SLOW+=("$2"); shift 2 ;;
     --second) SECOND=$2; shift 2 ;;
+    --private) PRIVATE=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "cluster.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
@@ -106,6 +109,8 @@ cat > "$WORK/agent" <<AGENT
 #!/bin/sh
 host=\$1; shift
 i=\${host##*.}
+[ -z "$PRIVATE" ] || exec ip netns exec "$P-h\$i" unshare --uts --mount sh -c \
+    "hostname h\$i; mount -t tmpfs -o size=512m cs-node '$PRIVATE' && exec \$*"
 exec ip netns exec "$P-h\$i" unshare --uts sh -c "hostname h\$i; exec \$*"
 AGENT
 chmod +x "$WORK/agent"
@@ -114,4 +119,10 @@ export CS_CLUSTER_HOSTFILE="$WORK/hostfile"
 export CS_CLUSTER_MPI_ARGS="--hostfile $WORK/hostfile --mca plm_rsh_agent $WORK/agent \
 --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,vader,self --mca btl_tcp_if_include 10.77.0.0/24 \
 --mca oob_tcp_if_include 10.77.0.0/24 --mca mpi_yield_when_idle 1"
+if [ -n "$PRIVATE" ]; then
+    mkdir -p "$PRIVATE" || exit 1
+    ip netns exec "$P-h1" unshare --uts --mount sh -c \
+        'hostname h1; mount -t tmpfs -o size=512m cs-node "$0" && exec "$@"' "$PRIVATE" "$@"
+    exit $?
+fi
 ip netns exec "$P-h1" unshare --uts sh -c 'hostname h1; exec "$@"' sh "$@"

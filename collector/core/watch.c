@@ -1,0 +1,199 @@
+/*
+ * Progress reports to the root service while the trace is open (COMMSCOPE_WATCH_MS, set by
+ * `commscope run --hang-timeout`): a thread of the collector's own tells the service, every
+ * interval, how many calls this rank has completed, and on the service's request sends it a
+ * snapshot of the live trace.  So the launcher sees every rank's progress, and can diagnose a
+ * hang from their traces, also where the traces stay on the nodes (COMMSCOPE_LOCAL_DIR) and on
+ * nodes the launcher cannot read — never through the job's MPI.
+ *
+ * The thread takes no signals and no lock the program's threads take; every socket operation has
+ * the root service's timeout (COMMSCOPE_ROOT_TIMEOUT_MS), and a service that cannot be reached
+ * costs one warning and a retry each interval.  It reads the block headers the writers publish
+ * (acquire loads of their magic and counts), never the events being written.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commscope/root.h"
+#include "front.h"
+#include "internal.h"
+
+static struct {
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    int interval_ms;
+    char host[256], port[16];
+    /* Committed events of the sealed event blocks below `lo` (final once sealed). */
+    uint64_t lo, base;
+} W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* Events committed so far: the sum of `used` over the event blocks claimed. */
+static uint64_t committed(void)
+{
+    uint64_t nb = atomic_load(&cs__t.next_block), sum = 0;
+    int sealed_so_far = 1;
+    for (uint64_t i = W.lo; i < nb;) {
+        struct cs_block_header *b = cs__block(i);
+        if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != CS_BLOCK_MAGIC) {
+            sealed_so_far = 0; /* claimed, its header not written yet */
+            i++;
+            continue;
+        }
+        uint32_t span = __atomic_load_n(&b->span, __ATOMIC_RELAXED);
+        span = span >= 1 && span <= nb - i ? span : 1;
+        uint32_t used =
+            b->kind == CS_BLOCK_EVENTS ? __atomic_load_n(&b->used, __ATOMIC_ACQUIRE) : 0;
+        if (sealed_so_far && __atomic_load_n(&b->crc, __ATOMIC_ACQUIRE)) {
+            W.base += used;
+            W.lo = i + span;
+        } else {
+            sealed_so_far = 0;
+            sum += used;
+        }
+        i += span;
+    }
+    return W.base + sum;
+}
+
+/* Sleep for the interval, or until cs__watch_stop.  Returns the stop flag. */
+static int nap(void)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += W.interval_ms / 1000;
+    dl.tv_nsec += (long)(W.interval_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&W.mu);
+    while (!W.stop)
+        if (pthread_cond_timedwait(&W.cv, &W.mu, &dl) != 0)
+            break;
+    int stop = W.stop;
+    pthread_mutex_unlock(&W.mu);
+    return stop;
+}
+
+/* One report (and the snapshot asked for).  Returns 0, or -1 when the session is over. */
+static int report(int fd, int bye, char *err, size_t cap)
+{
+    const struct cs_file_header *h = cs__t.hdr;
+    struct cs_root_progress p = {.calls = committed(),
+                                 .dropped = __atomic_load_n(&h->dropped, __ATOMIC_RELAXED),
+                                 .nonce = h->nonce,
+                                 .flags = bye ? CS_ROOT_PROGRESS_BYE : 0};
+    struct cs_root_order o;
+    if (cs_root_send_all(fd, &p, sizeof p) != 0 ||
+        cs_root_recv_all(fd, &o, sizeof o) != (ssize_t)sizeof o) {
+        snprintf(err, cap, "the progress report got no answer: %s",
+                 errno == EAGAIN ? "timed out" : strerror(errno));
+        return -1;
+    }
+    if (o.cmd != CS_ROOT_CMD_SNAPSHOT || bye)
+        return 0;
+    /* The claimed blocks: the rest of the file is its unclaimed reserve. */
+    uint64_t limit = CS_HEADER_SIZE + atomic_load(&cs__t.next_block) * CS_BLOCK_SIZE;
+    if (cs__root_send_file(fd, cs__t.path, h->nonce, limit, err, cap) != 0)
+        return -1;
+    return 0;
+}
+
+static void *watch_main(void *arg)
+{
+    (void)arg;
+    const struct cs_file_header *h = cs__t.hdr;
+    int fd = -1, warned = 0, stop = 0;
+    char err[320];
+    for (;;) {
+        if (fd < 0) {
+            uint32_t rounds;
+            struct cs_clock_sample s;
+            fd = cs__root_open(W.host, W.port, CS_ROOT_WATCH, h->rank, h->world_size, h->run_id,
+                               cs__t.path, &rounds, err, sizeof err);
+            if (fd >= 0 && cs__root_clock(fd, rounds, &s) != 0) {
+                snprintf(err, sizeof err, "the clock rounds failed");
+                close(fd);
+                fd = -1;
+            }
+        }
+        if (fd >= 0 && report(fd, stop, err, sizeof err) != 0) {
+            close(fd);
+            fd = -1;
+        }
+        if (fd < 0 && !warned++)
+            cs_warn("progress reports to the root service at %s port %s: %s; retrying every "
+                    "%d ms",
+                    W.host, W.port, err, W.interval_ms);
+        if (stop)
+            break;
+        stop = nap();
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+void cs__watch_start(void)
+{
+    const char *v = getenv("COMMSCOPE_WATCH_MS");
+    if (!v || !*v || W.running)
+        return;
+    char *end;
+    long ms = strtol(v, &end, 10);
+    if (*end || ms < 1 || ms > CS_ROOT_WATCH_MS_MAX) {
+        cs_warn("COMMSCOPE_WATCH_MS=\"%s\" is not a number of ms in 1..%d; no progress reports", v,
+                CS_ROOT_WATCH_MS_MAX);
+        return;
+    }
+    char src[600];
+    int where = cs__root_where(W.host, sizeof W.host, W.port, sizeof W.port, src, sizeof src);
+    if (where <= 0) {
+        if (where == 0)
+            cs_warn("COMMSCOPE_WATCH_MS is set but no root service is (COMMSCOPE_ROOT); no "
+                    "progress reports");
+        return;
+    }
+    W.interval_ms = (int)ms;
+    W.stop = 0;
+    W.lo = W.base = 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&W.thread, NULL, watch_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        cs_warn("cannot start the progress reports: %s", strerror(rc));
+        return;
+    }
+    W.running = 1;
+    pthread_setname_np(W.thread, "commscope-watch");
+}
+
+void cs__watch_stop(void)
+{
+    if (!W.running)
+        return;
+    pthread_mutex_lock(&W.mu);
+    W.stop = 1;
+    pthread_cond_signal(&W.cv);
+    pthread_mutex_unlock(&W.mu);
+    pthread_join(W.thread, NULL);
+    W.running = 0;
+}
+
+void cs__watch_forget(void)
+{
+    W.running = 0;
+    pthread_mutex_init(&W.mu, NULL);
+    pthread_cond_init(&W.cv, NULL);
+}
