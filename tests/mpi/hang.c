@@ -13,6 +13,8 @@
  *   nodestop  every rank on the host of the last rank stops making progress outside MPI (as on a
  *             node whose GPUs or file system hang); the others wait in MPI_Allreduce on world
  *             (test_cluster_hang.py, one job over hosts)
+ *   freeze    rank 1 stops itself (SIGSTOP: every thread, the collector's too, as on a node that
+ *             froze); the others wait in MPI_Allreduce on world
  *
  * Prints "hang: rank R ready" before stopping, so the test knows the setup ran.
  */
@@ -83,6 +85,10 @@ int main(int argc, char **argv)
                 pause();
         MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         free(all);
+    } else if (!strcmp(what, "freeze")) {
+        if (rank == 1)
+            raise(SIGSTOP);
+        MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     } else if (!strcmp(what, "mismatch")) {
         int n = rank == 0 ? 1 << 18 : 1 << 19;
         /* Room for the larger count everywhere: the job hangs instead of writing past a buffer. */

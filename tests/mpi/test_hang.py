@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
 import sys
 import tempfile
@@ -198,6 +199,38 @@ def case_live_keep(tmp):
           "live keep: the deadlock of ranks 0 and 1: %r" % g.get("deadlocks"))
     check("hang_action" not in runfile, "live keep: the job was left alone: %r" % runfile[-400:])
     check(p.returncode == 124, "live keep: the outer timeout ended it: %d" % p.returncode)
+
+
+def case_live_freeze(tmp):
+    """--hang-timeout on a rank that froze (SIGSTOP, its progress reports too): the others'
+    traces are there as they are, and rank 1 is named as the rank whose reports stopped."""
+    p, rep, runfile = live_job(tmp, "freeze", [], 120)
+    g = rep.get("hang") or {}
+    c = (g.get("collectives") or [{}])[0]
+    check(g.get("hung") is True and c.get("op") == "MPI_Allreduce" and c.get("missing") == [1],
+          "live freeze: rank 1 never entered the all-reduce: %r" % c)
+    m = re.search(r"hang_silent: (.*)", runfile)
+    check(m and m.group(1).startswith("rank 1 (") and "no report for" in m.group(1)
+          and "rank 0" not in m.group(1), "live freeze: rank 1 named as silent: %r" % runfile[-600:])
+    with open(os.path.join(tmp, "run", "hang.txt")) as f:
+        txt = f.read()
+    check("Ranks without a live snapshot (progress reports): rank 1 (" in txt,
+          "live freeze: hang.txt names it: %r" % txt[-400:])
+    check("hang_action: SIGTERM" in runfile, "live freeze: the job was ended: %r" % runfile[-400:])
+    # Never leave a stopped process behind, whatever the launcher did.
+    for f in glob.glob(os.path.join(tmp, "run", "rank-*.cst")):
+        with open(f, "rb") as fh:
+            pid = struct.unpack_from("<i", fh.read(44), 40)[0]
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                ours = b"cs_test_hang" in fh.read()
+        except OSError:
+            ours = False
+        for sig in (signal.SIGCONT, signal.SIGKILL) if ours else ():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
 
 
 # NCCL jobs: tests/mpi/nccl_hang.c on the CPU NCCL and CUDA test doubles, whose collectives
