@@ -12,11 +12,13 @@
  * (acquire loads of their magic and counts), never the events being written.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,15 +28,22 @@
 
 static struct {
     pthread_t thread;
-    int running;
-    pthread_mutex_t mu;
+    int running;        /* a thread was started and not yet joined */
+    pthread_mutex_t mu; /* stop, mapped, fd */
     pthread_cond_t cv;
     int stop;
+    int mapped; /* the trace mapping may be read (cleared at stop, under mu) */
+    int fd;     /* the session's socket, -1 none (stop shuts it down to end a blocked read) */
+    _Atomic int alive; /* the thread has not returned */
     int interval_ms;
     char host[256], port[16];
+    /* What the reports say about the trace, copied at start. */
+    int rank, size;
+    uint64_t run_id, nonce;
+    char path[PATH_MAX + 32];
     /* Committed events of the sealed event blocks below `lo` (final once sealed). */
     uint64_t lo, base;
-} W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .fd = -1};
 
 /* Events committed so far: the sum of `used` over the event blocks claimed. */
 static uint64_t committed(void)
@@ -84,13 +93,32 @@ static int nap(void)
     return stop;
 }
 
+/* The counts of the report, read from the mapping while it is there.  Returns 0, or -1 once
+ * the trace closed under a thread that was left behind (blocked in I/O at close). */
+static int counts(uint64_t *calls, uint64_t *dropped, uint64_t *limit)
+{
+    pthread_mutex_lock(&W.mu);
+    int ok = W.mapped;
+    if (ok) {
+        *calls = committed();
+        *dropped = __atomic_load_n(&cs__t.hdr->dropped, __ATOMIC_RELAXED);
+        *limit = CS_HEADER_SIZE + atomic_load(&cs__t.next_block) * CS_BLOCK_SIZE;
+    }
+    pthread_mutex_unlock(&W.mu);
+    return ok ? 0 : -1;
+}
+
 /* One report (and the snapshot asked for).  Returns 0, or -1 when the session is over. */
 static int report(int fd, int bye, char *err, size_t cap)
 {
-    const struct cs_file_header *h = cs__t.hdr;
-    struct cs_root_progress p = {.calls = committed(),
-                                 .dropped = __atomic_load_n(&h->dropped, __ATOMIC_RELAXED),
-                                 .nonce = h->nonce,
+    uint64_t calls, dropped, limit;
+    if (counts(&calls, &dropped, &limit) != 0) {
+        snprintf(err, cap, "the trace closed");
+        return -1;
+    }
+    struct cs_root_progress p = {.calls = calls,
+                                 .dropped = dropped,
+                                 .nonce = W.nonce,
                                  .flags = bye ? CS_ROOT_PROGRESS_BYE : 0};
     struct cs_root_order o;
     if (cs_root_send_all(fd, &p, sizeof p) != 0 ||
@@ -101,52 +129,69 @@ static int report(int fd, int bye, char *err, size_t cap)
     }
     if (o.cmd != CS_ROOT_CMD_SNAPSHOT || bye)
         return 0;
-    /* The claimed blocks: the rest of the file is its unclaimed reserve. */
-    uint64_t limit = CS_HEADER_SIZE + atomic_load(&cs__t.next_block) * CS_BLOCK_SIZE;
-    if (cs__root_send_file(fd, cs__t.path, h->nonce, limit, err, cap) != 0)
+    /* The claimed blocks (the rest of the file is its unclaimed reserve), read through the
+     * file, not the mapping. */
+    if (cs__root_send_file(fd, W.path, W.nonce, limit, err, cap) != 0)
         return -1;
     return 0;
+}
+
+static void set_fd(int fd)
+{
+    pthread_mutex_lock(&W.mu);
+    W.fd = fd;
+    pthread_mutex_unlock(&W.mu);
 }
 
 static void *watch_main(void *arg)
 {
     (void)arg;
-    const struct cs_file_header *h = cs__t.hdr;
     int fd = -1, warned = 0, stop = 0;
     char err[320];
     for (;;) {
+        if (fd < 0 && stop)
+            break; /* no session to say goodbye on */
         if (fd < 0) {
             uint32_t rounds;
             struct cs_clock_sample s;
-            fd = cs__root_open(W.host, W.port, CS_ROOT_WATCH, h->rank, h->world_size, h->run_id,
-                               cs__t.path, &rounds, err, sizeof err);
+            fd = cs__root_open(W.host, W.port, CS_ROOT_WATCH, W.rank, W.size, W.run_id, W.path,
+                               &rounds, err, sizeof err);
+            set_fd(fd);
             if (fd >= 0 && cs__root_clock(fd, rounds, &s) != 0) {
                 snprintf(err, sizeof err, "the clock rounds failed");
+                set_fd(-1);
                 close(fd);
                 fd = -1;
             }
         }
         if (fd >= 0 && report(fd, stop, err, sizeof err) != 0) {
+            set_fd(-1);
             close(fd);
             fd = -1;
         }
-        if (fd < 0 && !warned++)
+        pthread_mutex_lock(&W.mu);
+        int closing = W.stop;
+        pthread_mutex_unlock(&W.mu);
+        if (fd < 0 && !warned++ && !closing)
             cs_warn("progress reports to the root service at %s port %s: %s; retrying every "
                     "%d ms",
                     W.host, W.port, err, W.interval_ms);
-        if (stop)
+        if (stop || (closing && fd < 0))
             break;
         stop = nap();
     }
-    if (fd >= 0)
+    if (fd >= 0) {
+        set_fd(-1);
         close(fd);
+    }
+    atomic_store(&W.alive, 0);
     return NULL;
 }
 
 void cs__watch_start(void)
 {
     const char *v = getenv("COMMSCOPE_WATCH_MS");
-    if (!v || !*v || W.running)
+    if (!v || !*v || W.running || atomic_load(&W.alive))
         return;
     char *end;
     long ms = strtol(v, &end, 10);
@@ -165,13 +210,22 @@ void cs__watch_start(void)
     }
     W.interval_ms = (int)ms;
     W.stop = 0;
+    W.mapped = 1;
+    W.fd = -1;
     W.lo = W.base = 0;
+    W.rank = cs__t.hdr->rank;
+    W.size = cs__t.hdr->world_size;
+    W.run_id = cs__t.hdr->run_id;
+    W.nonce = cs__t.hdr->nonce;
+    snprintf(W.path, sizeof W.path, "%s", cs__t.path);
+    atomic_store(&W.alive, 1);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&W.thread, NULL, watch_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
+        atomic_store(&W.alive, 0);
         cs_warn("cannot start the progress reports: %s", strerror(rc));
         return;
     }
@@ -179,6 +233,22 @@ void cs__watch_start(void)
     pthread_setname_np(W.thread, "commscope-watch");
 }
 
+/* Wait up to ms for the thread to return. */
+static int joined(int ms)
+{
+    for (int i = 0; i < ms && atomic_load(&W.alive); i++) {
+        struct timespec t = {0, 1000000};
+        nanosleep(&t, NULL);
+    }
+    return !atomic_load(&W.alive);
+}
+
+/*
+ * The last report (BYE) goes out if the service answers at once; a thread blocked longer (a
+ * service that stopped answering) is not waited for: its socket is shut down, and if it is
+ * inside a connect it is left to end by its own timeout — it no longer touches the mapping, so
+ * the close goes on.  MPI_Finalize is delayed by at most about half a second.
+ */
 void cs__watch_stop(void)
 {
     if (!W.running)
@@ -187,13 +257,28 @@ void cs__watch_stop(void)
     W.stop = 1;
     pthread_cond_signal(&W.cv);
     pthread_mutex_unlock(&W.mu);
-    pthread_join(W.thread, NULL);
+    if (!joined(250)) {
+        pthread_mutex_lock(&W.mu);
+        if (W.fd >= 0)
+            shutdown(W.fd, SHUT_RDWR);
+        pthread_mutex_unlock(&W.mu);
+        joined(250);
+    }
+    pthread_mutex_lock(&W.mu);
+    W.mapped = 0;
+    pthread_mutex_unlock(&W.mu);
+    if (!atomic_load(&W.alive))
+        pthread_join(W.thread, NULL);
+    else
+        pthread_detach(W.thread);
     W.running = 0;
 }
 
 void cs__watch_forget(void)
 {
     W.running = 0;
+    W.fd = -1;
+    atomic_store(&W.alive, 0);
     pthread_mutex_init(&W.mu, NULL);
     pthread_cond_init(&W.cv, NULL);
 }

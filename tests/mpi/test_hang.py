@@ -233,6 +233,44 @@ def case_live_freeze(tmp):
                 pass
 
 
+def case_watch_unreachable(tmp):
+    """Progress reports (COMMSCOPE_WATCH_MS) to a root service that refuses connections, and to
+    one that accepts and never answers: at most one warning per rank, the job's exit and results as
+    without them, every call recorded; MPI_Finalize does not wait for the silent service."""
+    import socket
+    pre = os.path.join(h.LIB, "mpich" if h.MPICH else "", "libcommscope_mpi.so")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen(16)
+    for variant, addr in (("refused", port), ("mute", mute.getsockname()[1])):
+        rundir = os.path.join(tmp, variant)
+        env = {"LD_PRELOAD": pre, "COMMSCOPE_DIR": rundir, "COMMSCOPE_WATCH_MS": "50",
+               "COMMSCOPE_ROOT": "127.0.0.1:%d" % addr, "COMMSCOPE_ROOT_TIMEOUT_MS": "300"}
+        pass_env = [] if h.MPICH else sum((["-x", k] for k in sorted(env)), [])
+        p = h.run(h.MPIRUN + ["-np", "3"] + pass_env + [h.TRAIN, "--steps", "4"], env=env)
+        check(p.returncode == 0, "%s: the job exits 0: %d %s" % (variant, p.returncode,
+                                                               p.stderr[-600:]))
+        warn = [ln for ln in p.stderr.splitlines() if "progress reports to the root service" in ln]
+        ranks = sorted(re.search(r"rank (\d+)", ln).group(1) for ln in warn)
+        # A refusal is known at once; a silence only after the timeout, which a rank that
+        # finalized before it never waits for (and then has nothing to warn about).
+        check(ranks == ["0", "1", "2"] if variant == "refused" else
+              len(set(ranks)) == len(ranks), "%s: one warning per rank at most: %r"
+              % (variant, warn))
+        js = os.path.join(tmp, variant + ".json")
+        q = h.run([h.COMMSCOPE, "analyze", rundir, "--quiet", "--json", js])
+        check(q.returncode == 0, "%s: analysed, exit 0: %d %s" % (variant, q.returncode,
+                                                                q.stderr[-400:]))
+        if os.path.exists(js):
+            with open(js) as f:
+                h.compare_ops(h.self_reported_ops(p.stdout, "cs_train"), json.load(f))
+    mute.close()
+
+
 # NCCL jobs: tests/mpi/nccl_hang.c on the CPU NCCL and CUDA test doubles, whose collectives
 # return at once and whose kernels run until every member enqueued them (FAKE_NCCL_ASYNC).
 NCCL_PROG = os.path.join(h.BIN, "cs_test_nccl_hang")
