@@ -47,6 +47,7 @@ struct run_opts {
     const char *root;    /* --root HOST:PORT, or NULL */
     double hang_timeout; /* --hang-timeout / COMMSCOPE_HANG_TIMEOUT seconds; 0 off */
     int hang_keep;       /* --hang-keep: diagnose but let the job run on */
+    const char *metrics; /* --metrics FILE / COMMSCOPE_METRICS, or NULL */
     int prog_argc;
     char **prog_argv;            /* PROGRAM ARGS..., a suffix of the caller's argv */
     struct cs__capture_opts cap; /* --capture* (capture_opts.c) */
@@ -79,6 +80,10 @@ static void usage(FILE *f)
             "                    end the job (SIGTERM to PROGRAM, SIGKILL 30 s later);\n"
             "                    choose it above the longest compute between two calls\n"
             "  --hang-keep       with --hang-timeout: diagnose, but let the job run on\n"
+            "  --metrics FILE    keep FILE a Prometheus text exposition of the live job\n"
+            "                    (steps, communication and waiting per rank, who caused\n"
+            "                    the waiting, bus bandwidth), rewritten every second (also\n"
+            "                    COMMSCOPE_METRICS)\n"
             "  --root HOST:PORT  host the clock/gather service for ranks without MPI on\n"
             "                    HOST:PORT (default for jobs without MPI: this host, a free\n"
             "                    port); ranks find it through COMMSCOPE_ROOT\n"
@@ -175,6 +180,16 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             }
         } else if (strcmp(a, "--hang-keep") == 0) {
             o->hang_keep = 1;
+        } else if (strcmp(a, "--metrics") == 0 || strncmp(a, "--metrics=", 10) == 0) {
+            if (a[9] == '\0' && i + 1 >= argc) {
+                usage_error("option needs a file name", a);
+                return -1;
+            }
+            o->metrics = a[9] == '=' ? a + 10 : argv[++i];
+            if (!o->metrics[0]) {
+                usage_error("--metrics needs a file name", "");
+                return -1;
+            }
         } else if (strcmp(a, "--mpi") == 0) {
             o->mpi = 1;
         } else if (strcmp(a, "--no-mpi") == 0) {
@@ -189,6 +204,9 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         usage_error("COMMSCOPE_HANG_TIMEOUT needs seconds in (0, 1e6], not", ht);
         return -1;
     }
+    const char *me = getenv("COMMSCOPE_METRICS");
+    if (!o->metrics && me && *me)
+        o->metrics = me;
     if (o->hang_keep && !o->hang_timeout) {
         usage_error("--hang-keep needs --hang-timeout", "--hang-keep");
         return -1;
@@ -589,9 +607,21 @@ struct hang_ctx {
     /* The root service the ranks report progress to (COMMSCOPE_WATCH_MS), or NULL. */
     struct cs__root_svc *svc;
     int watch_ms;
-    uint64_t calls; /* the completed calls the ranks reported at the last poll */
-    int reported;   /* some rank reported */
+    uint64_t calls;      /* the completed calls the ranks reported at the last poll */
+    int reported;        /* some rank reported */
+    const char *metrics; /* --metrics FILE (with svc), or NULL */
+    int metrics_warned;
 };
+
+/* --metrics: rewrite the file (final: the job ended, judge everything still open). */
+static void put_metrics(struct hang_ctx *hc, int final)
+{
+    if (!hc->metrics || !hc->svc)
+        return;
+    if (cs__root_svc_write_metrics(hc->svc, hc->metrics, final) != 0 && !hc->metrics_warned++)
+        fprintf(stderr, "commscope: cannot write the metrics file %s: %s\n", hc->metrics,
+                strerror(errno));
+}
 
 static double mono_s(void)
 {
@@ -692,9 +722,9 @@ static pid_t wait_child(pid_t pid, int *status, struct hang_ctx *hc)
         } while (w < 0 && errno == EINTR);
         return w;
     }
-    struct cs__hang_watch *hw = cs__hang_watch_new(hc->run_dir);
+    struct cs__hang_watch *hw = hc->timeout_s ? cs__hang_watch_new(hc->run_dir) : NULL;
     double poll_s = hc->timeout_s / 4 < 0.5 ? hc->timeout_s / 4 : 0.5;
-    double last = mono_s(), next = last + poll_s, killed = 0;
+    double last = mono_s(), next = last + poll_s, killed = 0, next_metrics = last + 1;
     for (;;) {
         w = waitpid(pid, status, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR))
@@ -706,6 +736,10 @@ static pid_t wait_child(pid_t pid, int *status, struct hang_ctx *hc)
             fprintf(stderr, "commscope: the job did not end 30 s after SIGTERM; sending SIGKILL\n");
             kill(pid, SIGKILL);
             killed = INFINITY;
+        }
+        if (t >= next_metrics) {
+            put_metrics(hc, 0);
+            next_metrics = t + 1;
         }
         if (!hw || hc->fired || t < next)
             continue;
@@ -735,6 +769,7 @@ static pid_t wait_child(pid_t pid, int *status, struct hang_ctx *hc)
         }
     }
     cs__hang_watch_free(hw);
+    put_metrics(hc, 1);
     return w;
 }
 
@@ -872,13 +907,19 @@ int cs__cmd_run(int argc, char **argv)
     int watch_ms = 0;
     if (spec && (!*spec || strcmp(spec, "off") == 0))
         spec = NULL;
-    else if (spec || !mpi || o.hang_timeout) {
+    else if (spec || !mpi || o.hang_timeout || o.metrics) {
         char addr[320];
         int sr = cs__root_svc_start(spec, run_dir, &svc, addr, sizeof addr);
-        if (sr == 0 && o.hang_timeout) {
-            double ms = o.hang_timeout * 1000 / 4;
+        if (sr == 0 && (o.hang_timeout || o.metrics)) {
+            double ms = o.hang_timeout ? o.hang_timeout * 1000 / 4 : 1000;
             watch_ms = ms < 100 ? 100 : ms > 1000 ? 1000 : (int)ms;
         }
+        if (sr == 0 && o.metrics && cs__root_svc_metrics_on(svc, watch_ms / 1000.0) != 0) {
+            fprintf(stderr, "commscope run: out of memory\n");
+            return EXIT_SETUP;
+        }
+        if (sr != 0 && o.metrics)
+            fprintf(stderr, "commscope run: no root service here: no metrics file\n");
         char wms[16];
         snprintf(wms, sizeof wms, "%d", watch_ms);
         if (setenv("COMMSCOPE_ROOT", sr >= 0 ? addr : "off", 1) != 0 ||
@@ -920,11 +961,15 @@ int cs__cmd_run(int argc, char **argv)
                           .run_dir = run_dir,
                           .run_file = run_file,
                           .svc = watch_ms ? svc : NULL,
-                          .watch_ms = watch_ms};
+                          .watch_ms = watch_ms,
+                          .metrics = o.metrics};
     if (o.hang_timeout)
         append_run_file(run_file, "hang_timeout_s: %g%s\n", o.hang_timeout,
                         o.hang_keep ? " (keep)" : "");
-    int prog_status = run_program(cav, &sig, &not_started, o.hang_timeout ? &hc : NULL);
+    if (o.metrics)
+        append_run_file(run_file, "metrics: %s\n", o.metrics);
+    int prog_status =
+        run_program(cav, &sig, &not_started, o.hang_timeout || hc.metrics ? &hc : NULL);
     char prog_name[256];
     snprintf(prog_name, sizeof prog_name, "%s", cav[0]);
     free_child_argv(cav, owned);

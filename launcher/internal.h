@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /*
  * One subcommand.  fn gets argv with argv[0] = the subcommand's name and returns the process exit
@@ -94,6 +95,29 @@ int cs__root_svc_progress(struct cs__root_svc *s, uint64_t *calls);
  * stopped, none for stale_s). */
 int cs__root_svc_snapshot(struct cs__root_svc *s, int wait_ms, double stale_s, int *copied,
                           char *silent, size_t cap);
+/* Live metrics (commscope run --metrics): judge the collectives the ranks report (every
+ * report_s seconds); 0, or -1 out of memory.  write_metrics writes FILE (a Prometheus text
+ * exposition, through FILE.tmp renamed); final judges every instance still open.  0 or -1. */
+int cs__root_svc_metrics_on(struct cs__root_svc *s, double report_s);
+int cs__root_svc_write_metrics(struct cs__root_svc *s, const char *path, int final);
+
+/* live.c: the cross-rank part of the live metrics, under the root service's lock. */
+struct cs_root_coll;
+struct cs__live;
+struct cs__live *cs__live_new(void);
+void cs__live_free(struct cs__live *l);
+/* Records of rank's completed blocking collectives, arrived at now (CLOCK_MONOTONIC s). */
+void cs__live_colls(struct cs__live *l, int32_t rank, const struct cs_root_coll *c, uint32_t n,
+                    double now);
+/* Judge the instances older than settle_s (all, when negative), and close the bandwidth
+ * window. */
+void cs__live_settle(struct cs__live *l, double now, double settle_s);
+double cs__live_wait_s(const struct cs__live *l, int32_t rank);
+double cs__live_caused_s(const struct cs__live *l, int32_t rank);
+/* commscope_busbw_gbytes_per_second samples (job: the job label and a comma, or ""). */
+void cs__live_write_busbw(const struct cs__live *l, FILE *f, const char *job);
+uint64_t cs__live_dropped(const struct cs__live *l);
+
 /* After the program: wait up to wait_ms for transfers, recover traces of ranks that did not hand
  * theirs over from their local files on this host, warn about the rest, stop and free the
  * service; a one-line summary goes to summary. */

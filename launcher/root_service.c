@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -52,6 +53,9 @@ struct rank_ent {
     double last_s;     /* CLOCK_MONOTONIC seconds of its last report */
     unsigned snap_gen; /* the snapshot request it answered last */
     int snap_ok;       /* that answer put its trace in the run directory */
+    uint64_t dropped;  /* events dropped at its last report */
+    int have_tot;      /* tot holds its last totals (live metrics) */
+    struct cs_root_totals tot;
 };
 
 struct cs__root_svc {
@@ -73,7 +77,9 @@ struct cs__root_svc {
     int32_t world;
     struct rank_ent *ranks; /* world entries (when world <= MAX_TABLE) */
     unsigned received, have, refused, recovered, snapshots;
-    unsigned snap_gen; /* snapshot requests made (cs__root_svc_snapshot) */
+    unsigned snap_gen;     /* snapshot requests made (cs__root_svc_snapshot) */
+    struct cs__live *live; /* live metrics on (cs__root_svc_metrics_on), else NULL */
+    double report_s;       /* the ranks' report interval (s) */
 };
 
 struct conn {
@@ -311,11 +317,38 @@ static void watch_session(struct conn *c, const struct cs_root_hello *h)
     e->watching = 1;
     e->bye = 0;
     pthread_mutex_unlock(&s->mu);
+    struct cs_root_coll *recs = NULL;
     for (;;) {
         struct cs_root_progress p;
+        struct cs_root_totals t;
         if (cs_root_recv_all(c->fd, &p, sizeof p) != (ssize_t)sizeof p)
             break;
+        int tot = !!(p.flags & CS_ROOT_PROGRESS_TOTALS);
+        if (tot && cs_root_recv_all(c->fd, &t, sizeof t) != (ssize_t)sizeof t)
+            break;
+        if (tot && t.ncoll > CS_ROOT_COLLS_MAX) {
+            say("rank %d (%s) sent %u collective records in one report (at most %u); session "
+                "closed",
+                h->rank, c->peer, t.ncoll, CS_ROOT_COLLS_MAX);
+            break;
+        }
+        if (tot && t.ncoll) {
+            struct cs_root_coll *r = realloc(recs, t.ncoll * sizeof *r);
+            if (!r)
+                break;
+            recs = r;
+            size_t want = t.ncoll * sizeof *r;
+            if (cs_root_recv_all(c->fd, recs, want) != (ssize_t)want)
+                break;
+        }
         pthread_mutex_lock(&s->mu);
+        if (tot) {
+            e->tot = t;
+            e->have_tot = 1;
+            if (s->live && t.ncoll && s->ranks)
+                cs__live_colls(s->live, h->rank, recs, t.ncoll, mono_s());
+        }
+        e->dropped = p.dropped;
         e->watched = 1;
         e->calls = p.calls;
         e->last_s = mono_s();
@@ -323,8 +356,10 @@ static void watch_session(struct conn *c, const struct cs_root_hello *h)
         unsigned gen = s->snap_gen;
         int want = !e->bye && gen != e->snap_gen;
         int bye = e->bye;
+        uint32_t flags = s->live ? CS_ROOT_WANT_COLLS : 0;
         pthread_mutex_unlock(&s->mu);
-        struct cs_root_order o = {.cmd = want ? CS_ROOT_CMD_SNAPSHOT : CS_ROOT_CMD_CONTINUE};
+        struct cs_root_order o = {.cmd = want ? CS_ROOT_CMD_SNAPSHOT : CS_ROOT_CMD_CONTINUE,
+                                  .flags = flags};
         if (cs_root_send_all(c->fd, &o, sizeof o) != 0 || bye)
             break;
         if (want) {
@@ -338,6 +373,7 @@ static void watch_session(struct conn *c, const struct cs_root_hello *h)
                 break;
         }
     }
+    free(recs);
     pthread_mutex_lock(&s->mu);
     e->watching = 0;
     pthread_cond_broadcast(&s->cv);
@@ -740,6 +776,173 @@ int cs__root_svc_snapshot(struct cs__root_svc *s, int wait_ms, double stale_s, i
     return got;
 }
 
+int cs__root_svc_metrics_on(struct cs__root_svc *s, double report_s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->live)
+        s->live = cs__live_new();
+    s->report_s = report_s;
+    int ok = s->live != NULL;
+    pthread_mutex_unlock(&s->mu);
+    return ok ? 0 : -1;
+}
+
+/* One metric's header. */
+static void metric(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value as the exposition format wants it (backslash, quote and newline escaped). */
+static void label_esc(const char *v, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (; *v && k + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n') {
+            out[k++] = '\\';
+            out[k++] = *v == '\n' ? 'n' : *v;
+        } else {
+            out[k++] = *v;
+        }
+    }
+    out[k] = '\0';
+}
+
+static void write_metrics(struct cs__root_svc *s, FILE *f, const char *jl, double now)
+{
+    double stale = 3 * s->report_s + 1;
+    uint64_t steps = UINT64_MAX;
+    double step_sum = 0;
+    int step_ranks = 0;
+    for (int32_t r = 0; s->ranks && r < s->world; r++) {
+        const struct rank_ent *e = &s->ranks[r];
+        if (!e->have_tot)
+            continue;
+        /* A marker starts a step: the step in progress is complete only once the trace closed. */
+        uint64_t done = e->bye || !e->tot.markers ? e->tot.markers : e->tot.markers - 1;
+        if (done < steps)
+            steps = done;
+        if (e->tot.step_n) {
+            step_sum += 1e-9 * (double)e->tot.step_ns / e->tot.step_n;
+            step_ranks++;
+        }
+    }
+    metric(f, "commscope_steps_total", "counter",
+           "Training steps every reporting rank completed (by its step markers, MPI_Pcontrol).");
+    char job[170] = "";
+    if (jl[0])
+        snprintf(job, sizeof job, "{%.*s}", (int)strlen(jl) - 1, jl);
+    fprintf(f, "commscope_steps_total%s %" PRIu64 "\n", job, steps == UINT64_MAX ? 0 : steps);
+    if (step_ranks) {
+        metric(f, "commscope_step_seconds", "gauge",
+               "Mean duration of the recent steps: each rank's last 8 (marker to marker), "
+               "averaged over the ranks.");
+        fprintf(f, "commscope_step_seconds%s %.9g\n", job, step_sum / step_ranks);
+    }
+    static const struct {
+        const char *name, *type, *help;
+        int what;
+    } per[] = {
+        {"commscope_comm_seconds_total", "counter",
+         "Time in MPI communication calls, from the rank's trace (the report's comm_s).", 0},
+        {"commscope_wait_seconds_total", "counter",
+         "Time the rank waited at blocking collectives where everybody waits for the last "
+         "arrival, for the last rank to arrive (cross-rank, from the ranks' reports).",
+         1},
+        {"commscope_caused_wait_seconds_total", "counter",
+         "The others' waiting at such collectives attributed to the rank that arrived last.", 2},
+        {"commscope_gpu_comm_seconds_total", "counter",
+         "Time of the rank's NCCL kernels on the GPU, from its GPU records.", 7},
+        {"commscope_calls_total", "counter", "MPI and NCCL communication calls the rank completed.",
+         3},
+        {"commscope_dropped_events_total", "counter",
+         "Events the rank's trace could not record (its cap, a storage fault).", 4},
+        {"commscope_rank_up", "gauge",
+         "1 while the rank reports (a report within three intervals), 0 when its reports "
+         "stopped or its trace closed.",
+         5},
+        {"commscope_rank_report_age_seconds", "gauge", "Seconds since the rank's last report.", 6},
+    };
+    for (size_t m = 0; m < sizeof per / sizeof per[0]; m++) {
+        metric(f, per[m].name, per[m].type, per[m].help);
+        for (int32_t r = 0; s->ranks && r < s->world; r++) {
+            const struct rank_ent *e = &s->ranks[r];
+            if (!e->watched)
+                continue;
+            char host[160];
+            label_esc(e->host, host, sizeof host);
+            double v = 0;
+            switch (per[m].what) {
+            case 0:
+                v = 1e-9 * (double)e->tot.comm_ns;
+                break;
+            case 1:
+                v = cs__live_wait_s(s->live, r);
+                break;
+            case 2:
+                v = cs__live_caused_s(s->live, r);
+                break;
+            case 3:
+                v = (double)e->tot.calls;
+                break;
+            case 4:
+                v = (double)e->dropped;
+                break;
+            case 5:
+                v = e->watching && !e->bye && now - e->last_s <= stale;
+                break;
+            case 7:
+                v = 1e-9 * (double)e->tot.gpu_comm_ns;
+                break;
+            default:
+                v = now - e->last_s;
+                break;
+            }
+            if (per[m].what == 4 || per[m].what == 5 || per[m].what == 3)
+                fprintf(f, "%s{%srank=\"%d\",host=\"%s\"} %.0f\n", per[m].name, jl, r, host, v);
+            else
+                fprintf(f, "%s{%srank=\"%d\",host=\"%s\"} %.9g\n", per[m].name, jl, r, host, v);
+        }
+    }
+    metric(f, "commscope_busbw_gbytes_per_second", "gauge",
+           "Bus bandwidth (nccl-tests factors) of the blocking collectives judged in the last "
+           "interval, per communicator and operation: bytes times the factor over the time "
+           "after the last arrival.");
+    cs__live_write_busbw(s->live, f, jl);
+}
+
+int cs__root_svc_write_metrics(struct cs__root_svc *s, const char *path, int final)
+{
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    const char *job = getenv("SLURM_JOB_ID");
+    char jl[160] = "", jv[128];
+    if (job && *job) {
+        label_esc(job, jv, sizeof jv);
+        snprintf(jl, sizeof jl, "job=\"%s\",", jv);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (!s->live) {
+        pthread_mutex_unlock(&s->mu);
+        return -1;
+    }
+    double now = mono_s();
+    cs__live_settle(s->live, now, final ? -1 : 3 * s->report_s);
+    FILE *f = fopen(tmp, "we");
+    if (f)
+        write_metrics(s, f, jl, now);
+    pthread_mutex_unlock(&s->mu);
+    if (!f)
+        return -1;
+    int bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 void cs__root_svc_finish(struct cs__root_svc *s, int wait_ms, char *summary, size_t cap)
 {
     if (!s)
@@ -805,6 +1008,7 @@ void cs__root_svc_finish(struct cs__root_svc *s, int wait_ms, char *summary, siz
     if (busy)
         return; /* their threads still use s: it lives until the process ends */
     free(s->ranks);
+    cs__live_free(s->live);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "commscope/ops.h"
 #include "commscope/root.h"
 #include "front.h"
 #include "internal.h"
@@ -43,7 +44,100 @@ static struct {
     char path[PATH_MAX + 32];
     /* Committed events of the sealed event blocks below `lo` (final once sealed). */
     uint64_t lo, base;
+    /* The live metrics' scan of the committed events: per block, the events taken so far
+     * (NULL: no scan, no totals); blocks below scan_lo are sealed and taken. */
+    uint8_t *seen;
+    uint64_t scan_lo;
+    struct cs_root_totals tot;
+    uint64_t untested_ns; /* the header's unrecorded_test_ns (comm time, as in the analysis) */
+    uint64_t last_marker, ring[8];
+    unsigned ring_n, ring_i;
+    int want_colls;    /* the service asked for the collectives */
+    int64_t offset_ns; /* the service's clock minus ours (the session's clock rounds) */
+    struct cs_root_coll *recs;
+    uint32_t nrec, caprec;
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .fd = -1};
+
+/* One committed event into the totals (and the collectives to send). */
+static void take(const struct cs_event *ev)
+{
+    const struct cs_op_info *in = cs_op_info(ev->op);
+    if (!in || !in->name || ev->t_end < ev->t_begin)
+        return;
+    uint64_t dur = ev->t_end - ev->t_begin;
+    enum cs_op_kind k = in->kind;
+    /* As the analysis counts them (docs/metrics.md): communication calls, their time. */
+    if (ev->op == CS_OP_GPU_NCCL)
+        W.tot.gpu_comm_ns += dur;
+    if (k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
+        k == CS_KIND_WAIT) {
+        W.tot.comm_ns += dur;
+        W.tot.calls++;
+    } else if (k == CS_KIND_NCOLL || k == CS_KIND_NP2P) {
+        W.tot.calls++;
+    }
+    if (ev->op == CS_OP_PCONTROL && ev->aux != 0) {
+        W.tot.markers++;
+        if (W.last_marker && ev->t_begin > W.last_marker) {
+            W.ring[W.ring_i] = ev->t_begin - W.last_marker;
+            W.ring_i = (W.ring_i + 1) % 8;
+            W.ring_n += W.ring_n < 8;
+        }
+        W.last_marker = ev->t_begin;
+    }
+    if (in->kind != CS_KIND_COLL || !W.want_colls || !ev->comm)
+        return;
+    if (W.nrec == W.caprec) {
+        uint32_t cap = W.caprec ? 2 * W.caprec : 256;
+        struct cs_root_coll *r = cap <= CS_ROOT_COLLS_MAX ? realloc(W.recs, cap * sizeof *r) : NULL;
+        if (!r) {
+            W.tot.lost_colls++;
+            return;
+        }
+        W.recs = r;
+        W.caprec = cap;
+    }
+    W.recs[W.nrec++] =
+        (struct cs_root_coll){.comm = ev->comm,
+                              .bytes = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv,
+                              .t_enter = (uint64_t)((int64_t)ev->t_begin + W.offset_ns),
+                              .t_exit = (uint64_t)((int64_t)ev->t_end + W.offset_ns),
+                              .seq = ev->seq,
+                              .op = ev->op};
+}
+
+/* Take the events committed since the last scan.  Called with W.mu held, the mapping there. */
+static void scan(void)
+{
+    if (!W.seen)
+        return;
+    uint64_t nb = atomic_load(&cs__t.next_block);
+    int sealed_so_far = 1;
+    for (uint64_t i = W.scan_lo; i < nb;) {
+        struct cs_block_header *b = cs__block(i);
+        if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != CS_BLOCK_MAGIC) {
+            sealed_so_far = 0;
+            i++;
+            continue;
+        }
+        uint32_t span = __atomic_load_n(&b->span, __ATOMIC_RELAXED);
+        span = span >= 1 && span <= nb - i ? span : 1;
+        /* The seal is written after the last count: a sealed block's count is final. */
+        uint32_t crc = __atomic_load_n(&b->crc, __ATOMIC_ACQUIRE);
+        if (b->kind == CS_BLOCK_EVENTS) {
+            uint32_t used = __atomic_load_n(&b->used, __ATOMIC_ACQUIRE);
+            const struct cs_event *ev = (const struct cs_event *)(b + 1);
+            for (uint32_t j = W.seen[i]; j < used && j < CS_EVENTS_PER_BLOCK; j++)
+                take(&ev[j]);
+            W.seen[i] = (uint8_t)(used < CS_EVENTS_PER_BLOCK ? used : CS_EVENTS_PER_BLOCK);
+        }
+        if (sealed_so_far && crc && b->kind == CS_BLOCK_EVENTS)
+            W.scan_lo = i + span;
+        else
+            sealed_so_far = 0;
+        i += span;
+    }
+}
 
 /* Events committed so far: the sum of `used` over the event blocks claimed. */
 static uint64_t committed(void)
@@ -100,8 +194,11 @@ static int counts(uint64_t *calls, uint64_t *dropped, uint64_t *limit)
     pthread_mutex_lock(&W.mu);
     int ok = W.mapped;
     if (ok) {
+        scan();
+        W.tot.wall_ns = cs_now() - cs__t.hdr->t_init;
         *calls = committed();
         *dropped = __atomic_load_n(&cs__t.hdr->dropped, __ATOMIC_RELAXED);
+        W.untested_ns = __atomic_load_n(&cs__t.hdr->unrecorded_test_ns, __ATOMIC_RELAXED);
         *limit = CS_HEADER_SIZE + atomic_load(&cs__t.next_block) * CS_BLOCK_SIZE;
     }
     pthread_mutex_unlock(&W.mu);
@@ -119,14 +216,27 @@ static int report(int fd, int bye, char *err, size_t cap)
     struct cs_root_progress p = {.calls = calls,
                                  .dropped = dropped,
                                  .nonce = W.nonce,
-                                 .flags = bye ? CS_ROOT_PROGRESS_BYE : 0};
+                                 .flags = (bye ? CS_ROOT_PROGRESS_BYE : 0) |
+                                          (W.seen ? CS_ROOT_PROGRESS_TOTALS : 0)};
+    struct cs_root_totals t = W.tot;
+    t.comm_ns += W.untested_ns;
+    t.step_n = W.ring_n;
+    t.step_ns = 0;
+    for (unsigned k = 0; k < W.ring_n; k++)
+        t.step_ns += W.ring[k];
+    t.ncoll = W.nrec;
     struct cs_root_order o;
-    if (cs_root_send_all(fd, &p, sizeof p) != 0 ||
-        cs_root_recv_all(fd, &o, sizeof o) != (ssize_t)sizeof o) {
+    int sent =
+        cs_root_send_all(fd, &p, sizeof p) == 0 &&
+        (!W.seen || (cs_root_send_all(fd, &t, sizeof t) == 0 &&
+                     (!W.nrec || cs_root_send_all(fd, W.recs, W.nrec * sizeof *W.recs) == 0)));
+    if (!sent || cs_root_recv_all(fd, &o, sizeof o) != (ssize_t)sizeof o) {
         snprintf(err, cap, "the progress report got no answer: %s",
                  errno == EAGAIN ? "timed out" : strerror(errno));
         return -1;
     }
+    W.nrec = 0;
+    W.want_colls = !!(o.flags & CS_ROOT_WANT_COLLS);
     if (o.cmd != CS_ROOT_CMD_SNAPSHOT || bye)
         return 0;
     /* The claimed blocks (the rest of the file is its unclaimed reserve), read through the
@@ -162,6 +272,8 @@ static void *watch_main(void *arg)
                 set_fd(-1);
                 close(fd);
                 fd = -1;
+            } else if (fd >= 0 && s.valid) {
+                W.offset_ns = s.offset_ns;
             }
         }
         if (fd >= 0 && report(fd, stop, err, sizeof err) != 0) {
@@ -213,6 +325,14 @@ void cs__watch_start(void)
     W.mapped = 1;
     W.fd = -1;
     W.lo = W.base = 0;
+    free(W.seen);
+    W.seen = calloc(cs__t.max_blocks ? cs__t.max_blocks : 1, 1);
+    W.scan_lo = 0;
+    memset(&W.tot, 0, sizeof W.tot);
+    W.last_marker = 0;
+    W.ring_n = W.ring_i = 0;
+    W.want_colls = 0;
+    W.nrec = 0;
     W.rank = cs__t.hdr->rank;
     W.size = cs__t.hdr->world_size;
     W.run_id = cs__t.hdr->run_id;

@@ -75,7 +75,10 @@ struct cs_root_reply { /* 256 bytes */
 /* The longest interval between two progress reports (COMMSCOPE_WATCH_MS): below the service's
  * default read timeout, so a reporting rank is never taken for a silent one. */
 #define CS_ROOT_WATCH_MS_MAX 5000
-#define CS_ROOT_PROGRESS_BYE 1u /* the last report: the trace is closing */
+#define CS_ROOT_PROGRESS_BYE 1u    /* the last report: the trace is closing */
+#define CS_ROOT_PROGRESS_TOTALS 2u /* a struct cs_root_totals and its records follow */
+/* Collective records one report carries at most (the rest are counted in lost_colls). */
+#define CS_ROOT_COLLS_MAX 65536u
 
 struct cs_root_progress { /* 32 bytes */
     uint64_t calls;       /* events committed to the trace so far (completed calls) */
@@ -90,9 +93,38 @@ enum cs_root_cmd {
     CS_ROOT_CMD_SNAPSHOT = 1, /* offer and send the live trace now */
 };
 
+#define CS_ROOT_WANT_COLLS 1u /* order flags: send the blocking collectives completed since */
+
 struct cs_root_order { /* 8 bytes */
     uint32_t cmd;      /* enum cs_root_cmd */
-    uint32_t reserved; /* 0 */
+    uint32_t flags;    /* CS_ROOT_WANT_COLLS */
+};
+
+/* Live metrics (commscope run --metrics): the rank's totals since its trace opened, after a
+ * progress report with CS_ROOT_PROGRESS_TOTALS. Times are ns. */
+struct cs_root_totals {   /* 64 bytes */
+    uint64_t comm_ns;     /* time in MPI communication calls (collectives, point-to-point,
+                           * completions, the unrecorded tests), as the analysis' comm_s */
+    uint64_t calls;       /* those calls and the NCCL communication calls, as its calls */
+    uint64_t markers;     /* step markers (MPI_Pcontrol with a level other than 0) */
+    uint64_t step_ns;     /* the summed durations of the last step_n steps (marker to marker) */
+    uint32_t step_n;      /* 0 .. 8 */
+    uint32_t ncoll;       /* struct cs_root_coll records that follow (<= CS_ROOT_COLLS_MAX) */
+    uint64_t lost_colls;  /* records not sent (more than one report carries) */
+    uint64_t wall_ns;     /* since the trace opened */
+    uint64_t gpu_comm_ns; /* NCCL kernels' time on the GPU (GPU records) */
+};
+
+/* One blocking collective the rank completed, in the service's clock (the WATCH session's clock
+ * rounds measure the offset). */
+struct cs_root_coll { /* 40 bytes */
+    uint64_t comm;    /* communicator id */
+    uint64_t bytes;   /* max(bytes, bytes_recv) of the event */
+    uint64_t t_enter; /* ns, the service's CLOCK_REALTIME */
+    uint64_t t_exit;
+    uint32_t seq;
+    uint16_t op;
+    uint16_t reserved; /* 0 */
 };
 
 struct cs_root_offer { /* 16 bytes */
