@@ -11,6 +11,7 @@
 #
 # usage: bench/job_overhead.sh [BUILD_DIR [PAIRS [RANKS [SIZE...]]]]
 #        (defaults: build, 9, 2, 131072 1048576 16777216)
+#        CS_BENCH_METRICS=1: the collector's side with live metrics (commscope run --metrics)
 set -euo pipefail
 
 build=${1:-build}
@@ -31,8 +32,14 @@ one() { # $1: with|without $2: size $3: calls
     local out
     if [ "$1" = with ]; then
         mkdir -p "$tmp/run"
-        out=$(LD_PRELOAD="$lib/libcommscope_mpi.so:$lib/libcommscope.so" COMMSCOPE_DIR="$tmp/run" \
-              mpirun --oversubscribe -np "$ranks" -x LD_PRELOAD -x COMMSCOPE_DIR "$bench" "$3" 3 "$2")
+        if [ "${CS_BENCH_METRICS:-0}" = 1 ]; then
+            rmdir "$tmp/run"
+            out=$(cs_bench_metrics "$tmp/run" mpirun --oversubscribe -np "$ranks" "$bench" "$3" 3 "$2")
+        else
+            out=$(LD_PRELOAD="$lib/libcommscope_mpi.so:$lib/libcommscope.so" \
+                  COMMSCOPE_DIR="$tmp/run" mpirun --oversubscribe -np "$ranks" -x LD_PRELOAD \
+                  -x COMMSCOPE_DIR "$bench" "$3" 3 "$2")
+        fi
         local n
         n=$(find "$tmp/run" -name 'rank-*.cst' | wc -l)
         if [ "$n" -ne "$ranks" ]; then

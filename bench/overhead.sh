@@ -5,6 +5,7 @@
 # budgeted against: two clock reads, measured in the same runs (DESIGN: at most the floor + 15 ns).
 #
 # usage: bench/overhead.sh [BUILD_DIR [PAIRS [CALLS]]]   (defaults: build, 11, 200000)
+#        CS_BENCH_METRICS=1: the collector's side with live metrics (commscope run --metrics)
 set -euo pipefail
 
 build=${1:-build}
@@ -22,8 +23,13 @@ one() {
     local out
     if [ "$1" = with ]; then
         mkdir -p "$tmp/run"
-        out=$(LD_PRELOAD="$lib/libcommscope_mpi.so:$lib/libcommscope.so" COMMSCOPE_DIR="$tmp/run" \
-              "$bench" "$calls")
+        if [ "${CS_BENCH_METRICS:-0}" = 1 ]; then
+            rmdir "$tmp/run"
+            out=$(cs_bench_metrics "$tmp/run" "$bench" "$calls")
+        else
+            out=$(LD_PRELOAD="$lib/libcommscope_mpi.so:$lib/libcommscope.so" \
+                  COMMSCOPE_DIR="$tmp/run" "$bench" "$calls")
+        fi
         if ! ls "$tmp/run"/rank-*.cst >/dev/null 2>&1; then
             echo "overhead.sh: the collector wrote no trace: is it really intercepting?" >&2
             exit 1

@@ -7,6 +7,7 @@ analysis must name the all-reduce, ranks 2 and 3 as never entering it, h2 as the
 whose ranks did, and the ranks by host.  Exit 77 (skip) where namespaces are unavailable."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,9 @@ with tempfile.TemporaryDirectory() as tmp:
         if os.path.exists(os.path.join(run, "commscope-run.txt")) else ""
     check("hang: no rank completed a call" in runf and "diagnosis in hang.txt" in runf
           and "hang_action: SIGTERM" in runf, "node-local: diagnosed live and ended: %r" % runf)
+    m = re.search(r"hang: no rank completed a call for ([0-9.]+) s", runf)
+    check(m and 3 <= float(m.group(1)) < 3 + 5, "node-local: fired within the timeout + 5 s: %r"
+          % (m and m.group(0)))
     js = os.path.join(run, "hang.json")
     rep = json.load(open(js)) if os.path.exists(js) else {}
     g = rep.get("hang") or {}

@@ -7,6 +7,7 @@ metrics"): 4 ranks of cs_train with step markers, rank 2 computing 4 times as lo
            wait for; at the end it holds the program's step count, the report's communication
            time and calls per rank, every rank down, and waits that the caused waits add up to;
            under Slurm (SLURM_JOB_ID) every sample carries the job label
+  metrics_silent  a rank that froze (SIGSTOP) is down in the file while the others are up
 
 Usage: test_live.py CASE; the environment as for test_mpi.py (whose helpers this uses).
 Exit 0 pass, 1 fail, 77 skip.
@@ -140,6 +141,46 @@ def case_metrics(tmp):
     check(bw.get(("world", "MPI_Allreduce"), 0) > 0, "final: all-reduce bus bandwidth: %r" % bw)
     with open(os.path.join(rundir, "commscope-run.txt")) as f:
         check("metrics: %s" % prom in f.read(), "the run file names the metrics file")
+
+
+def case_metrics_silent(tmp):
+    """A rank that froze (cs_test_hang freeze: SIGSTOP, its collector's thread too) while the
+    others wait in MPI_Allreduce: the metrics file shows it down, its report age growing, and the
+    others up.  (Open MPI: its mpirun wakes a stopped rank to end it.)"""
+    rundir = os.path.join(tmp, "run")
+    prom = os.path.join(tmp, "live.prom")
+    argv = [h.COMMSCOPE, "run", "-o", rundir, "--quiet", "--metrics", prom, "--no-analyze",
+            "--", "timeout", "-s", "TERM", "60"] + h.MPIRUN + \
+        ["-np", str(NP), h.program("cs_test_hang"), "freeze"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got, deadline = None, time.time() + 40
+    try:
+        while time.time() < deadline and p.poll() is None:
+            time.sleep(0.2)
+            try:
+                with open(prom) as f:
+                    m = parse(f.read())
+            except (FileNotFoundError, ValueError):
+                continue
+            up = per_rank(m, "commscope_rank_up")
+            if up == {0: 1, 1: 0, 2: 1, 3: 1}:
+                got = m
+                break
+    finally:
+        for pid in [int(x) for x in subprocess.run(["pgrep", "-f", "cs_test_hang freeze"],
+                                                   capture_output=True, text=True).stdout.split()]:
+            for sig in (18, 9):  # SIGCONT, SIGKILL: never leave a stopped rank behind
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        p.communicate(timeout=60)
+    check(got is not None, "rank 1 down, the others up, while the job hung: %s" % (
+        got and got.get("commscope_rank_up")))
+    if got:
+        age = per_rank(got, "commscope_rank_report_age_seconds")
+        check(age[1] > 2 and all(age[r] < age[1] for r in (0, 2, 3)),
+              "rank 1's report age is the oldest: %r" % age)
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
