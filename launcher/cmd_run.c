@@ -634,7 +634,10 @@ static double mono_s(void)
 static int write_hang_file(const char *path, const struct cs_report *rep, int json)
 {
     char tmp[PATH_MAX + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     FILE *f = fopen(tmp, "we");
     if (!f)
         return -1;

@@ -914,7 +914,10 @@ static void write_metrics(struct cs__root_svc *s, FILE *f, const char *jl, doubl
 int cs__root_svc_write_metrics(struct cs__root_svc *s, const char *path, int final)
 {
     char tmp[PATH_MAX + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     const char *job = getenv("SLURM_JOB_ID");
     char jl[160] = "", jv[128];
     if (job && *job) {
