@@ -236,7 +236,8 @@ void cs__block_seal_used(struct cs_block_header *b, uint32_t used)
 void cs__block_seal(struct cs_block_header *b)
 {
     uint32_t span = b->span ? b->span : 1;
-    b->crc = 0;
+    /* Atomic: the progress reports' thread reads crc while the block fills (watch.c). */
+    __atomic_store_n(&b->crc, 0, __ATOMIC_RELAXED);
     uint32_t crc = cs_crc32(0, b, (size_t)span * CS_BLOCK_SIZE);
     __atomic_store_n(&b->crc, crc, __ATOMIC_RELEASE);
 }

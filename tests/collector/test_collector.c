@@ -1152,6 +1152,140 @@ static void test_clock_skew(void)
     CHECK_INT(s, <=, b);
 }
 
+/*
+ * Progress reports (COMMSCOPE_WATCH_MS): a stand-in root service in a thread of this test speaks
+ * the WATCH session (include/commscope/root.h) while NTHREADS writers record; the last report
+ * (BYE) must count every committed event, and the totals and collective records must be those
+ * of the events, each exactly once (or counted as lost) — the collector's thread reads the
+ * blocks while the writers fill them (TSan runs this).
+ */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "commscope/root.h"
+
+struct fake_svc {
+    int lfd;
+    int reports, bye, bad;
+    uint64_t calls_at_bye, colls, colls_bad;
+    struct cs_root_totals last;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static int full_recv(int fd, void *b, size_t n)
+{
+    return cs_root_recv_all(fd, b, n) == (ssize_t)n ? 0 : -1;
+}
+
+static void *fake_svc_main(void *arg)
+{
+    struct fake_svc *f = arg;
+    int c = accept(f->lfd, NULL, NULL);
+    struct cs_root_hello h;
+    struct cs_root_reply r = {.magic = CS_ROOT_OK_MAGIC, .status = 0, .rounds = 1};
+    uint64_t ping, pong = 0;
+    if (c < 0 || full_recv(c, &h, sizeof h) || h.kind != CS_ROOT_WATCH ||
+        cs_root_send_all(c, &r, sizeof r) || full_recv(c, &ping, 8) ||
+        cs_root_send_all(c, &pong, 8)) {
+        f->bad++;
+        goto out;
+    }
+    struct cs_root_coll *rec = malloc(CS_ROOT_COLLS_MAX * sizeof *rec);
+    for (;;) {
+        struct cs_root_progress p;
+        struct cs_root_totals t;
+        if (full_recv(c, &p, sizeof p) || !(p.flags & CS_ROOT_PROGRESS_TOTALS) ||
+            full_recv(c, &t, sizeof t) || t.ncoll > CS_ROOT_COLLS_MAX ||
+            (t.ncoll && full_recv(c, rec, t.ncoll * sizeof *rec))) {
+            f->bad++;
+            break;
+        }
+        for (uint32_t i = 0; i < t.ncoll; i++) {
+            const struct cs_root_coll *x = &rec[i];
+            f->colls_bad += x->comm != CS_COMM_WORLD_ID || x->op != CS_OP_ALLREDUCE ||
+                            x->t_exit - x->t_enter != 1000 || x->bytes < x->seq * 3ull;
+        }
+        struct cs_root_order o = {.cmd = CS_ROOT_CMD_CONTINUE, .flags = CS_ROOT_WANT_COLLS};
+        if (cs_root_send_all(c, &o, sizeof o)) {
+            f->bad++;
+            break;
+        }
+        pthread_mutex_lock(&f->mu);
+        f->colls += t.ncoll;
+        f->last = t;
+        f->reports++;
+        if (p.flags & CS_ROOT_PROGRESS_BYE) {
+            f->bye = 1;
+            f->calls_at_bye = p.calls;
+        }
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+        if (p.flags & CS_ROOT_PROGRESS_BYE)
+            break;
+    }
+    free(rec);
+out:
+    if (c >= 0)
+        close(c);
+    return NULL;
+}
+
+static void test_watch(void)
+{
+    set_dir("watch");
+    struct fake_svc f = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK_INT(bind(f.lfd, (struct sockaddr *)&a, sizeof a), ==, 0);
+    CHECK_INT(listen(f.lfd, 4), ==, 0);
+    getsockname(f.lfd, (struct sockaddr *)&a, &al);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    setenv("COMMSCOPE_ROOT", addr, 1);
+    setenv("COMMSCOPE_WATCH_MS", "2", 1);
+    pthread_t svc;
+    pthread_create(&svc, NULL, fake_svc_main, &f);
+    struct cs_trace_params p = params(0, 1);
+    CHECK_INT(cs_trace_open(&p), ==, 0);
+    /* The writers start once the first order (collectives wanted) is answered. */
+    pthread_mutex_lock(&f.mu);
+    while (f.reports < 2 && !f.bad)
+        pthread_cond_wait(&f.cv, &f.mu);
+    pthread_mutex_unlock(&f.mu);
+    pthread_t th[NTHREADS];
+    pthread_barrier_init(&start_barrier, NULL, NTHREADS);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_create(&th[i], NULL, thread_main, (void *)(uintptr_t)(i + 1));
+    uint64_t failed = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        failed += (uint64_t)(uintptr_t)r;
+    }
+    pthread_barrier_destroy(&start_barrier);
+    cs_trace_close(cs_now());
+    pthread_join(svc, NULL);
+    close(f.lfd);
+    unsetenv("COMMSCOPE_ROOT");
+    unsetenv("COMMSCOPE_WATCH_MS");
+    uint64_t n = (uint64_t)NTHREADS * PER_THREAD;
+    CHECK_INT(failed, ==, 0);
+    CHECK_INT(f.bad, ==, 0);
+    CHECK_INT(f.bye, ==, 1);
+    CHECK_INT(f.calls_at_bye, ==, n);
+    CHECK_INT(f.last.calls, ==, n);
+    CHECK_INT(f.last.comm_ns, ==, n * 1000);
+    CHECK_INT(f.colls + f.last.lost_colls, ==, n);
+    CHECK_INT(f.colls_bad, ==, 0);
+    struct tf t;
+    CHECK_INT(tf_load(&t, cs_trace_path()), ==, 0);
+    if (t.buf)
+        CHECK_INT(check_closed(&t), ==, n);
+    free(t.buf);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--skew-child") == 0)
@@ -1184,6 +1318,7 @@ int main(int argc, char **argv)
     test_cap();
     test_fsize_limit();
     test_threads();
+    test_watch();
     test_fork_child_inert();
     test_crash();
     test_clock_skew();
