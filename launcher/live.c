@@ -34,7 +34,7 @@ struct inst {
     uint16_t op;
     double first_s; /* when its first record arrived */
     struct ent *e;
-    uint32_t n, cap;
+    size_t n, cap;
 };
 
 struct bw {
@@ -76,6 +76,21 @@ void cs__live_free(struct cs__live *l)
     free(l);
 }
 
+/* Room for one more of n elements of size elem in *p (capacity *cap, doubled from first).
+ * 0, or -1 out of memory (nothing changed). */
+static int room(void **p, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : first;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
 static size_t hash(uint64_t comm, uint32_t seq)
 {
     uint64_t h = comm * 0x9E3779B97F4A7C15ull ^ ((uint64_t)seq * 0xD1B54A32D192ED03ull);
@@ -115,16 +130,8 @@ static struct inst *find_or_add(struct cs__live *l, const struct cs_root_coll *c
         if (x->comm == c->comm && x->seq == c->seq)
             return x;
     }
-    if (l->nin >= PENDING_MAX)
+    if (l->nin >= PENDING_MAX || room((void **)&l->in, &l->capin, l->nin, sizeof *l->in, 256) != 0)
         return NULL;
-    if (l->nin == l->capin) {
-        size_t cap = l->capin ? 2 * l->capin : 256;
-        struct inst *in = realloc(l->in, cap * sizeof *in);
-        if (!in)
-            return NULL;
-        l->in = in;
-        l->capin = cap;
-    }
     l->slot[k] = (int64_t)l->nin;
     struct inst *x = &l->in[l->nin++];
     *x = (struct inst){.comm = c->comm, .seq = c->seq, .op = c->op, .first_s = now};
@@ -162,15 +169,7 @@ void cs__live_colls(struct cs__live *l, int32_t rank, const struct cs_root_coll 
         if (!in || in->kind != CS_KIND_COLL || c[i].t_exit < c[i].t_enter)
             continue;
         struct inst *x = find_or_add(l, &c[i], now);
-        if (x && x->n == x->cap) {
-            uint32_t cap = x->cap ? 2 * x->cap : 8;
-            struct ent *e = realloc(x->e, cap * sizeof *e);
-            if (e) {
-                x->e = e;
-                x->cap = cap;
-            }
-        }
-        if (!x || x->n == x->cap) {
+        if (!x || room((void **)&x->e, &x->cap, x->n, sizeof *x->e, 8) != 0) {
             l->dropped_instances++;
             continue;
         }
@@ -183,14 +182,8 @@ static struct bw *bw_of(struct cs__live *l, uint64_t comm, uint16_t op)
     for (size_t i = 0; i < l->nbw; i++)
         if (l->bw[i].comm == comm && l->bw[i].op == op)
             return &l->bw[i];
-    if (l->nbw == l->capbw) {
-        size_t cap = l->capbw ? 2 * l->capbw : 16;
-        struct bw *b = realloc(l->bw, cap * sizeof *b);
-        if (!b)
-            return NULL;
-        l->bw = b;
-        l->capbw = cap;
-    }
+    if (room((void **)&l->bw, &l->capbw, l->nbw, sizeof *l->bw, 16) != 0)
+        return NULL;
     l->bw[l->nbw] = (struct bw){.comm = comm, .op = op, .gbps = NAN};
     return &l->bw[l->nbw++];
 }
@@ -265,16 +258,6 @@ double cs__live_caused_s(const struct cs__live *l, int32_t rank)
     return rank < l->nrank ? l->caused_s[rank] : 0;
 }
 
-static void comm_label(uint64_t id, char *buf, size_t n)
-{
-    if (id == CS_COMM_WORLD_ID)
-        snprintf(buf, n, "world");
-    else if (id >= CS_COMM_SELF_BASE && id < CS_COMM_SELF_BASE + (1ull << 32))
-        snprintf(buf, n, "self");
-    else
-        snprintf(buf, n, "comm-%016" PRIx64, id);
-}
-
 void cs__live_write_busbw(const struct cs__live *l, FILE *f, const char *job)
 {
     for (size_t i = 0; i < l->nbw; i++) {
@@ -282,7 +265,7 @@ void cs__live_write_busbw(const struct cs__live *l, FILE *f, const char *job)
         if (isnan(b->gbps))
             continue;
         char comm[40];
-        comm_label(b->comm, comm, sizeof comm);
+        cs_comm_label(b->comm, comm, sizeof comm);
         fprintf(f, "commscope_busbw_gbytes_per_second{%scomm=\"%s\",op=\"%s\"} %.9g\n", job, comm,
                 cs_op_name(b->op), b->gbps);
     }

@@ -18,11 +18,5 @@ void cs__problem(struct cs__run *run, const char *fmt, ...)
 
 const char *cs__comm_label(uint64_t id, char *buf, size_t n)
 {
-    if (id == CS_COMM_WORLD_ID)
-        snprintf(buf, n, "world");
-    else if (id >= CS_COMM_SELF_BASE && id < CS_COMM_SELF_BASE + (1ull << 32))
-        snprintf(buf, n, "self");
-    else
-        snprintf(buf, n, "comm-%016" PRIx64, id);
-    return buf;
+    return cs_comm_label(id, buf, n);
 }

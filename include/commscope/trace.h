@@ -22,7 +22,10 @@
 #ifndef COMMSCOPE_TRACE_H
 #define COMMSCOPE_TRACE_H
 
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CS_TRACE_MAGIC "CSTRACE" /* 8 bytes with the NUL */
 #define CS_TRACE_VERSION 1u
@@ -298,6 +301,18 @@ enum cs_comm_kind {
 /* Well-known communicator ids.  MPI_COMM_SELF of rank r is CS_COMM_SELF_BASE + r. */
 #define CS_COMM_WORLD_ID 1ull
 #define CS_COMM_SELF_BASE (1ull << 62)
+
+/* How reports name a communicator: "world", "self", or "comm-" and its id in 16 hex digits. */
+static inline const char *cs_comm_label(uint64_t id, char *buf, size_t n)
+{
+    if (id == CS_COMM_WORLD_ID)
+        snprintf(buf, n, "world");
+    else if (id >= CS_COMM_SELF_BASE && id < CS_COMM_SELF_BASE + (1ull << 32))
+        snprintf(buf, n, "self");
+    else
+        snprintf(buf, n, "comm-%016" PRIx64, id);
+    return buf;
+}
 
 /*
  * One communicator-table entry, in CS_BLOCK_COMMS blocks.  Every member writes the entry for each

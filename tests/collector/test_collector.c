@@ -800,11 +800,10 @@ static void *thread_main(void *arg)
     return (void *)(uintptr_t)failed;
 }
 
-static void test_threads(void)
+/* NTHREADS writers of PER_THREAD events each, started together; returns the events that found
+ * no slot. */
+static uint64_t run_writers(void)
 {
-    set_dir("threads");
-    struct cs_trace_params p = params(0, 1);
-    CHECK_INT(cs_trace_open(&p), ==, 0);
     pthread_t th[NTHREADS];
     pthread_barrier_init(&start_barrier, NULL, NTHREADS);
     for (int i = 0; i < NTHREADS; i++)
@@ -816,6 +815,15 @@ static void test_threads(void)
         failed += (uint64_t)(uintptr_t)r;
     }
     pthread_barrier_destroy(&start_barrier);
+    return failed;
+}
+
+static void test_threads(void)
+{
+    set_dir("threads");
+    struct cs_trace_params p = params(0, 1);
+    CHECK_INT(cs_trace_open(&p), ==, 0);
+    uint64_t failed = run_writers();
     CHECK_INT(failed, ==, 0);
     cs_trace_close(cs_now());
 
@@ -1254,17 +1262,7 @@ static void test_watch(void)
     while (f.reports < 2 && !f.bad)
         pthread_cond_wait(&f.cv, &f.mu);
     pthread_mutex_unlock(&f.mu);
-    pthread_t th[NTHREADS];
-    pthread_barrier_init(&start_barrier, NULL, NTHREADS);
-    for (int i = 0; i < NTHREADS; i++)
-        pthread_create(&th[i], NULL, thread_main, (void *)(uintptr_t)(i + 1));
-    uint64_t failed = 0;
-    for (int i = 0; i < NTHREADS; i++) {
-        void *r;
-        pthread_join(th[i], &r);
-        failed += (uint64_t)(uintptr_t)r;
-    }
-    pthread_barrier_destroy(&start_barrier);
+    uint64_t failed = run_writers();
     cs_trace_close(cs_now());
     pthread_join(svc, NULL);
     close(f.lfd);
