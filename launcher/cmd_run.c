@@ -57,7 +57,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: commscope run [-o DIR] [--no-analyze] [--quiet] [--mpi|--no-mpi]\n"
-            "                     [--root HOST:PORT] [--] PROGRAM [ARGS...]\n"
+            "                     [--root HOST:PORT] [--hang-timeout SECONDS [--hang-keep]]\n"
+            "                     [--metrics FILE] [--] PROGRAM [ARGS...]\n"
             "\n"
             "Run PROGRAM with the commscope collector preloaded, then analyse the traces.\n"
             "PROGRAM is usually a launcher (mpirun, mpiexec, srun, torchrun) or a single MPI\n"
@@ -84,9 +85,10 @@ static void usage(FILE *f)
             "                    (steps, communication and waiting per rank, who caused\n"
             "                    the waiting, bus bandwidth), rewritten every second (also\n"
             "                    COMMSCOPE_METRICS)\n"
-            "  --root HOST:PORT  host the clock/gather service for ranks without MPI on\n"
-            "                    HOST:PORT (default for jobs without MPI: this host, a free\n"
-            "                    port); ranks find it through COMMSCOPE_ROOT\n"
+            "  --root HOST:PORT  host the clock/gather service for ranks without MPI (and\n"
+            "                    the progress reports of --hang-timeout and --metrics) on\n"
+            "                    HOST:PORT (default: this host, a free port); ranks find it\n"
+            "                    through COMMSCOPE_ROOT\n"
             "%s"
             "  -h, --help        this text\n"
             "\n"
