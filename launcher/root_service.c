@@ -312,7 +312,7 @@ static void watch_session(struct conn *c, const struct cs_root_hello *h)
     int ms = s->io_ms + 3 * CS_ROOT_WATCH_MS_MAX;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct rank_ent none, *e = s->ranks ? &s->ranks[h->rank] : &none;
+    struct rank_ent none = {0}, *e = s->ranks ? &s->ranks[h->rank] : &none;
     pthread_mutex_lock(&s->mu);
     e->watching = 1;
     e->bye = 0;
