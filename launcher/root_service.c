@@ -898,7 +898,10 @@ static void write_metrics(struct cs__root_svc *s, FILE *f, const char *jl, doubl
                 v = now - e->last_s;
                 break;
             }
-            if (per[m].what == 4 || per[m].what == 5 || per[m].what == 3)
+            /* commscope_dropped_events_total is labelled by rank alone. */
+            if (per[m].what == 4)
+                fprintf(f, "%s{%srank=\"%d\"} %.0f\n", per[m].name, jl, r, v);
+            else if (per[m].what == 5 || per[m].what == 3)
                 fprintf(f, "%s{%srank=\"%d\",host=\"%s\"} %.0f\n", per[m].name, jl, r, host, v);
             else
                 fprintf(f, "%s{%srank=\"%d\",host=\"%s\"} %.9g\n", per[m].name, jl, r, host, v);
