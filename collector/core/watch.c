@@ -42,12 +42,11 @@ static struct {
     int rank, size;
     uint64_t run_id, nonce;
     char path[PATH_MAX + 32];
-    /* Committed events of the sealed event blocks below `lo` (final once sealed). */
-    uint64_t lo, base;
-    /* The live metrics' scan of the committed events: per block, the events taken so far
-     * (NULL: no scan, no totals); blocks below scan_lo are sealed and taken. */
+    /* The scan of the committed events (progress and live metrics): per block, the events
+     * taken so far; blocks below scan_lo are sealed and taken. */
     uint8_t *seen;
     uint64_t scan_lo;
+    uint64_t events; /* events taken so far: every committed event (the reports' progress) */
     struct cs_root_totals tot;
     uint64_t untested_ns; /* the header's unrecorded_test_ns (comm time, as in the analysis) */
     uint64_t last_marker, ring[8];
@@ -109,8 +108,6 @@ static void take(const struct cs_event *ev)
 /* Take the events committed since the last scan.  Called with W.mu held, the mapping there. */
 static void scan(void)
 {
-    if (!W.seen)
-        return;
     uint64_t nb = atomic_load(&cs__t.next_block);
     int sealed_so_far = 1;
     for (uint64_t i = W.scan_lo; i < nb;) {
@@ -127,9 +124,13 @@ static void scan(void)
         if (b->kind == CS_BLOCK_EVENTS) {
             uint32_t used = __atomic_load_n(&b->used, __ATOMIC_ACQUIRE);
             const struct cs_event *ev = (const struct cs_event *)(b + 1);
-            for (uint32_t j = W.seen[i]; j < used && j < CS_EVENTS_PER_BLOCK; j++)
+            if (used > CS_EVENTS_PER_BLOCK)
+                used = CS_EVENTS_PER_BLOCK;
+            for (uint32_t j = W.seen[i]; j < used; j++)
                 take(&ev[j]);
-            W.seen[i] = (uint8_t)(used < CS_EVENTS_PER_BLOCK ? used : CS_EVENTS_PER_BLOCK);
+            if (used > W.seen[i])
+                W.events += used - W.seen[i];
+            W.seen[i] = (uint8_t)used;
         }
         if (sealed_so_far && crc && b->kind == CS_BLOCK_EVENTS)
             W.scan_lo = i + span;
@@ -137,34 +138,6 @@ static void scan(void)
             sealed_so_far = 0;
         i += span;
     }
-}
-
-/* Events committed so far: the sum of `used` over the event blocks claimed. */
-static uint64_t committed(void)
-{
-    uint64_t nb = atomic_load(&cs__t.next_block), sum = 0;
-    int sealed_so_far = 1;
-    for (uint64_t i = W.lo; i < nb;) {
-        struct cs_block_header *b = cs__block(i);
-        if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != CS_BLOCK_MAGIC) {
-            sealed_so_far = 0; /* claimed, its header not written yet */
-            i++;
-            continue;
-        }
-        uint32_t span = __atomic_load_n(&b->span, __ATOMIC_RELAXED);
-        span = span >= 1 && span <= nb - i ? span : 1;
-        uint32_t used =
-            b->kind == CS_BLOCK_EVENTS ? __atomic_load_n(&b->used, __ATOMIC_ACQUIRE) : 0;
-        if (sealed_so_far && __atomic_load_n(&b->crc, __ATOMIC_ACQUIRE)) {
-            W.base += used;
-            W.lo = i + span;
-        } else {
-            sealed_so_far = 0;
-            sum += used;
-        }
-        i += span;
-    }
-    return W.base + sum;
 }
 
 /* Sleep for the interval, or until cs__watch_stop.  Returns the stop flag. */
@@ -196,7 +169,7 @@ static int counts(uint64_t *calls, uint64_t *dropped, uint64_t *limit)
     if (ok) {
         scan();
         W.tot.wall_ns = cs_now() - cs__t.hdr->t_init;
-        *calls = committed();
+        *calls = W.events;
         *dropped = __atomic_load_n(&cs__t.hdr->dropped, __ATOMIC_RELAXED);
         W.untested_ns = __atomic_load_n(&cs__t.hdr->unrecorded_test_ns, __ATOMIC_RELAXED);
         *limit = CS_HEADER_SIZE + atomic_load(&cs__t.next_block) * CS_BLOCK_SIZE;
@@ -216,8 +189,8 @@ static int report(int fd, int bye, char *err, size_t cap)
     struct cs_root_progress p = {.calls = calls,
                                  .dropped = dropped,
                                  .nonce = W.nonce,
-                                 .flags = (bye ? CS_ROOT_PROGRESS_BYE : 0) |
-                                          (W.seen ? CS_ROOT_PROGRESS_TOTALS : 0)};
+                                 .flags =
+                                     (bye ? CS_ROOT_PROGRESS_BYE : 0) | CS_ROOT_PROGRESS_TOTALS};
     struct cs_root_totals t = W.tot;
     t.comm_ns += W.untested_ns;
     t.step_n = W.ring_n;
@@ -226,10 +199,8 @@ static int report(int fd, int bye, char *err, size_t cap)
         t.step_ns += W.ring[k];
     t.ncoll = W.nrec;
     struct cs_root_order o;
-    int sent =
-        cs_root_send_all(fd, &p, sizeof p) == 0 &&
-        (!W.seen || (cs_root_send_all(fd, &t, sizeof t) == 0 &&
-                     (!W.nrec || cs_root_send_all(fd, W.recs, W.nrec * sizeof *W.recs) == 0)));
+    int sent = cs_root_send_all(fd, &p, sizeof p) == 0 && cs_root_send_all(fd, &t, sizeof t) == 0 &&
+               (!W.nrec || cs_root_send_all(fd, W.recs, W.nrec * sizeof *W.recs) == 0);
     if (!sent || cs_root_recv_all(fd, &o, sizeof o) != (ssize_t)sizeof o) {
         snprintf(err, cap, "the progress report got no answer: %s",
                  errno == EAGAIN ? "timed out" : strerror(errno));
@@ -324,10 +295,14 @@ void cs__watch_start(void)
     W.stop = 0;
     W.mapped = 1;
     W.fd = -1;
-    W.lo = W.base = 0;
     free(W.seen);
     W.seen = calloc(cs__t.max_blocks ? cs__t.max_blocks : 1, 1);
+    if (!W.seen) {
+        cs_warn("out of memory for the progress reports; none are sent");
+        return;
+    }
     W.scan_lo = 0;
+    W.events = 0;
     memset(&W.tot, 0, sizeof W.tot);
     W.last_marker = 0;
     W.ring_n = W.ring_i = 0;
