@@ -294,6 +294,7 @@ void cs__run_free(struct cs__run *run)
             free(in);
         }
         free(run->comms[i]->owned);
+        free(run->comms[i]->last_seq);
         free(run->comms[i]);
     }
     free(run->comms);
@@ -305,6 +306,40 @@ void cs__run_free(struct cs__run *run)
         free(run->problems[i]);
     free(run->problems);
     *run = (struct cs__run){0};
+}
+/*
+ * Ring-mode traces that kept a window of the run (reader.h): every rank's window starts at the
+ * latest start of all, on the aligned clock, so the event-level passes see whole collectives and
+ * the same span on every rank; what comes before counts in the totals (metrics.c).
+ */
+static void window_cut(struct cs__run *run)
+{
+    int64_t w = INT64_MIN;
+    for (int r = 0; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        const struct cs_reader_totals *t = rk->present ? cs_reader_totals(rk->rd) : NULL;
+        if (t && t->ring && t->t_window && cs__clock_map(&rk->clk, t->t_window) > w)
+            w = cs__clock_map(&rk->clk, t->t_window);
+    }
+    if (w == INT64_MIN)
+        return;
+    run->windows = 1;
+    for (int r = 0; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        if (!rk->present || !cs_reader_totals(rk->rd)->ring)
+            continue;
+        /* The first local time that maps to w or later (the map is monotonic). */
+        uint64_t lo = 0, hi = CS_TIME_LIMIT;
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (cs__clock_map(&rk->clk, mid) >= w)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        if (cs_reader_cut(rk->rd, lo))
+            cs__problem(run, "rank %d: out of memory folding the events before the window", r);
+    }
 }
 
 int cs__analyze(struct cs__run *run, struct cs_report *rep)
@@ -335,6 +370,7 @@ int cs__analyze(struct cs__run *run, struct cs_report *rep)
         rk->t_first = cs__clock_map(&rk->clk, rk->h->t_init);
         rk->t_last_end = rk->t_first;
     }
+    window_cut(run);
     passes_begin(run);
     struct tourney h = {.m = 1, .rbits = 1};
     while (h.m < run->world)

@@ -286,6 +286,9 @@ struct cs__comm {
      * is still taken (an instance left open long), the newcomer goes to run->match.open instead. */
     struct cs__inst *ring[CS__RING];
     int nring; /* ring slots taken */
+    /* With ring-mode windows (run->windows): per comm rank, 1 + the latest seq it arrived at
+     * (match.c; allocated on first use, NULL else). */
+    uint32_t *last_seq;
 };
 
 /* One open collective instance (match.c). */
@@ -298,6 +301,8 @@ struct cs__inst {
     struct cs__inst *next;  /* link in c->spare while unused */
     size_t row;             /* op row of (op, comm), SIZE_MAX unknown */
     int mixed;              /* members disagree on the op: never used for waits */
+    int edge;               /* left open at the end because the missing members' calls lie
+                               before their ring-mode windows (not incomplete; match.c) */
     int32_t n;              /* members */
     int32_t root;           /* comm rank of the root, -1 unknown or none */
     int32_t ended;          /* members with their end known */
@@ -404,6 +409,9 @@ struct cs__run {
     struct cs__oprow *rows;
     size_t nrows, caprows;
     uint64_t matched, incomplete, unmatched_events;
+    int64_t window_start; /* ring-mode windows: the latest start (aligned ns; metrics.c) */
+    int windows;          /* some rank's trace kept a window (window_cut in analyze.c) */
+    uint64_t window_edge; /* collective instances cut by the windows' start (match.c) */
     double skew_sum_ns;
     int64_t skew_max_ns;
     uint64_t violations;

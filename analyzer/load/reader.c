@@ -15,11 +15,12 @@
 #include <unistd.h>
 
 #include "commscope/ops.h"
+#include "commscope/totals.h"
 
 #define KNOWN_FILE_FLAGS                                                                           \
     (CS_FLAG_PARTIAL | CS_FLAG_DROPPED | CS_FLAG_DISABLED | CS_FLAG_CLOCK_SKEW | CS_FLAG_THREADS | \
      CS_FLAG_NCCL_STATIC | CS_FLAG_NO_MPI | CS_FLAG_CLOCK_ROOT | CS_FLAG_STORAGE |                 \
-     CS_FLAG_CHECKED | CS_FLAG_NO_CALLS)
+     CS_FLAG_CHECKED | CS_FLAG_NO_CALLS | CS_FLAG_RING)
 #define KNOWN_EVENT_FLAGS 0x7ffu
 /* Members one process may hold in an ncclCommInitAll communicator (devices), at most. */
 #define CS_COMM_MULTI_MAX 4096
@@ -38,6 +39,10 @@ struct cursor {
     const struct cs_event *end; /* end of the current block's committed events */
     size_t bi, bend;            /* current block index into r->blk and one past its last */
     unsigned thread;            /* the thread's index (block header `thread`) */
+    /* Where the thread's events start: its first block and events skipped in it (the kept
+     * window of a ring-mode trace; 0 when every event is in it). */
+    size_t bi0;
+    uint32_t skip0;
 };
 
 struct cs_reader {
@@ -55,6 +60,13 @@ struct cs_reader {
     size_t ncur;
     const struct cursor *last;   /* the cursor cs_reader_next() took its last event from */
     struct cs_reader_tail *tail; /* per recording thread (check_tails) */
+    /* Ring mode: the totals block as found (journal redone), and the whole-run totals handed
+     * out (its rows plus the events outside the window). */
+    struct cs_totals_head th;
+    struct cs_total_row *trow;
+    size_t ntrow, captrow;
+    uint64_t totals_off; /* file offset of the totals block, 0 none */
+    struct cs_reader_totals tot;
 };
 
 const char *cs_strerror(int err)
@@ -606,10 +618,203 @@ size_t cs_reader_tails(const struct cs_reader *r, const struct cs_reader_tail **
     return r->tail ? r->ncur : 0;
 }
 
+/* ---- ring mode: the totals block and the kept window ---- */
+
+static int row_ok(const struct cs_total_row *w)
+{
+    if (w->op == CS_TOTAL_OP_OTHER)
+        return w->bucket == 0 && w->comm == 0;
+    const struct cs_op_info *in = cs_op_info(w->op);
+    return in && in->name && w->bucket <= 64 && w->calls > 0 && w->t_first <= w->t_last &&
+           w->t_last < CS_TIME_LIMIT &&
+           (w->size == CS_TOTAL_MIXED || (cs_total_bucket(w->size) == w->bucket));
+}
+
+/*
+ * The totals block at block i: copied, the journal of a fold the rank did not finish redone
+ * (partial files), every row checked.
+ */
+static int check_totals(struct cs_reader *r, uint64_t i, uint64_t off, char *err, size_t errlen)
+{
+    if (r->totals_off)
+        return fail(r, err, errlen, CS_EBLOCK,
+                    "block %" PRIu64 ": a second totals block (byte %" PRIu64 ")", i, off);
+    r->totals_off = off;
+    const unsigned char *b = r->map + off;
+    memcpy(&r->th, b + CS_TOTALS_HEAD_OFF, sizeof r->th);
+    struct cs_totals_head *h = &r->th;
+    if (h->cap_rows != CS_TOTALS_CAP_ROWS || h->nrows > h->cap_rows)
+        return fail(r, err, errlen, CS_EBLOCK,
+                    "totals block %" PRIu64 ": %" PRIu32 " rows of %" PRIu32
+                    " (expected room for %u) (byte %" PRIu64 ")",
+                    i, h->nrows, h->cap_rows, (unsigned)CS_TOTALS_CAP_ROWS,
+                    off + CS_TOTALS_HEAD_OFF);
+    r->captrow = h->cap_rows;
+    r->trow = calloc(r->captrow, sizeof *r->trow);
+    if (!r->trow)
+        return fail(r, err, errlen, CS_ENOMEM, "out of memory");
+    memcpy(r->trow, b + CS_TOTALS_ROWS_OFF, r->captrow * sizeof *r->trow);
+    if (h->journal_seq) {
+        if (!r->st.partial || h->journal_seq != h->folds + 1 ||
+            h->journal_n > CS_EVENTS_PER_BLOCK || h->j_nrows > h->cap_rows)
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "totals block %" PRIu64 ": journal of fold %" PRIu64 " (%" PRIu32
+                        " rows) does not fit (byte %" PRIu64 ")",
+                        i, h->journal_seq, h->journal_n, off + CS_TOTALS_HEAD_OFF);
+        const struct cs_totals_journal *j = (const void *)(b + CS_TOTALS_JOURNAL_OFF);
+        for (uint32_t k = 0; k < h->journal_n; k++) {
+            if (j[k].row >= h->j_nrows)
+                return fail(r, err, errlen, CS_EBLOCK,
+                            "totals block %" PRIu64 ": journal entry %" PRIu32 " names row %" PRIu32
+                            " of %" PRIu32,
+                            i, k, j[k].row, h->j_nrows);
+            r->trow[j[k].row] = j[k].val;
+        }
+        h->nrows = h->j_nrows;
+        h->events = h->j_events;
+        h->blocks = h->j_blocks;
+        h->t_first = h->j_t_first;
+        h->t_last = h->j_t_last;
+    }
+    for (uint32_t k = 0; k < h->nrows; k++)
+        if (!row_ok(&r->trow[k]))
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "totals block %" PRIu64 ": row %" PRIu32 " is not a valid total (op %u, "
+                        "bucket %u, %" PRIu64 " calls) (byte %" PRIu64 ")",
+                        i, k, (unsigned)r->trow[k].op, (unsigned)r->trow[k].bucket,
+                        r->trow[k].calls, off + CS_TOTALS_ROWS_OFF + k * sizeof *r->trow);
+    r->ntrow = h->nrows;
+    r->tot.ring = 1;
+    r->tot.folded = h->events;
+    r->tot.t_first = h->t_first;
+    return 0;
+}
+
+/* The block a fold named in its journal, if it still holds the events folded: they are in the
+ * totals, so not in the window. */
+static void drop_journal_block(struct cs_reader *r)
+{
+    uint64_t off = CS_HEADER_SIZE + r->th.journal_block * CS_BLOCK_SIZE;
+    for (size_t k = 0; k < r->nblk; k++)
+        if (r->blk[k].off == off && r->blk[k].seq == r->th.journal_bseq &&
+            r->blk[k].thread == r->th.journal_thread) {
+            r->st.events -= r->blk[k].used;
+            r->st.event_blocks--;
+            r->blk[k] = r->blk[--r->nblk];
+            return;
+        }
+}
+
+/* Fold one event outside the window into the rows. */
+static int fold_outside(struct cs_reader *r, const struct cs_event *ev)
+{
+    uint64_t comm, bytes;
+    unsigned bucket;
+    cs_total_key(ev, &comm, &bucket, &bytes);
+    size_t k = 0;
+    /* Rows are few (one per op, communicator and size bucket); the last found comes first. */
+    static __thread size_t hint;
+    if (hint < r->ntrow && r->trow[hint].op == ev->op && r->trow[hint].comm == comm &&
+        r->trow[hint].bucket == bucket)
+        k = hint;
+    else
+        for (k = 0; k < r->ntrow; k++)
+            if (r->trow[k].op == ev->op && r->trow[k].comm == comm && r->trow[k].bucket == bucket)
+                break;
+    if (k == r->ntrow) {
+        if (r->ntrow == r->captrow) {
+            size_t cap = r->captrow ? 2 * r->captrow : 64;
+            struct cs_total_row *n = realloc(r->trow, cap * sizeof *n);
+            if (!n)
+                return -1;
+            r->trow = n;
+            r->captrow = cap;
+        }
+        r->trow[k] = (struct cs_total_row){.op = ev->op, .bucket = (uint8_t)bucket, .comm = comm};
+        r->ntrow++;
+    }
+    hint = k;
+    cs_total_add(&r->trow[k], ev);
+    r->tot.outside++;
+    if (!r->tot.t_first || ev->t_begin < r->tot.t_first)
+        r->tot.t_first = ev->t_begin;
+    return 0;
+}
+
+/* Move every thread's start to its first event at or after tw (local clock), folding the events
+ * passed into the rows. */
+static int cut_at(struct cs_reader *r, uint64_t tw)
+{
+    for (size_t t = 0; t < r->ncur; t++) {
+        struct cursor *c = &r->cur[t];
+        size_t j0 = c->bi0;
+        uint32_t k0 = c->skip0;
+        c->bi0 = c->bend;
+        c->skip0 = 0;
+        for (size_t j = j0; j < c->bend && c->bi0 == c->bend; j++) {
+            const struct cs_event *e =
+                (const void *)(r->map + r->blk[j].off + sizeof(struct cs_block_header));
+            for (uint32_t k = j == j0 ? k0 : 0; k < r->blk[j].used; k++) {
+                if (e[k].t_begin >= tw) {
+                    c->bi0 = j;
+                    c->skip0 = k;
+                    break;
+                }
+                if (fold_outside(r, &e[k]))
+                    return -1;
+            }
+        }
+    }
+    r->tot.t_window = tw;
+    r->tot.nrows = r->ntrow;
+    r->tot.rows = r->trow;
+    return 0;
+}
+
+int cs_reader_cut(struct cs_reader *r, uint64_t t)
+{
+    if (!r->tot.ring || t <= r->tot.t_window)
+        return 0;
+    int rc = cut_at(r, t);
+    cs_reader_rewind(r);
+    return rc ? CS_ENOMEM : 0;
+}
+
+/*
+ * The kept window of a ring-mode trace.  A thread whose blocks do not run from seq 0 without a
+ * gap lost its oldest ones (their events are in the totals); the window starts at the first event
+ * of its last unbroken run of blocks, the latest such start of all threads.  Every thread's events
+ * before it are folded into the rows and skipped by the cursors.
+ */
+static int window(struct cs_reader *r)
+{
+    uint64_t tw = 0;
+    for (size_t t = 0; t < r->ncur; t++) {
+        struct cursor *c = &r->cur[t];
+        size_t j = c->bend - 1;
+        while (j > c->bi && r->blk[j - 1].seq + 1 == r->blk[j].seq)
+            j--;
+        if (j == c->bi && r->blk[j].seq == 0)
+            continue; /* it lost nothing */
+        for (; j < c->bend; j++)
+            if (r->blk[j].used) {
+                const struct cs_event *e =
+                    (const void *)(r->map + r->blk[j].off + sizeof(struct cs_block_header));
+                if (e->t_begin > tw)
+                    tw = e->t_begin;
+                break;
+            }
+    }
+    r->tot.nrows = r->ntrow;
+    r->tot.rows = r->trow;
+    return tw ? cut_at(r, tw) : 0;
+}
+
 static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
 {
     int partial = r->st.partial;
     int checked = (r->hdr.flags & CS_FLAG_CHECKED) != 0;
+    int ring = (r->hdr.flags & CS_FLAG_RING) != 0;
     uint64_t region = r->size - CS_HEADER_SIZE;
     uint64_t nb = partial ? region / CS_BLOCK_SIZE : r->hdr.blocks;
     if (partial)
@@ -622,6 +827,12 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
         struct cs_block_header bh;
         memcpy(&bh, r->map + off, sizeof bh);
         if (bh.magic == 0) {
+            if (partial && ring && !all_zero(r->map + off, CS_BLOCK_SIZE)) {
+                r->st.reused_blocks++; /* caught being zeroed for reuse (totals.h, step 3) */
+                r->st.blocks++;
+                i++;
+                continue;
+            }
             if (!all_zero(r->map + off, CS_BLOCK_SIZE))
                 return fail(r, err, errlen, CS_EBLOCK,
                             "block %" PRIu64 " has no block magic but is not empty (byte %" PRIu64
@@ -641,11 +852,13 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
             return fail(r, err, errlen, CS_EBLOCK,
                         "block %" PRIu64 ": bad block magic 0x%08" PRIx32 " (byte %" PRIu64 ")", i,
                         bh.magic, off);
-        if (bh.kind != CS_BLOCK_EVENTS && bh.kind != CS_BLOCK_COMMS)
+        if (bh.kind != CS_BLOCK_EVENTS && bh.kind != CS_BLOCK_COMMS &&
+            !(ring && bh.kind == CS_BLOCK_TOTALS))
             return fail(r, err, errlen, CS_EBLOCK,
                         "block %" PRIu64 ": unknown kind %u (byte %" PRIu64 ")", i,
                         (unsigned)bh.kind, off + 4);
-        if (bh.span < 1 || (bh.kind == CS_BLOCK_EVENTS && bh.span != 1) || bh.span > nb - i) {
+        if (bh.span < 1 || (bh.kind == CS_BLOCK_EVENTS && bh.span != 1) ||
+            (bh.kind == CS_BLOCK_TOTALS && bh.span != CS_TOTALS_SPAN) || bh.span > nb - i) {
             /* A spanning block cut short by a crash is the partial file's torn tail. */
             if (partial && bh.span > nb - i && bh.kind == CS_BLOCK_COMMS) {
                 r->st.trailing_bytes += (nb - i) * CS_BLOCK_SIZE;
@@ -693,8 +906,9 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
             return fail(r, err, errlen, CS_EBLOCK,
                         "block %" PRIu64 ": reserved bytes not zero (byte %" PRIu64 ")", i,
                         off + 32);
-        uint64_t cap_units =
-            bh.kind == CS_BLOCK_EVENTS ? CS_EVENTS_PER_BLOCK : len - sizeof(struct cs_block_header);
+        uint64_t cap_units = bh.kind == CS_BLOCK_EVENTS   ? CS_EVENTS_PER_BLOCK
+                             : bh.kind == CS_BLOCK_TOTALS ? 0
+                                                          : len - sizeof(struct cs_block_header);
         if (bh.used > cap_units)
             return fail(r, err, errlen, CS_EBLOCK,
                         "block %" PRIu64 ": used %" PRIu32 " exceeds its capacity %" PRIu64
@@ -710,6 +924,10 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
                 return fail(r, err, errlen, CS_ENOMEM, "out of memory indexing blocks");
             r->st.events += bh.used;
             r->st.event_blocks++;
+        } else if (bh.kind == CS_BLOCK_TOTALS) {
+            rc = check_totals(r, i, off, err, errlen);
+            if (rc)
+                return rc;
         } else {
             rc = check_comms(r, i, off, bh.used, err, errlen);
             if (rc)
@@ -719,6 +937,10 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
         r->st.blocks += bh.span;
         i += bh.span;
     }
+    if (ring && !r->totals_off)
+        return fail(r, err, errlen, CS_EBLOCK, "ring-mode trace without its totals block");
+    if (r->th.journal_seq)
+        drop_journal_block(r);
     if (!partial && r->st.events != r->hdr.events)
         return fail(r, err, errlen, CS_EHEADER,
                     "header says %" PRIu64 " events, the blocks hold %" PRIu64, r->hdr.events,
@@ -745,12 +967,14 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
     size_t t = 0;
     for (size_t i = 0; i < r->nblk; i++) {
         if (i == 0 || r->blk[i].thread != r->blk[i - 1].thread) {
-            r->cur[t].bi = i;
+            r->cur[t].bi = r->cur[t].bi0 = i;
             r->cur[t].thread = r->blk[i].thread;
             t++;
         }
         r->cur[t - 1].bend = i + 1;
     }
+    if (ring && window(r))
+        return fail(r, err, errlen, CS_ENOMEM, "out of memory");
     cs_reader_rewind(r);
     return check_tails(r, opc) ? fail(r, err, errlen, CS_ENOMEM, "out of memory") : 0;
 }
@@ -865,6 +1089,12 @@ static void unload(struct cs_reader *r)
     free(r->comm);
     free(r->cur);
     free(r->tail);
+    free(r->trow);
+    r->trow = NULL;
+    r->ntrow = r->captrow = 0;
+    r->totals_off = 0;
+    memset(&r->th, 0, sizeof r->th);
+    memset(&r->tot, 0, sizeof r->tot);
     r->tail = NULL;
     r->map = NULL;
     r->size = 0;
@@ -974,13 +1204,20 @@ static void cursor_seek(const struct cs_reader *r, struct cursor *c, size_t bi)
 
 void cs_reader_rewind(struct cs_reader *r)
 {
-    size_t start = 0;
     for (size_t t = 0; t < r->ncur; t++) {
         struct cursor *c = &r->cur[t];
-        /* bi was moved by iteration; each thread's range starts where the previous ended. */
-        cursor_seek(r, c, start);
-        start = c->bend;
+        cursor_seek(r, c, c->bi0);
+        if (c->ev && c->skip0) {
+            c->ev += c->skip0;
+            if (c->ev >= c->end)
+                cursor_seek(r, c, c->bi + 1);
+        }
     }
+}
+
+const struct cs_reader_totals *cs_reader_totals(const struct cs_reader *r)
+{
+    return &r->tot;
 }
 
 const struct cs_event *cs_reader_next(struct cs_reader *r)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "commscope/errors.h"
+#include "commscope/totals.h"
 #include "commscope/trace.h"
 
 /* What cs_reader_open() found besides the events. */
@@ -28,6 +29,7 @@ struct cs_reader_stats {
     uint64_t trailing_bytes;  /* bytes after the last whole block, ignored (partial files only) */
     uint64_t comms;           /* communicator records */
     unsigned threads;         /* recording threads seen */
+    uint64_t reused_blocks;   /* ring mode, partial files: blocks caught being zeroed for reuse */
     int live;                 /* partial, and its writer may still be running (read by copy) */
 };
 
@@ -93,7 +95,34 @@ struct cs_reader_tail {
  * count and sets *out. */
 size_t cs_reader_tails(const struct cs_reader *r, const struct cs_reader_tail **out);
 
-/* Start again from the first event. */
+/* Start again from the first event (of the window). */
 void cs_reader_rewind(struct cs_reader *r);
+
+/*
+ * What a ring-mode trace (CS_FLAG_RING) says about the events outside its kept window: those the
+ * collector folded into its totals block when it reused their blocks, and those still in the file
+ * but before the window, which cs_reader_next() no longer hands out (the reader folds them into
+ * the same rows).  The window starts at t_window: the first kept event of the recording thread
+ * that lost the most, so from there on every thread's events are all there.  The run's whole
+ * totals are the rows plus the events the reader hands out.
+ */
+struct cs_reader_totals {
+    int ring;                        /* the file is in ring mode */
+    uint64_t folded;                 /* events folded by the collector */
+    uint64_t outside;                /* events in the file before the window, folded here */
+    uint64_t t_window;               /* local clock; 0: the window is the whole run */
+    uint64_t t_first;                /* earliest t_begin outside the window (0 none) */
+    size_t nrows;                    /* rows, one per (op, communicator, size bucket) */
+    const struct cs_total_row *rows; /* owned by the reader */
+};
+const struct cs_reader_totals *cs_reader_totals(const struct cs_reader *r);
+
+/*
+ * Start a ring-mode trace's window later, at local time t (the windows of all ranks at one
+ * instant, so collectives are whole): the events before it are folded into the rows.  No effect
+ * on other files or when t is not later than the window's start.  Rewinds.  Returns 0, or
+ * CS_ENOMEM (the rows could not grow; the window is then left where it got to).
+ */
+int cs_reader_cut(struct cs_reader *r, uint64_t t);
 
 #endif

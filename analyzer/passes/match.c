@@ -97,6 +97,7 @@ static struct cs__inst *inst_new(struct cs__run *run, struct cs__comm *c, uint64
     in->pat = (unsigned char)cs_op_info(op)->pattern;
     in->row = row;
     in->mixed = 0;
+    in->edge = 0;
     in->root = -1;
     in->ended = 0;
     in->dead_unended = 0;
@@ -160,6 +161,33 @@ static inline struct cs__inst *inst_find(struct cs__run *run, struct cs__comm *c
     return v ? (void *)(uintptr_t)*v : NULL;
 }
 
+/* With ring-mode windows: the latest seq each member arrived at (for edge_of). */
+static __attribute__((noinline)) void note_seq(struct cs__comm *c, int32_t idx, uint32_t seq)
+{
+    if (!c->last_seq && !(c->last_seq = calloc((size_t)c->size, sizeof *c->last_seq)))
+        return;
+    if (seq + 1 > c->last_seq[idx])
+        c->last_seq[idx] = seq + 1;
+}
+
+/* An instance left open at the end whose every missing member arrived at a later instance of the
+ * communicator: their calls of this one lie before their windows (folded into the totals), so it
+ * is cut by the window's start, not incomplete.  (A member stuck before it, in a hung job, never
+ * arrives later.) */
+static int edge_of(const struct cs__inst *in)
+{
+    const uint32_t *last = in->c->last_seq;
+    int missing = 0;
+    for (int32_t i = 0; i < in->n; i++) {
+        if (in->state[i] & 1)
+            continue;
+        if (!last || last[i] <= in->seq + 1)
+            return 0;
+        missing++;
+    }
+    return missing > 0;
+}
+
 /* Hand the instance to the metrics and keep it for reuse.  Returns 1 (coll_fast's "done"). */
 static __attribute__((noinline)) int inst_close(struct cs__run *run, struct cs__inst *in,
                                                 int complete)
@@ -172,6 +200,7 @@ static __attribute__((noinline)) int inst_close(struct cs__run *run, struct cs__
     } else {
         cs__map_del(&run->match.open, in->comm, in->seq);
     }
+    in->edge = !complete && run->windows && edge_of(in);
     cs__analyze_instance(run, in, complete);
     in->next = in->c->spare;
     in->c->spare = in;
@@ -257,6 +286,8 @@ static __attribute__((noinline)) void coll_slow(struct cs__run *run, int rank,
             return;
     }
     record_arrival(in, idx, ev, tb);
+    if (__builtin_expect(run->windows, 0))
+        note_seq(c, idx, ev->seq);
     /* The root by flag, or from a member's peer (instances of other ops are mixed: never read). */
     if (ev->flags & CS_EV_ROOT)
         in->root = idx;
@@ -289,6 +320,8 @@ coll_arrive(struct cs__run *run, int rank, const struct cs_event *ev, int64_t tb
         (!(ev->flags & CS_EV_ROOT) && in->root < 0 && ev->peer >= 0 && in->pat != CS_PAT_NXN))
         return NULL;
     record_arrival(in, idx, ev, tb);
+    if (__builtin_expect(run->windows, 0))
+        note_seq(c, idx, ev->seq);
     if (ev->flags & CS_EV_ROOT)
         in->root = idx;
     *idxo = idx;

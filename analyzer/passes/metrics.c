@@ -140,7 +140,10 @@ static inline void arrival_order(const int64_t *a, int32_t n, struct arrivals *o
 void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, struct cs__inst_facts *f)
 {
     if (!f->used) {
-        run->incomplete++;
+        if (in->edge)
+            run->window_edge++;
+        else
+            run->incomplete++;
         return;
     }
     run->matched++;
@@ -281,9 +284,55 @@ static int count_hosts(const struct cs__run *run, const struct cs_report *rep)
     return n;
 }
 
+/*
+ * A ring-mode trace's events outside its kept window (the reader's rows: folded by the collector,
+ * or in the file before the window) into the rank's and the ops table's whole-run totals, as the
+ * events themselves would have counted (cs__metrics_event).  Rates (bandwidths) and everything
+ * that needs the events one by one come from the window alone.
+ */
+static void add_outside(struct cs__run *run, struct cs_report *rep, int rank)
+{
+    struct cs__rank *rk = &run->ranks[rank];
+    const struct cs_reader_totals *t = cs_reader_totals(rk->rd);
+    if (!t->ring || !t->t_window)
+        return;
+    rep->window_ranks++;
+    rep->outside_events += t->folded + t->outside;
+    int64_t tw = cs__clock_map(&rk->clk, t->t_window);
+    if (rep->window_ranks == 1 || tw > run->window_start)
+        run->window_start = tw;
+    for (size_t i = 0; i < t->nrows; i++) {
+        const struct cs_total_row *w = &t->rows[i];
+        const struct cs_op_info *oi = w->op == CS_TOTAL_OP_OTHER ? NULL : cs_op_info(w->op);
+        if (!oi) {
+            rep->outside_unattributed += w->calls;
+            continue;
+        }
+        int nccl = oi->kind == CS_KIND_NCOLL || oi->kind == CS_KIND_NP2P;
+        if (!is_comm_kind(oi->kind) && !nccl)
+            continue;
+        if (!nccl)
+            rk->comm_ns += w->time_ns;
+        rk->calls += w->calls;
+        rk->bytes += w->bytes;
+        size_t row = row_get(run, w->op, w->comm);
+        if (row == SIZE_MAX)
+            continue;
+        struct cs__oprow *o = &run->rows[row];
+        int recv = w->op == CS_OP_RECV || w->op == CS_OP_IRECV || w->op == CS_OP_NCCL_RECV;
+        o->calls += w->calls;
+        o->bytes += recv ? w->bytes_recv : w->bytes;
+        if (!nccl)
+            o->time_ns += w->time_ns;
+    }
+}
+
 void cs__report_build(struct cs__run *run, struct cs_report *rep)
 {
     *rep = (struct cs_report){0};
+    for (int r = 0; r < run->world; r++)
+        if (run->ranks[r].present)
+            add_outside(run, rep, r);
     snprintf(rep->dir, sizeof rep->dir, "%s", run->dir);
     snprintf(rep->program, sizeof rep->program, "%s", run->program);
     rep->world_size = run->world;
@@ -356,7 +405,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
             rtt = rk->clk.rtt_max;
         if (st->partial)
             rep->partial[rep->npartial++] = r;
-        rep->events += st->events;
+        rep->events += st->events - cs_reader_totals(rk->rd)->outside;
         rep->dropped_events += h->dropped;
         rep->unrecorded_tests += h->unrecorded_tests;
         sum_compute += o->compute_s;
@@ -412,8 +461,14 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         }
     }
 
+    int64_t origin = INT64_MAX;
+    for (int r = 0; r < run->world; r++)
+        if (run->ranks[r].present && run->ranks[r].t_first < origin)
+            origin = run->ranks[r].t_first;
+    rep->window_start_s = rep->window_ranks ? ns_s((double)(run->window_start - origin)) : NAN;
     rep->matched = run->matched;
     rep->incomplete = run->incomplete;
+    rep->window_edge = run->window_edge;
     rep->mean_skew_s = run->matched ? ns_s(run->skew_sum_ns / (double)run->matched) : NAN;
     rep->max_skew_s = run->matched ? ns_s((double)run->skew_max_ns) : NAN;
     rep->max_offset_s = ns_s(max_off);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commscope/totals.h"
 #include "steps_internal.h"
 
 static int dbl_cmp(const void *x, const void *y)
@@ -148,6 +149,60 @@ static void overlap_groups(const struct cs__steps *S, const struct cs_report *re
     o->overlap_ratio = span > 0 ? ovl / span : NAN;
 }
 
+/*
+ * The steps of the whole run where the reference rank's trace kept only a window (ring mode): the
+ * window's steps plus the step starts among the events outside it, counted from the totals' rows
+ * (markers: the marker op's calls; pattern: the anchor's calls of its size on its class, every
+ * anchor_m-th a step).  NVTX steps and an anchor whose row mixes sizes cannot be counted: -1.
+ */
+static void run_steps(struct cs__run *run, struct cs__steps *S, struct cs_report_steps *o)
+{
+    o->run_count = o->count;
+    o->run_mean_s = NAN;
+    int ref = S->detect.ref;
+    if (ref < 0 || ref >= run->world || !S->detect.mode || !run->ranks[ref].present)
+        return;
+    const struct cs_reader_totals *t = cs_reader_totals(run->ranks[ref].rd);
+    if (!t->ring || !t->t_window)
+        return;
+    uint64_t occ = 0, t0 = UINT64_MAX;
+    int known = S->detect.mode == 1 || S->detect.mode == 2;
+    for (size_t i = 0; known && i < t->nrows; i++) {
+        const struct cs_total_row *w = &t->rows[i];
+        if (w->op == CS_TOTAL_OP_OTHER) {
+            known = 0; /* some calls are not known by op */
+        } else if (S->detect.mode == 1) {
+            if (w->op != S->detect.marker_op)
+                continue;
+            occ += w->calls;
+        } else {
+            if (w->op != S->detect.anchor_op ||
+                w->bucket != cs_total_bucket(S->detect.anchor_bytes))
+                continue;
+            int ci = cs__groups_comm_cached(run, S, w->comm);
+            if (ci < 0 || S->groups.comms[ci].cls != S->detect.anchor_cls)
+                continue;
+            if (w->size == CS_TOTAL_MIXED)
+                known = 0;
+            else if (w->size == S->detect.anchor_bytes)
+                occ += w->calls;
+            else
+                continue;
+        }
+        if (w->t_first < t0)
+            t0 = w->t_first;
+    }
+    if (!known) {
+        o->run_count = -1;
+        return;
+    }
+    uint64_t m = S->detect.mode == 2 && S->detect.anchor_m ? S->detect.anchor_m : 1;
+    o->run_count = o->count + (int)(occ / m);
+    if (occ && o->run_count > 1 && S->r[ref].step >= 0)
+        o->run_mean_s = (double)(S->r[ref].begin - cs__clock_map(&run->ranks[ref].clk, t0)) / 1e9 /
+                        (double)(o->run_count - 1);
+}
+
 void cs__steps_report(struct cs__run *run, struct cs_report *rep)
 {
     struct cs__steps *S = run->steps;
@@ -166,6 +221,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     fill_budget(&o->total, &(struct cs__budget){0}, -1);
     pop_split(rep, o, 0, NULL);
     snprintf(o->source, sizeof o->source, "none");
+    o->run_mean_s = NAN;
     if (!S) {
         snprintf(o->note, sizeof o->note, "the step analysis did not run (out of memory)");
         return;
@@ -187,6 +243,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     if ((size_t)n > S->ng)
         n = (int)S->ng;
     o->count = n;
+    run_steps(run, S, o);
     o->tail_excluded = n > 0 && S->tail;
     int usable = n - o->tail_excluded;
     o->warmup_excluded = usable >= 3;

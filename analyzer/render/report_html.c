@@ -722,6 +722,18 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
     fputs(" s, p95 ", f);
     num(f, "%.6f", s->p95_s);
     fputs(" s.</p>\n", f);
+    if (rep->window_ranks) {
+        fputs("<p>The trace kept the newest part of the run (ring mode): these are the steps of "
+              "the window. The whole run had ",
+              f);
+        if (s->run_count >= 0)
+            fprintf(f, "<b id=\"runsteps\">%d steps</b>, mean time between step starts ",
+                    s->run_count);
+        else
+            fputs("a number of steps the totals cannot tell, ", f);
+        num(f, "%.6f", s->run_mean_s);
+        fputs(" s.</p>\n", f);
+    }
     if (s->note[0]) {
         fputs("<p class=\"na\">", f);
         esc(f, s->note);
@@ -1033,6 +1045,15 @@ static void sec_facts(const struct cs_report *rep, FILE *f)
              rep->events, rep->dropped_events, rep->unrecorded_tests, rep->nmissing,
              rep->nmissing == 1 ? "" : "s", rep->npartial);
     fact(f, "trace completeness", b);
+    if (rep->window_ranks) {
+        snprintf(b, sizeof b,
+                 "%d rank%s kept the newest events of the run (ring mode); the event-level "
+                 "sections cover the run from %.6f s on, and the %" PRIu64
+                 " events before it count in the totals (calls, bytes, times) only",
+                 rep->window_ranks, rep->window_ranks == 1 ? "" : "s", rep->window_start_s,
+                 rep->outside_events);
+        fact(f, "trace window", b);
+    }
     if (rep->nmissing) {
         fputs("<tr><th>missing ranks</th><td>", f);
         for (size_t i = 0; i < rep->nmissing; i++)

@@ -73,6 +73,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_open(&w, "instances", '{');
     cs__jw_u64(&w, "matched", rep->matched);
     cs__jw_u64(&w, "incomplete", rep->incomplete);
+    cs__jw_u64(&w, "window_edge", rep->window_edge);
     cs__jw_num(&w, "mean_skew_s", rep->mean_skew_s);
     cs__jw_num(&w, "max_skew_s", rep->max_skew_s);
     cs__jw_close(&w, '}');
@@ -131,6 +132,10 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_u64(&w, "events", rep->events);
     cs__jw_u64(&w, "dropped_events", rep->dropped_events);
     cs__jw_u64(&w, "unrecorded_tests", rep->unrecorded_tests);
+    cs__jw_int(&w, "window_ranks", rep->window_ranks);
+    cs__jw_num(&w, "window_start_s", rep->window_start_s);
+    cs__jw_u64(&w, "outside_events", rep->outside_events);
+    cs__jw_u64(&w, "outside_unattributed", rep->outside_unattributed);
     cs__jw_open(&w, "problems", '[');
     for (size_t i = 0; i < rep->nproblems; i++)
         cs__jw_str(&w, NULL, rep->problems[i]);

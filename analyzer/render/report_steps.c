@@ -37,6 +37,8 @@ void cs__report_steps_json(const struct cs_report *rep, FILE *out)
     struct cs__jw w = {.f = out, .depth = 1};
     cs__jw_open(&w, "steps", '{');
     cs__jw_int(&w, "count", s->count);
+    cs__jw_int(&w, "run_count", s->run_count);
+    cs__jw_num(&w, "run_mean_s", s->run_mean_s);
     cs__jw_num(&w, "mean_s", s->mean_s);
     cs__jw_num(&w, "median_s", s->median_s);
     cs__jw_num(&w, "p95_s", s->p95_s);
@@ -165,6 +167,9 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
             s->tail_excluded, s->timed);
     fprintf(out, "step_s mean %s  median %s  p95 %s\n", fmt(a, sizeof a, "%.6f", s->mean_s),
             fmt(b, sizeof b, "%.6f", s->median_s), fmt(c, sizeof c, "%.6f", s->p95_s));
+    if (rep->window_ranks)
+        fprintf(out, "whole_run steps %d  step_s mean %s  (the statistics above: the window)\n",
+                s->run_count, fmt(d, sizeof d, "%.6f", s->run_mean_s));
     if (s->note[0])
         fprintf(out, "note: %s\n", s->note);
 

@@ -115,6 +115,13 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
             "  unrecorded_tests %" PRIu64 "\n",
             rep->ranks_expected, rep->ranks_found, rep->events, rep->dropped_events,
             rep->unrecorded_tests);
+    if (rep->window_ranks)
+        fprintf(out,
+                "window_ranks %d  window_start_s %.6f  outside_events %" PRIu64
+                "  window_edge %" PRIu64
+                "  (ring mode: the events before the window count in the totals, calls, bytes and "
+                "times, only)\n",
+                rep->window_ranks, rep->window_start_s, rep->outside_events, rep->window_edge);
     fprintf(out, "missing_ranks");
     for (size_t i = 0; i < rep->nmissing; i++)
         fprintf(out, " %d", rep->missing[i]);

@@ -13,9 +13,15 @@
  * |                           |                         | %r = rank (decimal), %h = host      |
  * |                           |                         | name, %% = %                        |
  * | COMMSCOPE_MAX_MB          | 1024                    | cap on this rank's trace file in    |
- * |                           |                         | MiB, 1 .. 1048576; events past it   |
+ * |                           |                         | MiB, 1 .. 1048576; past it events   |
  * |                           |                         | are dropped and counted             |
- * |                           |                         | (header.dropped, CS_FLAG_DROPPED)   |
+ * |                           |                         | (head mode) or reuse the oldest     |
+ * |                           |                         | blocks (ring mode)                  |
+ * | COMMSCOPE_TRACE_MODE      | ring                    | ring: at the cap, keep the newest   |
+ * |                           |                         | events, fold the oldest into the    |
+ * |                           |                         | totals block (CS_FLAG_RING); head:  |
+ * |                           |                         | keep the first, count the rest as   |
+ * |                           |                         | dropped (CS_FLAG_DROPPED)           |
  * | COMMSCOPE_DISABLE         | 0                       | 1/yes/true/on: never open a trace;  |
  * |                           |                         | 0/no/false/off: trace               |
  * | COMMSCOPE_TEST_CLOCK_SKEW | unset (no skew)         | test only, RANK:OFFSET_NS:DRIFT_PPM |
@@ -119,6 +125,14 @@ int cs__config_load(struct cs__config *cfg, int rank, uint64_t run_id)
                     v, LIMIT_MAX_MB, DEFAULT_MAX_MB);
         else
             cfg->max_bytes = mb << 20;
+    }
+
+    cfg->ring = 1;
+    if ((v = env("COMMSCOPE_TRACE_MODE"))) {
+        if (strcasecmp(v, "head") == 0)
+            cfg->ring = 0;
+        else if (strcasecmp(v, "ring") != 0)
+            cs_warn("COMMSCOPE_TRACE_MODE=\"%s\" is not ring or head; using ring", v);
     }
 
     if ((v = env("COMMSCOPE_DIR"))) {

@@ -37,6 +37,8 @@
 struct cs__config {
     int disabled;             /* COMMSCOPE_DISABLE=1 */
     uint64_t max_bytes;       /* COMMSCOPE_MAX_MB in bytes */
+    int ring;                 /* COMMSCOPE_TRACE_MODE=ring (the default): reuse the oldest blocks
+                                 at the cap (ring.c); 0 head: drop what comes after */
     char run_dir[PATH_MAX];   /* COMMSCOPE_DIR or the default */
     char local_dir[PATH_MAX]; /* COMMSCOPE_LOCAL_DIR expanded, or run_dir */
 };
@@ -85,6 +87,7 @@ struct cs__trace {
     int fallocate_works;           /* 0 once fallocate said EOPNOTSUPP: write zeros */
     _Atomic int storage_failed;    /* the file could not grow: record nothing more */
     _Atomic uint64_t ready_blocks; /* blocks populated (page-table entries in place) */
+    _Atomic uint64_t ring_folds;   /* event blocks reused in ring mode (ring.c) */
     _Atomic uint64_t wake_at;      /* a claim reaching this block wakes the helper */
     _Atomic uint32_t helper_seq;   /* futex word: bumped to wake the helper */
     _Atomic int helper_stop;       /* set at close: the helper exits */
@@ -147,6 +150,17 @@ void cs__helper_forget(void);
 void cs__watch_start(void);
 void cs__watch_stop(void);
 void cs__watch_forget(void);
+
+/*
+ * Ring mode (ring.c): claim the totals block at open (when COMMSCOPE_TRACE_MODE is ring and the
+ * cap leaves room), seal it at close, forget its lock in a forked child.  cs__ring_reuse folds
+ * the oldest sealed event block into the totals and returns its index, zeroed, for the caller to
+ * claim with cs__block_init; -1 when there is none (not ring mode, or no sealed block).
+ */
+void cs__ring_open(void);
+void cs__ring_close(void);
+void cs__ring_forget(void);
+int64_t cs__ring_reuse(void);
 
 /* Count one dropped event in the header. */
 void cs__count_drop(void);

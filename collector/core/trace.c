@@ -64,6 +64,7 @@ static void atfork_child(void)
         __atomic_store_n(&cs_active, 0, __ATOMIC_RELAXED);
         cs__helper_forget(); /* threads do not survive fork */
         cs__watch_forget();
+        cs__ring_forget();
         detach_mapping();
         close(cs__t.fd);
         cs__t.fd = -1;
@@ -299,6 +300,8 @@ int cs_trace_open(const struct cs_trace_params *p)
     cs__prefault(cs__t.base + CS_HEADER_SIZE, (size_t)initial * CS_BLOCK_SIZE);
     __atomic_fetch_add(&cs_trace_generation, 1, __ATOMIC_SEQ_CST);
     cs__t.open = 1;
+    atomic_store(&cs__t.ring_folds, 0);
+    cs__ring_open();
     if (cs__trace_open_hook)
         cs__trace_open_hook();
     cs__helper_start();
@@ -405,6 +408,7 @@ void cs_trace_close(uint64_t t_finalize)
     __atomic_store_n(&cs_active, 0, __ATOMIC_RELEASE);
     /* Before the locks: the helper may be waiting for grow_mu. */
     cs__helper_stop();
+    cs__ring_close();
     pthread_mutex_lock(&cs__t.comm_mu);
     pthread_mutex_lock(&cs__t.grow_mu);
 

@@ -45,6 +45,8 @@ static struct {
     /* The scan of the committed events (progress and live metrics): per block, the events
      * taken so far; blocks below scan_lo are sealed and taken. */
     uint8_t *seen;
+    uint64_t *tag;  /* ring mode: per block, the (seq, thread) seen[] counts for, + 1 */
+    uint64_t folds; /* ring mode: blocks reused at the last scan */
     uint64_t scan_lo;
     uint64_t events; /* events taken so far: every committed event (the reports' progress) */
     struct cs_root_totals tot;
@@ -55,6 +57,7 @@ static struct {
     int64_t offset_ns; /* the service's clock minus ours (the session's clock rounds) */
     struct cs_root_coll *recs;
     uint32_t nrec, caprec;
+    struct cs_event copy[CS_EVENTS_PER_BLOCK];
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .fd = -1};
 
 /* One committed event into the totals (and the collectives to send). */
@@ -110,6 +113,11 @@ static void scan(void)
 {
     uint64_t nb = atomic_load(&cs__t.next_block);
     int sealed_so_far = 1;
+    uint64_t folds = atomic_load(&cs__t.ring_folds);
+    if (folds != W.folds) {
+        W.folds = folds;
+        W.scan_lo = 0; /* blocks below it were reused */
+    }
     for (uint64_t i = W.scan_lo; i < nb;) {
         struct cs_block_header *b = cs__block(i);
         if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != CS_BLOCK_MAGIC) {
@@ -122,15 +130,29 @@ static void scan(void)
         /* The seal is written after the last count: a sealed block's count is final. */
         uint32_t crc = __atomic_load_n(&b->crc, __ATOMIC_ACQUIRE);
         if (b->kind == CS_BLOCK_EVENTS) {
+            /* In ring mode a block may be reused (ring.c) while it is read: its events are taken
+             * from a copy that the block's identity still matches afterwards. */
+            uint64_t tag = (b->seq << 16 | b->thread) + 1;
+            if (W.tag && W.tag[i] != tag) {
+                W.tag[i] = tag;
+                W.seen[i] = 0;
+            }
             uint32_t used = __atomic_load_n(&b->used, __ATOMIC_ACQUIRE);
             const struct cs_event *ev = (const struct cs_event *)(b + 1);
             if (used > CS_EVENTS_PER_BLOCK)
                 used = CS_EVENTS_PER_BLOCK;
-            for (uint32_t j = W.seen[i]; j < used; j++)
-                take(&ev[j]);
-            if (used > W.seen[i])
-                W.events += used - W.seen[i];
-            W.seen[i] = (uint8_t)used;
+            uint32_t from = W.seen[i];
+            if (used > from) {
+                memcpy(W.copy, ev + from, (used - from) * sizeof *ev);
+                __atomic_thread_fence(__ATOMIC_ACQUIRE);
+                if (__atomic_load_n(&b->magic, __ATOMIC_RELAXED) == CS_BLOCK_MAGIC &&
+                    (b->seq << 16 | b->thread) + 1 == tag) {
+                    for (uint32_t j = 0; j < used - from; j++)
+                        take(&W.copy[j]);
+                    W.events += used - from;
+                    W.seen[i] = (uint8_t)used;
+                }
+            }
         }
         if (sealed_so_far && crc && b->kind == CS_BLOCK_EVENTS)
             W.scan_lo = i + span;
@@ -296,12 +318,17 @@ void cs__watch_start(void)
     W.mapped = 1;
     W.fd = -1;
     free(W.seen);
+    free(W.tag);
+    W.tag = NULL;
     W.seen = calloc(cs__t.max_blocks ? cs__t.max_blocks : 1, 1);
-    if (!W.seen) {
+    if (W.seen && (cs__t.hdr->flags & CS_FLAG_RING))
+        W.tag = calloc(cs__t.max_blocks, sizeof *W.tag);
+    if (!W.seen || ((cs__t.hdr->flags & CS_FLAG_RING) && !W.tag)) {
         cs_warn("out of memory for the progress reports; none are sent");
         return;
     }
     W.scan_lo = 0;
+    W.folds = 0;
     W.events = 0;
     memset(&W.tot, 0, sizeof W.tot);
     W.last_marker = 0;

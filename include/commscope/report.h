@@ -151,6 +151,11 @@ struct cs_report_steps {
     char detail[224]; /* which marker op, or which call anchors the pattern */
     char note[256];   /* why something could not be computed ("" when all could) */
     double mean_s, median_s, p95_s;
+    /* Where the reference rank's trace kept a window (ring mode): the steps of the whole run
+     * (-1 when the events outside the window cannot tell) and the mean time between their
+     * starts (NaN unknown); else run_count == count and run_mean_s NaN */
+    int run_count;
+    double run_mean_s;
     struct cs_report_step *list;
     size_t nlist;
     /* budget */
@@ -215,6 +220,14 @@ struct cs_report {
     struct cs_report_op *ops;
     size_t nops;
     uint64_t matched, incomplete;
+    /* Ring-mode traces that kept a window of the run (COMMSCOPE_TRACE_MODE=ring past the cap):
+     * how many ranks, the events outside the windows (in the whole-run totals only; of them,
+     * those in the totals' catch-all row, whose op is not known), and where the windows start
+     * (the latest start of all ranks, s from the run's start; NaN when every event was kept) */
+    int window_ranks;
+    uint64_t outside_events, outside_unattributed;
+    uint64_t window_edge; /* collective instances cut by the windows' start (left out) */
+    double window_start_s;
     double mean_skew_s, max_skew_s;
     double load_balance, communication_efficiency, parallel_efficiency;
     struct cs_report_straggler *stragglers;

@@ -61,6 +61,10 @@ enum {
     CS_FLAG_CHECKED = 1u << 9,     /* the partial-file checks are kept: live_crc and the counter
                                       complements of the header, and live_sum/live_used of
                                       unsealed event blocks (readers check them when set) */
+    CS_FLAG_RING = 1u << 11,       /* ring mode (COMMSCOPE_TRACE_MODE=ring): the file holds one
+                                      totals block (CS_BLOCK_TOTALS); at the cap the oldest event
+                                      blocks are reused, their events first folded into it
+                                      (include/commscope/totals.h) */
 };
 
 /* How a rank's GPU work was timed (cs_file_header.gpu_timing). */
@@ -188,6 +192,8 @@ enum cs_counter {
 enum cs_block_kind {
     CS_BLOCK_EVENTS = 1, /* payload: used x struct cs_event */
     CS_BLOCK_COMMS = 2,  /* payload: used bytes of struct cs_comm_record entries */
+    CS_BLOCK_TOTALS = 3, /* ring mode: the whole-run totals of the events no longer in the file
+                            (include/commscope/totals.h); span CS_TOTALS_SPAN, used 0 */
 };
 
 struct cs_block_header {

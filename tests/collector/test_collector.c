@@ -1303,6 +1303,8 @@ int main(int argc, char **argv)
     unsetenv("COMMSCOPE_DISABLE");
     unsetenv("COMMSCOPE_MAX_MB");
     unsetenv("COMMSCOPE_LOCAL_DIR");
+    /* The layout checked byte by byte here is head mode's; ring mode: test_ring.c. */
+    setenv("COMMSCOPE_TRACE_MODE", "head", 1);
 
     test_warn_format();
     test_basic();

@@ -17,6 +17,7 @@
  *   --no-finalize      exit(0) without MPI_Finalize
  *   --double-finalize  call MPI_Finalize twice
  *   --sleep-ms M       sleep M ms after half the calls (to be caught running)
+ *   --step-every K     MPI_Pcontrol(1) before every K-th all-reduce (a step marker; one thread)
  *
  * Prints per rank: "fault_job: rank R result=X" (the sum of every all-reduce result), and
  * "fault_job: rank R op NAME calls=C" for each MPI call it made that the collector records.
@@ -36,6 +37,7 @@ static long calls = 1000;
 static const char *rmdir_path;
 static int do_fork, do_handlers, nthreads, abort_rank = -2, kill_rank = -2, no_finalize,
                                            double_finalize, sleep_ms;
+static long step_every, markers, reduced;
 static int rank, size;
 static volatile sig_atomic_t usr1_seen;
 
@@ -73,6 +75,10 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     for (long i = 0; i < w->n; i++) {
+        if (step_every > 0 && reduced++ % step_every == 0) {
+            MPI_Pcontrol(1);
+            markers++;
+        }
         double x = (double)(rank + 1) * (double)(i % 7 + 1), y = 0;
         MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, w->comm);
         w->sum += y;
@@ -152,6 +158,8 @@ int main(int argc, char **argv)
             double_finalize = 1;
         else if (!strcmp(a, "--sleep-ms"))
             sleep_ms = (int)arg_long(v), i++;
+        else if (!strcmp(a, "--step-every"))
+            step_every = arg_long(v), i++;
         else {
             fprintf(stderr, "cs_fault_job: unknown option '%s'\n", a);
             return 2;
@@ -164,6 +172,10 @@ int main(int argc, char **argv)
         signal(SIGUSR1, on_usr1);
     }
     long init_calls = 1;
+    if (nthreads > 0 && step_every > 0) {
+        fprintf(stderr, "cs_fault_job: --step-every needs one thread\n");
+        return 2;
+    }
     if (nthreads > 0) {
         int provided;
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -225,6 +237,8 @@ int main(int argc, char **argv)
            nthreads > 0 ? "MPI_Init_thread" : "MPI_Init", init_calls);
     printf("fault_job: rank %d op MPI_Allreduce calls=%ld\n", rank, calls);
     printf("fault_job: rank %d op MPI_Barrier calls=1\n", rank);
+    if (markers)
+        printf("fault_job: rank %d op MPI_Pcontrol calls=%ld\n", rank, markers);
     if (dups) {
         printf("fault_job: rank %d op MPI_Comm_dup calls=%ld\n", rank, dups);
         printf("fault_job: rank %d op MPI_Comm_free calls=%ld\n", rank, dups);

@@ -138,15 +138,23 @@ def same_job(base, got, what):
 
 
 def kept_all(rep, stdout, what):
-    """Events recorded plus counted as dropped equal the calls the job counted (every call it
-    counts is one the collector records)."""
+    """Events recorded (in the kept window, and outside it in the whole-run totals of a ring-mode
+    trace) plus counted as dropped equal the calls the job counted (every call it counts is one
+    the collector records)."""
     want = counted(stdout)
-    recorded = rep["trace"]["events"]
+    recorded = rep["trace"]["events"] + rep["trace"]["outside_events"]
     dropped = rep["trace"]["dropped_events"]
     check(recorded + dropped == sum(want.values()),
           "%s: %d events recorded + %d counted as dropped, the job made %d calls (%r)"
           % (what, recorded, dropped, sum(want.values()), want))
     return recorded, dropped
+
+
+def op_bytes(rep):
+    tot = {}
+    for o in rep["ops"]:
+        tot[o["op"]] = tot.get(o["op"], 0) + o["bytes"]
+    return tot
 
 
 def tmpfs(tmp, mb):
@@ -209,6 +217,61 @@ def case_fsize_limit(tmp):
     q, rep = analyze(rundir)
     if check(rep is not None, "file-size limit: analysed (%d): %s" % (q.returncode, q.stderr)):
         kept_all(rep, p.stdout, "file-size limit")
+
+
+def case_ring_long(tmp):
+    """A long job with a small cap (ring mode, the default): 2 ranks, 200,000 all-reduces and a
+    step marker every 10, into 2 MiB traces that hold about 30,000 events.  The job is unchanged;
+    the report's whole-run totals are the program's own call and byte counts; the kept window is
+    the last part of the run; the steps of the whole run are counted."""
+    argv = job(2, "--calls", 200000, "--step-every", 10)
+    base = baseline(argv)
+    rundir = os.path.join(tmp, "run")
+    p = traced(rundir, argv, env={"COMMSCOPE_MAX_MB": "2"}, analyze=False)
+    same_job(base, p, "ring")
+    q, rep = analyze(rundir)
+    if not check(rep is not None, "ring: analysed (%d): %s" % (q.returncode, q.stderr[-400:])):
+        return
+    want = counted(p.stdout)
+    t = rep["trace"]
+    check(q.returncode == 0 and not t["problems"],
+          "ring: a window is no problem: exit %d, %r" % (q.returncode, t["problems"]))
+    check(t["window_ranks"] == 2 and t["outside_events"] > 0 and t["dropped_events"] == 0,
+          "ring: both ranks kept a window, nothing dropped: %r" % t)
+    check(rep["instances"]["incomplete"] == 0 and rep["instances"]["matched"] > 0,
+          "ring: the window holds whole collectives: %r" % rep["instances"])
+    kept_all(rep, p.stdout, "ring")
+    calls = op_calls(rep)
+    check(calls.get("MPI_Allreduce") == want["MPI_Allreduce"] == 400000 and
+          calls.get("MPI_Barrier") == want["MPI_Barrier"],
+          "ring: the ops table's calls are the job's: %r, the job: %r" % (calls, want))
+    check(op_bytes(rep).get("MPI_Allreduce") == 8 * 400000,
+          "ring: all-reduce bytes %r, the job sent %d" % (op_bytes(rep), 8 * 400000))
+    wall = max(r["wall_s"] for r in rep["ranks"])
+    check(t["window_start_s"] > 0.5 * wall,
+          "ring: the window is the end of the run: it starts at %.3f s of %.3f s"
+          % (t["window_start_s"], wall))
+    s = rep["steps"]
+    check(s["source"] == "marker" and s["run_count"] == want["MPI_Pcontrol"] // 2 and
+          0 < s["count"] < s["run_count"],
+          "ring: %r steps in the window, %r in the whole run; the job marked %d"
+          % (s["count"], s["run_count"], want["MPI_Pcontrol"] // 2))
+
+
+def case_ring_kill(tmp):
+    """kill -9 of every rank half way through 60,000 all-reduces, with 1 MiB traces (about 14,000
+    events): what each rank did up to the kill is in its totals and its window."""
+    rundir = os.path.join(tmp, "run")
+    traced(rundir, job(3, "--calls", 60000, "--kill", -1), env={"COMMSCOPE_MAX_MB": "1"},
+           analyze=False)
+    q, rep = analyze(rundir)
+    if check(rep is not None, "ring kill: analysed (%d): %s" % (q.returncode, q.stderr[-400:])):
+        check(sorted(rep["trace"]["partial_ranks"]) == [0, 1, 2] and
+              rep["trace"]["window_ranks"] == 3, "ring kill: all partial, all windows: %r"
+              % rep["trace"])
+        got = op_calls(rep).get("MPI_Allreduce", 0)
+        check(got == 3 * 30000, "ring kill: %d all-reduces counted, the ranks finished %d"
+              % (got, 3 * 30000))
 
 
 def case_report_fsize(tmp):
