@@ -655,7 +655,8 @@ static int check_totals(struct cs_reader *r, uint64_t i, uint64_t off, char *err
         return fail(r, err, errlen, CS_ENOMEM, "out of memory");
     memcpy(r->trow, b + CS_TOTALS_ROWS_OFF, r->captrow * sizeof *r->trow);
     if (h->journal_seq) {
-        if (!r->st.partial || h->journal_seq != h->folds + 1 ||
+        /* Stopped before the rows were overwritten (folds is one behind), or after. */
+        if (!r->st.partial || (h->journal_seq != h->folds + 1 && h->journal_seq != h->folds) ||
             h->journal_n > CS_EVENTS_PER_BLOCK || h->j_nrows > h->cap_rows)
             return fail(r, err, errlen, CS_EBLOCK,
                         "totals block %" PRIu64 ": journal of fold %" PRIu64 " (%" PRIu32
@@ -675,6 +676,7 @@ static int check_totals(struct cs_reader *r, uint64_t i, uint64_t off, char *err
         h->blocks = h->j_blocks;
         h->t_first = h->j_t_first;
         h->t_last = h->j_t_last;
+        h->folds = h->journal_seq;
     }
     for (uint32_t k = 0; k < h->nrows; k++)
         if (!row_ok(&r->trow[k]))

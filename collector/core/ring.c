@@ -8,8 +8,8 @@
  * Reuse is the slow path of the slow path: once per full block (255 events) of a thread that
  * finds the cap reached, under one mutex.  Only sealed event blocks are reused (a thread seals
  * its block last thing before it leaves it; the block a thread fills has no CRC), never the
- * communicator table or the totals.  Rows are found through an index in process memory; the rows
- * themselves live only in the mapping.
+ * communicator table or the totals.  Rows are found through an index in process memory; the rows,
+ * the journal and the head live only in the mapping.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +26,19 @@ static struct {
     uint64_t first;              /* its index */
     uint64_t cursor;             /* next block to consider for reuse */
     int32_t index[INDEX_SLOTS];  /* row + 1 per key hash, 0 empty */
-    /* The fold being built: the rows it changes, their new values. */
+    /* The fold being built: its journal entries (in the totals block), per row its entry + 1. */
     uint32_t nj;
-    struct cs_totals_journal j[CS_EVENTS_PER_BLOCK];
-    int32_t pending[CS_TOTALS_CAP_ROWS]; /* per row: its journal entry + 1 in this fold */
+    int32_t pending[CS_TOTALS_CAP_ROWS];
 } R = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static struct cs_totals_head *head(void)
 {
     return (struct cs_totals_head *)((char *)R.blk + CS_TOTALS_HEAD_OFF);
+}
+
+static struct cs_totals_journal *journal(void)
+{
+    return (struct cs_totals_journal *)((char *)R.blk + CS_TOTALS_JOURNAL_OFF);
 }
 
 static struct cs_total_row *rows(void)
@@ -99,7 +103,7 @@ static struct cs_total_row *row_for(const struct cs_event *ev)
         int32_t x = R.index[s] - 1;
         if (x < 0)
             break;
-        const struct cs_total_row *w = R.pending[x] ? &R.j[R.pending[x] - 1].val : &rows()[x];
+        const struct cs_total_row *w = R.pending[x] ? &journal()[R.pending[x] - 1].val : &rows()[x];
         if (w->op == ev->op && w->comm == comm && w->bucket == bucket) {
             r = x;
             break;
@@ -118,7 +122,7 @@ static struct cs_total_row *row_for(const struct cs_event *ev)
         }
     }
     if (!R.pending[r]) {
-        struct cs_totals_journal *e = &R.j[R.nj];
+        struct cs_totals_journal *e = &journal()[R.nj];
         e->row = (uint32_t)r;
         e->pad = 0;
         e->val = rows()[r];
@@ -130,7 +134,7 @@ static struct cs_total_row *row_for(const struct cs_event *ev)
         }
         R.pending[r] = (int32_t)++R.nj;
     }
-    return &R.j[R.pending[r] - 1].val;
+    return &journal()[R.pending[r] - 1].val;
 }
 
 /* Fold block i (a sealed event block) into the totals and zero it (steps 1-4 of totals.h). */
@@ -161,9 +165,12 @@ static void fold(uint64_t i)
     h->journal_thread = b->thread;
     h->journal_n = R.nj;
     __atomic_store_n(&h->journal_seq, h->folds + 1, __ATOMIC_RELEASE); /* 1 */
-    for (uint32_t k = 0; k < R.nj; k++) {                              /* 2 */
-        rows()[R.j[k].row] = R.j[k].val;
-        R.pending[R.j[k].row] = 0;
+    /* Nothing of step 2 may be stored before the journal is valid (a release store orders only
+     * what comes before it): a rank killed in between must leave the rows as they were. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (uint32_t k = 0; k < R.nj; k++) { /* 2 */
+        rows()[journal()[k].row] = journal()[k].val;
+        R.pending[journal()[k].row] = 0;
     }
     h->nrows = h->j_nrows;
     h->events = h->j_events;
@@ -172,6 +179,7 @@ static void fold(uint64_t i)
     h->t_last = h->j_t_last;
     h->folds++;
     __atomic_store_n(&b->magic, 0, __ATOMIC_RELEASE); /* 3 */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     memset(b, 0, CS_BLOCK_SIZE);
     __atomic_store_n(&h->journal_seq, 0, __ATOMIC_RELEASE); /* 4 */
     atomic_fetch_add(&cs__t.ring_folds, 1);

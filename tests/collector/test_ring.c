@@ -2,7 +2,8 @@
  * Ring mode (COMMSCOPE_TRACE_MODE=ring, the default) through the collector and the analyzer's
  * reader: a trace far past its cap keeps its newest events, and its totals block plus the kept
  * window account for every event recorded, exactly, per (op, communicator, size bucket) — with
- * one thread, with several, and in the file of a writer killed at a random moment.
+ * one thread, with several, in the file of a writer killed at a random moment, and in files
+ * stopped at each step of a fold (include/commscope/totals.h).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -351,6 +353,227 @@ static void test_killed(void)
     unsetenv("COMMSCOPE_MAX_MB");
 }
 
+/* ---- a rank stopped inside a fold, at each step of totals.h ---------------------------------- */
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static int spill(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int ok = fwrite(b, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Event i of the journal test's writer. */
+static void journal_event(struct cs_event *ev, uint64_t i)
+{
+    ev->op = i % 3 ? CS_OP_SEND : CS_OP_ALLREDUCE;
+    ev->comm = CS_COMM_WORLD_ID;
+    ev->bytes = i % 1000 + 1;
+    ev->request = i + 1;
+    ev->peer = 0;
+    ev->t_begin = 1000 + 4 * i;
+    ev->t_end = ev->t_begin + 2;
+}
+
+/*
+ * Every event of the partial file at `path`, whose writer recorded events 1 .. n, once: the kept
+ * window runs without a hole to event n and the rows hold the rest, with their bytes.
+ */
+static void check_once(const char *path, uint64_t n, const char *what)
+{
+    struct cs_reader *r = NULL;
+    char err[512];
+    int rc = cs_reader_open(path, &r, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", what, err);
+    CHECK_INT(rc, ==, 0);
+    if (!r)
+        return;
+    const struct cs_reader_totals *t = cs_reader_totals(r);
+    uint64_t kept = 0, first = 0, last = 0, gaps = 0;
+    const struct cs_event *ev;
+    while ((ev = cs_reader_next(r))) {
+        if (kept == 0)
+            first = ev->request;
+        else if (ev->request != last + 1)
+            gaps++;
+        last = ev->request;
+        kept++;
+    }
+    uint64_t calls = 0, bytes = 0, want = 0;
+    for (size_t j = 0; j < t->nrows; j++) {
+        calls += t->rows[j].calls;
+        bytes += t->rows[j].bytes;
+    }
+    for (uint64_t i = 0; i + 1 < first; i++)
+        want += i % 1000 + 1;
+    if (gaps || last != n || calls != first - 1 || bytes != want)
+        fprintf(stderr,
+                "%s: window %" PRIu64 "..%" PRIu64 " (%" PRIu64 " gaps), rows %" PRIu64 " calls\n",
+                what, first, last, gaps, calls);
+    CHECK_INT(gaps, ==, 0);
+    CHECK_INT(last, ==, n);
+    CHECK_INT(calls, ==, first - 1);
+    CHECK_INT(bytes, ==, want);
+    cs_reader_close(r);
+}
+
+static void test_journal(void)
+{
+    set_dir("journal");
+    setenv("COMMSCOPE_MAX_MB", "1", 1);
+    const uint64_t n = 40000;
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct cs_trace_params p = params();
+        if (cs_trace_open(&p) != 0)
+            _exit(2);
+        for (uint64_t i = 0; i < n; i++) {
+            struct cs_event *ev = cs_rec_begin();
+            if (!ev)
+                _exit(4);
+            journal_event(ev, i);
+            cs_rec_commit(ev);
+        }
+        raise(SIGKILL);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    char path[400];
+    snprintf(path, sizeof path, "%s/journal/rank-00000.cst", root);
+    size_t len;
+    unsigned char *orig = slurp(path, &len);
+    CHECK(orig != NULL);
+    if (!orig)
+        return;
+    check_once(path, n, "stopped between folds");
+
+    /* The totals block and the oldest event block of thread 0 (the next to be folded). */
+    size_t nb = (len - CS_HEADER_SIZE) / CS_BLOCK_SIZE, tb = SIZE_MAX, xb = SIZE_MAX;
+    uint64_t xseq = UINT64_MAX;
+    for (size_t i = 0; i < nb; i++) {
+        const struct cs_block_header *b = (const void *)(orig + CS_HEADER_SIZE + i * CS_BLOCK_SIZE);
+        if (b->magic != CS_BLOCK_MAGIC)
+            continue;
+        if (b->kind == CS_BLOCK_TOTALS)
+            tb = i;
+        if (b->kind == CS_BLOCK_EVENTS && b->thread == 0 && b->crc && b->seq < xseq) {
+            xseq = b->seq;
+            xb = i;
+        }
+    }
+    CHECK(tb != SIZE_MAX && xb != SIZE_MAX);
+    if (tb == SIZE_MAX || xb == SIZE_MAX) {
+        free(orig);
+        return;
+    }
+    /* The fold of block xb as the collector does it: the journal, then the rows. */
+    unsigned char *jf = malloc(len);
+    memcpy(jf, orig, len);
+    unsigned char *tbk = jf + CS_HEADER_SIZE + tb * CS_BLOCK_SIZE;
+    struct cs_totals_head *h = (void *)(tbk + CS_TOTALS_HEAD_OFF);
+    struct cs_totals_journal *j = (void *)(tbk + CS_TOTALS_JOURNAL_OFF);
+    struct cs_total_row *rows = (void *)(tbk + CS_TOTALS_ROWS_OFF);
+    const struct cs_block_header *x = (const void *)(jf + CS_HEADER_SIZE + xb * CS_BLOCK_SIZE);
+    const struct cs_event *xe = (const void *)(x + 1);
+    uint32_t nj = 0, nrows = h->nrows;
+    uint64_t t_first = h->t_first, t_last = h->t_last;
+    for (uint32_t k = 0; k < x->used; k++) {
+        uint64_t comm, bytes;
+        unsigned bucket;
+        cs_total_key(&xe[k], &comm, &bucket, &bytes);
+        uint32_t e = 0;
+        while (e < nj &&
+               !(j[e].val.op == xe[k].op && j[e].val.comm == comm && j[e].val.bucket == bucket))
+            e++;
+        if (e == nj) {
+            uint32_t row = 0;
+            while (row < nrows && !(rows[row].op == xe[k].op && rows[row].comm == comm &&
+                                    rows[row].bucket == bucket))
+                row++;
+            j[e].row = row;
+            j[e].val = row < nrows ? rows[row]
+                                   : (struct cs_total_row){
+                                         .op = xe[k].op, .bucket = (uint8_t)bucket, .comm = comm};
+            nrows += row == nrows;
+            nj++;
+        }
+        cs_total_add(&j[e].val, &xe[k]);
+        if (!t_first || xe[k].t_begin < t_first)
+            t_first = xe[k].t_begin;
+        if (xe[k].t_end > t_last)
+            t_last = xe[k].t_end;
+    }
+    h->journal_block = xb;
+    h->journal_bseq = x->seq;
+    h->journal_thread = x->thread;
+    h->journal_n = nj;
+    h->j_events = h->events + x->used;
+    h->j_blocks = h->blocks + 1;
+    h->j_t_first = t_first;
+    h->j_t_last = t_last;
+    h->j_nrows = nrows;
+    h->journal_seq = h->folds + 1;
+    char alt[400];
+    snprintf(alt, sizeof alt, "%s/journal-alt", root);
+    mkdir(alt, 0755);
+    snprintf(alt, sizeof alt, "%s/journal-alt/rank-00000.cst", root);
+
+    /* 1: the journal written, the rows not yet. */
+    CHECK_INT(spill(alt, jf, len), ==, 0);
+    check_once(alt, n, "stopped after step 1");
+    /* 2: the rows and the head overwritten, the block still whole. */
+    for (uint32_t e = 0; e < nj; e++)
+        rows[j[e].row] = j[e].val;
+    h->nrows = h->j_nrows;
+    h->events = h->j_events;
+    h->blocks = h->j_blocks;
+    h->t_first = h->j_t_first;
+    h->t_last = h->j_t_last;
+    h->folds++;
+    CHECK_INT(spill(alt, jf, len), ==, 0);
+    check_once(alt, n, "stopped after step 2");
+    /* 3: the block's magic cleared and half of it zeroed. */
+    memset((void *)x, 0, CS_BLOCK_SIZE / 2);
+    CHECK_INT(spill(alt, jf, len), ==, 0);
+    check_once(alt, n, "stopped inside step 3");
+    /* 3 done: the block all zero, the journal still set. */
+    memset((void *)x, 0, CS_BLOCK_SIZE);
+    CHECK_INT(spill(alt, jf, len), ==, 0);
+    check_once(alt, n, "stopped after step 3");
+    /* A journal that names a fold which cannot be (two ahead) is damage, said so. */
+    h->journal_seq = h->folds + 2;
+    CHECK_INT(spill(alt, jf, len), ==, 0);
+    struct cs_reader *r = NULL;
+    char err[512] = "";
+    CHECK_INT(cs_reader_open(alt, &r, err, sizeof err), !=, 0);
+    CHECK_CONTAINS(err, "journal of fold");
+    cs_reader_close(r);
+    free(jf);
+    free(orig);
+    unsetenv("COMMSCOPE_MAX_MB");
+}
+
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -373,6 +596,7 @@ int main(void)
     test_one_thread();
     test_threads();
     test_killed();
+    test_journal();
     if (cs_test_failures == 0)
         nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return cs_test_result();
