@@ -235,7 +235,12 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
                         " unclaimed blocks skipped, %" PRIu64 " unsealed blocks",
                         f[i].name, h->rank, st->events, st->event_blocks, st->empty_blocks,
                         st->unsealed_blocks);
-        if (h->flags & CS_FLAG_STORAGE)
+        if ((h->flags & CS_FLAG_STORAGE) && (h->flags & CS_FLAG_RING) && !h->dropped)
+            cs__problem(run,
+                        "%s: the trace could not grow past a storage fault (%s); it went on in "
+                        "ring mode over the space it had, so it holds a shorter window of the run",
+                        f[i].name, h->note[0] ? h->note : "no reason recorded");
+        else if (h->flags & CS_FLAG_STORAGE)
             cs__problem(run,
                         "%s: recording stopped at a storage fault (%s); %" PRIu64
                         " later events were not recorded (counted as dropped)",

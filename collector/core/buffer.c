@@ -285,7 +285,9 @@ static __attribute__((noinline)) struct cs_event *rec_slow(struct cs_thread_buf 
         t->blk = NULL;
     }
     int64_t i = cs__claim_blocks(1);
-    if (i < 0 && !atomic_load_explicit(&cs__t.storage_failed, memory_order_relaxed))
+    /* At the cap, or where the file cannot grow (full disk, file-size limit): ring mode goes on
+     * over the blocks the file has. */
+    if (i < 0)
         i = cs__ring_reuse();
     if (i < 0) {
         if (__atomic_load_n(&cs_active, __ATOMIC_RELAXED))

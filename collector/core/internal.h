@@ -161,6 +161,8 @@ void cs__ring_open(void);
 void cs__ring_close(void);
 void cs__ring_forget(void);
 int64_t cs__ring_reuse(void);
+/* 1 when the open trace has its totals block (ring mode is on). */
+int cs__ring_active(void);
 
 /* Count one dropped event in the header. */
 void cs__count_drop(void);
@@ -181,9 +183,10 @@ static inline void cs__counter_add(uint64_t *c, int idx, uint64_t n)
 void cs__hdr_seal(void);
 
 /*
- * Stop recording after a storage fault (out of space, the file-size limit, an I/O error): warn
- * once with the reason, put it in the header note with CS_FLAG_STORAGE, and from now on count
- * every event as dropped.  The program goes on untouched.
+ * The file cannot grow after a storage fault (out of space, the file-size limit, an I/O error):
+ * warn once with the reason, put it in the header note with CS_FLAG_STORAGE.  In ring mode
+ * recording goes on over the blocks the file has; else every later event is counted as dropped.
+ * The program goes on untouched.
  */
 void cs__storage_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

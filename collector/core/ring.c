@@ -84,6 +84,11 @@ void cs__ring_close(void)
     pthread_mutex_unlock(&R.mu);
 }
 
+int cs__ring_active(void)
+{
+    return R.blk != NULL;
+}
+
 void cs__ring_forget(void)
 {
     pthread_mutex_init(&R.mu, NULL);

@@ -69,9 +69,14 @@ void cs__storage_failed(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    cs_warn("recording stopped: %s; the program goes on, and the events it makes from now on are "
-            "counted as dropped",
-            reason);
+    if (cs__ring_active())
+        cs_warn("recording stopped: %s; the program goes on, and the trace keeps its newest "
+                "events in the space it has (ring mode; the older ones count in its totals)",
+                reason);
+    else
+        cs_warn("recording stopped: %s; the program goes on, and the events it makes from now on "
+                "are counted as dropped",
+                reason);
     if (cs__t.open) {
         struct cs_file_header *h = cs__t.hdr;
         memcpy(h->note, reason, sizeof h->note);

@@ -53,9 +53,10 @@ enum {
     CS_FLAG_CLOCK_ROOT = 1u << 7,  /* with NO_MPI: the clock samples were measured by TCP
                                       ping-pong against the root service's CLOCK_REALTIME
                                       (else against the rank's own host's CLOCK_REALTIME) */
-    CS_FLAG_STORAGE = 1u << 8,     /* recording stopped at a storage fault (full disk, file-size
-                                      limit, I/O error; reason in note): the events after it are
-                                      counted in dropped */
+    CS_FLAG_STORAGE = 1u << 8,     /* the file could not grow past a storage fault (full disk,
+                                      file-size limit, I/O error; reason in note): with RING,
+                                      recording went on over the blocks it had; else the events
+                                      after it are counted in dropped */
     CS_FLAG_NO_CALLS = 1u << 10,   /* the process made no MPI or NCCL call: the trace holds its
                                       identity, wall time and what it saw (note), no events */
     CS_FLAG_CHECKED = 1u << 9,     /* the partial-file checks are kept: live_crc and the counter

@@ -175,26 +175,41 @@ def umount(d):
 
 def case_disk_full(tmp):
     """The run directory on a 24 MiB disk; 600,000 calls on each of 2 ranks (77 MB of trace): the
-    disk fills mid-run.  Each rank stops recording with one warning, counts what it could not
-    record, and the job ends as it would without commscope."""
+    disk fills mid-run.  Each rank says so once; in ring mode (the default) its trace goes on over
+    the space it has, keeping the newest events, its totals counting the rest; in head mode it
+    stops recording and counts what it could not record.  The job ends as it would without
+    commscope."""
     argv = job(2, "--calls", 600000)
     base = baseline(argv)
     d = tmpfs(tmp, 24)
     try:
-        rundir = os.path.join(d, "run")
-        p = traced(rundir, argv, analyze=False)
-        same_job(base, p, "disk full")
-        check("recording stopped" in p.stderr and "No space left on device" in p.stderr,
-              "disk full: the warning says so: %r" % p.stderr[-600:])
-        q, rep = analyze(rundir, out=os.path.join(tmp, "report.json"))  # not on the full disk
-        check(q.returncode == 1 and rep is not None, "disk full: analysed with problems (%d)"
-              % q.returncode)
-        if rep:
-            rec, dropped = kept_all(rep, p.stdout, "disk full")
-            check(dropped > 0 and rec > 0, "disk full: some recorded (%d), some dropped (%d)"
-                  % (rec, dropped))
-            check(any("storage fault" in x for x in rep["trace"]["problems"]),
-                  "disk full: the report names the storage fault: %r" % rep["trace"]["problems"])
+        for mode in ("ring", "head"):
+            rundir = os.path.join(d, "run-" + mode)
+            p = traced(rundir, argv, env={"COMMSCOPE_TRACE_MODE": mode}, analyze=False)
+            what = "disk full (%s)" % mode
+            same_job(base, p, what)
+            check("recording stopped" in p.stderr and "No space left on device" in p.stderr,
+                  "%s: the warning says so: %r" % (what, p.stderr[-600:]))
+            q, rep = analyze(rundir, out=os.path.join(tmp, "report-%s.json" % mode))
+            check(q.returncode == 1 and rep is not None, "%s: analysed with problems (%d)"
+                  % (what, q.returncode))
+            if not rep:
+                continue
+            rec, dropped = kept_all(rep, p.stdout, what)
+            t = rep["trace"]
+            if mode == "ring":
+                check(dropped == 0 and t["window_ranks"] == 2 and t["outside_events"] > 0,
+                      "%s: nothing dropped, the newest events kept: %r" % (what, t))
+                check(op_calls(rep).get("MPI_Allreduce") == 2 * 600000,
+                      "%s: the ops table counts every all-reduce: %r" % (what, op_calls(rep)))
+                check(any("could not grow past a storage fault" in x for x in t["problems"]),
+                      "%s: the report names the storage fault: %r" % (what, t["problems"]))
+            else:
+                check(dropped > 0 and rec > 0, "%s: some recorded (%d), some dropped (%d)"
+                      % (what, rec, dropped))
+                check(any("storage fault" in x for x in t["problems"]),
+                      "%s: the report names the storage fault: %r" % (what, t["problems"]))
+            shutil.rmtree(rundir, ignore_errors=True)
     finally:
         umount(d)
 
