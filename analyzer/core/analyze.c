@@ -307,6 +307,26 @@ void cs__run_free(struct cs__run *run)
     free(run->problems);
     *run = (struct cs__run){0};
 }
+void cs__window_recut(struct cs__run *run, int only, int64_t w)
+{
+    for (int r = 0; r < run->world; r++) {
+        struct cs__rank *rk = &run->ranks[r];
+        if ((only >= 0 && r != only) || !rk->present || !cs_reader_totals(rk->rd)->ring)
+            continue;
+        /* The first local time that maps to w or later (the map is monotonic). */
+        uint64_t lo = 0, hi = CS_TIME_LIMIT;
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (cs__clock_map(&rk->clk, mid) >= w)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        if (cs_reader_cut(rk->rd, lo))
+            cs__problem(run, "rank %d: out of memory folding the events before the window", r);
+    }
+}
+
 /*
  * Ring-mode traces that kept a window of the run (reader.h): every rank's window starts at the
  * latest start of all, on the aligned clock, so the event-level passes see whole collectives and
@@ -324,22 +344,7 @@ static void window_cut(struct cs__run *run)
     if (w == INT64_MIN)
         return;
     run->windows = 1;
-    for (int r = 0; r < run->world; r++) {
-        struct cs__rank *rk = &run->ranks[r];
-        if (!rk->present || !cs_reader_totals(rk->rd)->ring)
-            continue;
-        /* The first local time that maps to w or later (the map is monotonic). */
-        uint64_t lo = 0, hi = CS_TIME_LIMIT;
-        while (lo < hi) {
-            uint64_t mid = lo + (hi - lo) / 2;
-            if (cs__clock_map(&rk->clk, mid) >= w)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        if (cs_reader_cut(rk->rd, lo))
-            cs__problem(run, "rank %d: out of memory folding the events before the window", r);
-    }
+    cs__window_recut(run, -1, w);
 }
 
 int cs__analyze(struct cs__run *run, struct cs_report *rep)

@@ -192,6 +192,9 @@ struct cs__run;
  * after every rank's cs__clock_init.
  */
 void cs__clock_shared(struct cs__run *run);
+/* Start the ring-mode window of rank `only` (-1: every rank) at aligned time w or later
+ * (analyze.c; before the merge). */
+void cs__window_recut(struct cs__run *run, int only, int64_t w);
 /* cs__clock_map for two valid samples, in 128-bit integers (any t). */
 int64_t cs__clock_map_wide(const struct cs__clock *c, uint64_t t);
 

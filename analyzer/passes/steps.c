@@ -385,6 +385,64 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
     return S->detect.mode == 1 ? *markers : S->detect.mode == 3 ? nvtx : anchors;
 }
 
+/*
+ * Ring-mode windows start at one instant on every rank, which can fall between two ranks'
+ * boundaries of one step: those would then count one step more than the others.  So each rank's
+ * window starts again at the boundary of one same step: the reference rank's second boundary in
+ * the window, recognised on every rank by the first collective call after it (its communicator and
+ * sequence number, which all members agree on): each member starts at its last boundary before
+ * that call.  A rank not in that communicator starts half way between the reference rank's first
+ * two boundaries.  What comes before counts in the totals, as the rest outside.
+ */
+static void step_cut(struct cs__run *run, struct cs__steps *S)
+{
+    struct cs__rank *rk = &run->ranks[S->detect.ref];
+    const struct cs_event *ev;
+    uint64_t occ = 0, comm = 0;
+    uint32_t seq = 0;
+    int64_t b[2];
+    int nb = 0;
+    while ((ev = cs_reader_next(rk->rd))) {
+        enum cs_op_kind k = cs_op_info(ev->op)->kind;
+        if (nb < 2 && boundary(run, S, ev, k, &occ) == 1)
+            b[nb++] = cs__clock_map(&rk->clk, ev->t_begin);
+        else if (nb == 2 && ev->comm &&
+                 (k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_NCOLL)) {
+            comm = ev->comm;
+            seq = ev->seq;
+            break;
+        }
+    }
+    cs_reader_rewind(rk->rd);
+    if (nb < 2)
+        return;
+    for (int r = 0; r < run->world; r++) {
+        struct cs_reader *rd = run->ranks[r].present ? run->ranks[r].rd : NULL;
+        if (!rd || !cs_reader_totals(rd)->ring)
+            continue;
+        uint64_t last = 0, ro = 0;
+        int found = 0;
+        /* (a rank that does not make that call is not read further than a few steps) */
+        int64_t stop = b[1] + 4 * (b[1] - b[0]);
+        while (comm && (ev = cs_reader_next(rd)) &&
+               cs__clock_map(&run->ranks[r].clk, ev->t_begin) <= stop) {
+            enum cs_op_kind k = cs_op_info(ev->op)->kind;
+            if (boundary(run, S, ev, k, &ro) == 1)
+                last = ev->t_begin;
+            else if (ev->comm == comm && ev->seq == seq &&
+                     (k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_NCOLL)) {
+                found = last != 0;
+                break;
+            }
+        }
+        cs_reader_rewind(rd);
+        if (found && cs_reader_cut(rd, last))
+            cs__problem(run, "rank %d: out of memory folding the events before the window", r);
+        else if (!found)
+            cs__window_recut(run, r, b[0] + (b[1] - b[0]) / 2);
+    }
+}
+
 int cs__steps_begin(struct cs__run *run)
 {
     struct cs__steps *S = calloc(1, sizeof *S);
@@ -489,6 +547,8 @@ int cs__steps_begin(struct cs__run *run)
     for (unsigned op = 0; op < CS_OP_MAX; op++)
         if (cs__steps_boundary_op(S, op))
             S->opf[op] |= CS__OPF_BOUND;
+    if (run->windows && S->detect.mode)
+        step_cut(run, S);
     S->detect.ref_steps = (int)steps;
     for (size_t c = 0; c < S->groups.nclasses; c++)
         if (S->groups.classes[c].observed == 1)

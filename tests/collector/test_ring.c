@@ -80,13 +80,20 @@ static struct cs_reader *open_trace(void)
     return r;
 }
 
-/* One thread, 200,000 events into a 1 MiB trace (about 14,000 fit). */
-static void test_one_thread(void)
+/* A trace of 1 MiB (about 14,000 events) opened in root/sub. */
+static struct cs_trace_params open_capped(const char *sub)
 {
-    set_dir("one");
+    set_dir(sub);
     setenv("COMMSCOPE_MAX_MB", "1", 1);
     struct cs_trace_params p = params();
     CHECK_INT(cs_trace_open(&p), ==, 0);
+    return p;
+}
+
+/* One thread, 200,000 events into a 1 MiB trace (about 14,000 fit). */
+static void test_one_thread(void)
+{
+    struct cs_trace_params p = open_capped("one");
     const uint64_t n = 200000;
     struct want want[NKEYS] = {{0}};
     for (uint64_t i = 0; i < n; i++) {
@@ -216,10 +223,7 @@ static void *writer(void *arg)
  * complete. */
 static void test_threads(void)
 {
-    set_dir("threads");
-    setenv("COMMSCOPE_MAX_MB", "1", 1);
-    struct cs_trace_params p = params();
-    CHECK_INT(cs_trace_open(&p), ==, 0);
+    open_capped("threads");
     pthread_t th[NTHR];
     for (uintptr_t i = 0; i < NTHR; i++)
         pthread_create(&th[i], NULL, writer, (void *)i);
@@ -269,6 +273,97 @@ static void test_threads(void)
     unsetenv("COMMSCOPE_MAX_MB");
 }
 
+/* ---- a rank stopped inside a fold, at each step of totals.h ---------------------------------- */
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static int spill(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int ok = fwrite(b, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Event i of the journal test's writer. */
+static void journal_event(struct cs_event *ev, uint64_t i)
+{
+    ev->op = i % 3 ? CS_OP_SEND : CS_OP_ALLREDUCE;
+    ev->comm = CS_COMM_WORLD_ID;
+    ev->bytes = i % 1000 + 1;
+    ev->request = i + 1;
+    ev->peer = 0;
+    ev->t_begin = 1000 + 4 * i;
+    ev->t_end = ev->t_begin + 2;
+}
+
+/*
+ * Every event of the partial file at `path`, whose writer recorded events 1 .. n (n 0: up to the
+ * kill) with i % 1000 + 1 bytes, once: the kept window runs without a hole to event n and the rows
+ * hold the rest, with their bytes.  Returns the events the collector folded.
+ */
+static uint64_t check_once(const char *path, uint64_t n, const char *what)
+{
+    struct cs_reader *r = NULL;
+    char err[512];
+    int rc = cs_reader_open(path, &r, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", what, err);
+    CHECK_INT(rc, ==, 0);
+    if (!r)
+        return 0;
+    const struct cs_reader_totals *t = cs_reader_totals(r);
+    uint64_t kept = 0, first = 0, last = 0, gaps = 0;
+    const struct cs_event *ev;
+    while ((ev = cs_reader_next(r))) {
+        if (kept == 0)
+            first = ev->request;
+        else if (ev->request != last + 1)
+            gaps++;
+        last = ev->request;
+        kept++;
+    }
+    uint64_t calls = 0, bytes = 0, want = 0;
+    for (size_t j = 0; j < t->nrows; j++) {
+        calls += t->rows[j].calls;
+        bytes += t->rows[j].bytes;
+    }
+    for (uint64_t i = 0; i + 1 < first; i++)
+        want += i % 1000 + 1;
+    if (!n)
+        n = last;
+    if (gaps || !kept || last != n || calls != first - 1 || bytes != want)
+        fprintf(stderr,
+                "%s: window %" PRIu64 "..%" PRIu64 " (%" PRIu64 " gaps), rows %" PRIu64 " calls\n",
+                what, first, last, gaps, calls);
+    CHECK_INT(gaps, ==, 0);
+    CHECK(kept > 0);
+    CHECK_INT(last, ==, n);
+    CHECK_INT(calls, ==, first - 1);
+    CHECK_INT(t->folded + t->outside, ==, first - 1);
+    CHECK_INT(bytes, ==, want);
+    uint64_t folded = t->folded;
+    cs_reader_close(r);
+    return folded;
+}
+
 /* A writer killed at a random moment, maybe inside a fold: its events up to the kill are all
  * there, each in the window or in the rows, none twice. */
 static void test_killed(void)
@@ -315,126 +410,11 @@ static void test_killed(void)
         int status;
         waitpid(pid, &status, 0);
         CHECK(WIFSIGNALED(status));
-        struct cs_reader *r = NULL;
-        char err[512];
-        int rc = cs_reader_open(path, &r, err, sizeof err);
-        if (rc)
-            fprintf(stderr, "round %d: %s\n", round, err);
-        CHECK_INT(rc, ==, 0);
-        if (!r)
-            continue;
-        const struct cs_reader_totals *t = cs_reader_totals(r);
-        uint64_t kept = 0, first = 0, last = 0, gaps = 0;
-        const struct cs_event *ev;
-        while ((ev = cs_reader_next(r))) {
-            if (kept == 0)
-                first = ev->request;
-            else if (ev->request != last + 1)
-                gaps++;
-            last = ev->request;
-            kept++;
-        }
-        CHECK_INT(gaps, ==, 0);
-        CHECK(kept > 0);
-        CHECK(t->folded > 0);
-        uint64_t calls = 0, bytes = 0, want_bytes = 0;
-        for (size_t j = 0; j < t->nrows; j++) {
-            calls += t->rows[j].calls;
-            bytes += t->rows[j].bytes;
-        }
-        for (uint64_t i = 0; i + 1 < first; i++)
-            want_bytes += i % 1000 + 1;
-        /* Events 1 .. first-1 are in the rows, first .. last in the window. */
-        CHECK_INT(calls, ==, first - 1);
-        CHECK_INT(t->folded + t->outside, ==, first - 1);
-        CHECK_INT(bytes, ==, want_bytes);
-        cs_reader_close(r);
+        char what[32];
+        snprintf(what, sizeof what, "round %d", round);
+        CHECK_INT(check_once(path, 0, what), >, 0);
     }
     unsetenv("COMMSCOPE_MAX_MB");
-}
-
-/* ---- a rank stopped inside a fold, at each step of totals.h ---------------------------------- */
-
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
-static int spill(const char *path, const unsigned char *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    int ok = fwrite(b, 1, n, f) == n;
-    return fclose(f) == 0 && ok ? 0 : -1;
-}
-
-/* Event i of the journal test's writer. */
-static void journal_event(struct cs_event *ev, uint64_t i)
-{
-    ev->op = i % 3 ? CS_OP_SEND : CS_OP_ALLREDUCE;
-    ev->comm = CS_COMM_WORLD_ID;
-    ev->bytes = i % 1000 + 1;
-    ev->request = i + 1;
-    ev->peer = 0;
-    ev->t_begin = 1000 + 4 * i;
-    ev->t_end = ev->t_begin + 2;
-}
-
-/*
- * Every event of the partial file at `path`, whose writer recorded events 1 .. n, once: the kept
- * window runs without a hole to event n and the rows hold the rest, with their bytes.
- */
-static void check_once(const char *path, uint64_t n, const char *what)
-{
-    struct cs_reader *r = NULL;
-    char err[512];
-    int rc = cs_reader_open(path, &r, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "%s: %s\n", what, err);
-    CHECK_INT(rc, ==, 0);
-    if (!r)
-        return;
-    const struct cs_reader_totals *t = cs_reader_totals(r);
-    uint64_t kept = 0, first = 0, last = 0, gaps = 0;
-    const struct cs_event *ev;
-    while ((ev = cs_reader_next(r))) {
-        if (kept == 0)
-            first = ev->request;
-        else if (ev->request != last + 1)
-            gaps++;
-        last = ev->request;
-        kept++;
-    }
-    uint64_t calls = 0, bytes = 0, want = 0;
-    for (size_t j = 0; j < t->nrows; j++) {
-        calls += t->rows[j].calls;
-        bytes += t->rows[j].bytes;
-    }
-    for (uint64_t i = 0; i + 1 < first; i++)
-        want += i % 1000 + 1;
-    if (gaps || last != n || calls != first - 1 || bytes != want)
-        fprintf(stderr,
-                "%s: window %" PRIu64 "..%" PRIu64 " (%" PRIu64 " gaps), rows %" PRIu64 " calls\n",
-                what, first, last, gaps, calls);
-    CHECK_INT(gaps, ==, 0);
-    CHECK_INT(last, ==, n);
-    CHECK_INT(calls, ==, first - 1);
-    CHECK_INT(bytes, ==, want);
-    cs_reader_close(r);
 }
 
 static void test_journal(void)
@@ -466,7 +446,7 @@ static void test_journal(void)
     CHECK(orig != NULL);
     if (!orig)
         return;
-    check_once(path, n, "stopped between folds");
+    CHECK_INT(check_once(path, n, "stopped between folds"), >, 0);
 
     /* The totals block and the oldest event block of thread 0 (the next to be folded). */
     size_t nb = (len - CS_HEADER_SIZE) / CS_BLOCK_SIZE, tb = SIZE_MAX, xb = SIZE_MAX;
