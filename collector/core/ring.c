@@ -169,11 +169,11 @@ static void fold(uint64_t i)
     h->journal_bseq = b->seq;
     h->journal_thread = b->thread;
     h->journal_n = R.nj;
-    __atomic_store_n(&h->journal_seq, h->folds + 1, __ATOMIC_RELEASE); /* 1 */
     /* Nothing of step 2 may be stored before the journal is valid (a release store orders only
-     * what comes before it): a rank killed in between must leave the rows as they were. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    for (uint32_t k = 0; k < R.nj; k++) { /* 2 */
+     * what comes before it, an exchange's acquire half what comes after): a rank killed in
+     * between must leave the rows as they were. */
+    (void)__atomic_exchange_n(&h->journal_seq, h->folds + 1, __ATOMIC_ACQ_REL); /* 1 */
+    for (uint32_t k = 0; k < R.nj; k++) {                                       /* 2 */
         rows()[journal()[k].row] = journal()[k].val;
         R.pending[journal()[k].row] = 0;
     }
@@ -183,8 +183,7 @@ static void fold(uint64_t i)
     h->t_first = h->j_t_first;
     h->t_last = h->j_t_last;
     h->folds++;
-    __atomic_store_n(&b->magic, 0, __ATOMIC_RELEASE); /* 3 */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    (void)__atomic_exchange_n(&b->magic, 0, __ATOMIC_ACQ_REL); /* 3 */
     memset(b, 0, CS_BLOCK_SIZE);
     __atomic_store_n(&h->journal_seq, 0, __ATOMIC_RELEASE); /* 4 */
     atomic_fetch_add(&cs__t.ring_folds, 1);

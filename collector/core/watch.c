@@ -24,6 +24,7 @@
 
 #include "commscope/ops.h"
 #include "commscope/root.h"
+#include "fence.h"
 #include "front.h"
 #include "internal.h"
 
@@ -144,7 +145,7 @@ static void scan(void)
             uint32_t from = W.seen[i];
             if (used > from) {
                 memcpy(W.copy, ev + from, (used - from) * sizeof *ev);
-                __atomic_thread_fence(__ATOMIC_ACQUIRE);
+                CS_FENCE(__ATOMIC_ACQUIRE);
                 if (__atomic_load_n(&b->magic, __ATOMIC_RELAXED) == CS_BLOCK_MAGIC &&
                     (b->seq << 16 | b->thread) + 1 == tag) {
                     for (uint32_t j = 0; j < used - from; j++)

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../core/collector.h"
+#include "../core/fence.h"
 #include "abi.h"
 
 #define STACK 64  /* push/pop levels whose names are remembered per thread */
@@ -125,7 +126,7 @@ static uint64_t start(const char *s)
     set_name(&n, s);
     struct open_range *slot = &open_ranges[id % OPEN];
     atomic_store_explicit(&slot->id, BUSY, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    CS_FENCE(__ATOMIC_RELEASE);
     slot->n = n;
     atomic_store_explicit(&slot->id, id, memory_order_release);
     record(CS_OP_NVTX_RANGE_BEGIN, &n, 0);
@@ -139,7 +140,7 @@ static void end(uint64_t id)
     uint64_t mine = id;
     if (atomic_load_explicit(&slot->id, memory_order_acquire) == id) {
         n = slot->n;
-        atomic_thread_fence(memory_order_acquire);
+        CS_FENCE(__ATOMIC_ACQUIRE);
         if (!atomic_compare_exchange_strong_explicit(&slot->id, &mine, 0, memory_order_relaxed,
                                                      memory_order_relaxed))
             n = (struct named){{0}, 0}; /* the slot was taken while the name was copied */
