@@ -260,6 +260,7 @@ void cs__report_free(struct cs_report *rep)
     cs__kineto_report_free(rep);
     cs__np2p_report_free(rep);
     cs__hang_report_free(rep);
+    cs__flops_report_free(rep);
     free(rep->ranks);
     free(rep->stragglers);
     free(rep->missing);
@@ -490,6 +491,7 @@ int cs__analyze_load(const char *dir, struct cs__run *run, char *err, size_t err
     run->progress_out = o->progress_out;
     run->want_timeline = o->timeline;
     run->known_hung = o->hung;
+    run->flops_opts = o->flops;
     return rc;
 }
 

@@ -30,7 +30,8 @@ int cs_analysis_open(struct cs_analysis **out, const char *run_dir,
                                       .perfetto = opts->perfetto,
                                       .progress_out = opts->progress_out,
                                       .timeline = opts->timeline,
-                                      .hung = opts->hung};
+                                      .hung = opts->hung,
+                                      .flops = opts->flops};
     int rc = cs__analyze_load(run_dir, &a->run, err, errlen, &o);
     a->loaded = rc == 0;
     return rc;
@@ -65,6 +66,17 @@ int cs_analysis_add_problem(struct cs_analysis *a, const char *sentence)
     size_t n = a->run.nproblems;
     cs__problem(&a->run, "%s", sentence);
     return a->run.nproblems > n ? 0 : CS_ENOMEM;
+}
+
+int cs_analysis_set_gpu(struct cs_analysis *a, int rank, const char *model)
+{
+    struct cs__run *run = &a->run;
+    if (a->analysed || !a->loaded || rank < 0 || rank >= run->world)
+        return CS_EUSAGE;
+    if (!run->gpu_name && !(run->gpu_name = calloc((size_t)run->world, sizeof *run->gpu_name)))
+        return CS_ENOMEM;
+    snprintf(run->gpu_name[rank], sizeof run->gpu_name[rank], "%s", model ? model : "");
+    return 0;
 }
 
 void cs_analysis_attach_kineto(struct cs_analysis *a, struct cs_report_kineto *k)

@@ -3,6 +3,8 @@
  * [--perfetto FILE ...] [--quiet]`: the command line around the pipeline.
  */
 #include <errno.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,9 @@ static void usage(FILE *f)
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
                "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
                "                         [--pcap FILE...] [--hung] [--quiet]\n"
+               "                         [--flops-per-step F | --params N --tokens-per-step T]\n"
+               "                         [--samples-per-step S] [--gpu MODEL]\n"
+               "                         [--precision P] [--peak-flops F]\n"
                "       commscope analyze --pcap FILE... [--json FILE] [--html FILE] [--quiet]\n"
                "\n"
                "Analyse the traces of a run: a text summary on stdout, and the reports asked\n"
@@ -45,6 +50,18 @@ static void usage(FILE *f)
                "  --hung         the job is known to be stuck (no rank completes a call): give\n"
                "                 the hang diagnosis although its ranks still run (what\n"
                "                 commscope run --hang-timeout does)\n"
+               "  --flops-per-step F  the model FLOPs of one step of the whole job: the\n"
+               "                 report gives the achieved FLOP/s and the MFU (model FLOP\n"
+               "                 utilisation) against the GPUs' peak\n"
+               "  --params N --tokens-per-step T  the same with F = 6 x N x T (a dense\n"
+               "                 transformer's forward and backward); T also gives tokens/s\n"
+               "  --samples-per-step S  samples of one step of the job: samples/s\n"
+               "  --gpu MODEL    the GPU model (e.g. H100-SXM, A100) instead of the one the\n"
+               "                 traces name; the peak table: docs/metrics.md\n"
+               "  --precision P  the peak to compare with: bf16 (default; fp16 on GPUs\n"
+               "                 without bf16), fp16, tf32 or fp32\n"
+               "  --peak-flops F the peak FLOP/s of one GPU instead of the table's\n"
+               "                 (numbers take k, M, G or B, T, P: 7B, 312T, 1.5e15)\n"
                "  -q, --quiet    no text summary and no progress line\n"
                "  -h, --help     this text\n"
                "\n"
@@ -59,6 +76,7 @@ static void usage(FILE *f)
                "  commscope analyze RUN --perfetto trace.json --perfetto-window 10:12 \\\n"
                "                    --perfetto-ranks 0-7\n"
                "  commscope analyze RUN --perfetto steps.json --perfetto-steps 5:6\n"
+               "  commscope analyze RUN --params 7B --tokens-per-step 4M --gpu H100-SXM\n"
                "\n"
                "exit status: 0 all input analysed, 1 analysed with problems (missing or invalid\n"
                "input, a report file not written), 2 usage error, 3 nothing could be analysed,\n"
@@ -112,6 +130,91 @@ static int parse_steps(const char *s, int *from, int *to)
     return 0;
 }
 
+/* A positive amount: a number with an optional k, M, G (or B, billions), T or P after it.
+ * Returns 0 or -1. */
+static int parse_amount(const char *s, double *v)
+{
+    char *e;
+    errno = 0;
+    double x = strtod(s, &e);
+    if (e == s || errno || !isfinite(x) || !(x > 0))
+        return -1;
+    static const char units[] = "kMGBTP";
+    static const double scale[] = {1e3, 1e6, 1e9, 1e9, 1e12, 1e15};
+    if (*e) {
+        const char *u = strchr(units, *e);
+        if (!u || e[1])
+            return -1;
+        x *= scale[u - units];
+    }
+    if (!isfinite(x))
+        return -1;
+    *v = x;
+    return 0;
+}
+
+/* The model FLOPs options (--flops-per-step ...) at argv[i]: 1 taken (i advanced), 0 not one of
+ * them, 2 after a usage error was said. */
+static int flops_option(int argc, char **argv, int *i, struct cs_flops_opts *fo)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } amounts[] = {
+        {"--flops-per-step", offsetof(struct cs_flops_opts, flops_per_step)},
+        {"--params", offsetof(struct cs_flops_opts, params)},
+        {"--tokens-per-step", offsetof(struct cs_flops_opts, tokens_per_step)},
+        {"--samples-per-step", offsetof(struct cs_flops_opts, samples_per_step)},
+        {"--peak-flops", offsetof(struct cs_flops_opts, peak_flops)},
+    };
+    const char *a = argv[*i];
+    for (size_t k = 0; k < sizeof amounts / sizeof amounts[0]; k++) {
+        if (strcmp(a, amounts[k].name) != 0)
+            continue;
+        if (*i + 1 >= argc)
+            return usage_error("%s needs a number", a);
+        const char *v = argv[++*i];
+        if (parse_amount(v, (double *)((char *)fo + amounts[k].off))) {
+            fprintf(stderr,
+                    "commscope analyze: %s '%s': expected a positive number, optionally with k, "
+                    "M, G, B, T or P after it (e.g. 7B, 1.5e15); see 'commscope analyze "
+                    "--help'\n",
+                    a, v);
+            return 2;
+        }
+        return 1;
+    }
+    if (strcmp(a, "--gpu") == 0 || strcmp(a, "--precision") == 0) {
+        if (*i + 1 >= argc)
+            return usage_error("%s needs an argument", a);
+        const char *v = argv[++*i];
+        if (a[2] == 'g') {
+            fo->gpu = v;
+            return 1;
+        }
+        if (strcmp(v, "bf16") && strcmp(v, "fp16") && strcmp(v, "tf32") && strcmp(v, "fp32"))
+            return usage_error("--precision '%s': expected bf16, fp16, tf32 or fp32", v);
+        fo->precision = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* The model FLOPs options that need others; 0, or 2 after saying why. */
+static int flops_check(const struct cs_flops_opts *fo)
+{
+    int rates = fo->flops_per_step > 0 || fo->params > 0;
+    if (fo->flops_per_step > 0 && fo->params > 0)
+        return usage_error("%s", "give --flops-per-step or --params with --tokens-per-step, not "
+                                 "both");
+    if (fo->params > 0 && !(fo->tokens_per_step > 0))
+        return usage_error("%s", "--params needs --tokens-per-step (F = 6 x params x tokens)");
+    if (!rates && (fo->peak_flops > 0 || fo->gpu || fo->precision))
+        return usage_error("%s", "--gpu, --precision and --peak-flops need --flops-per-step, or "
+                                 "--params with --tokens-per-step");
+    return 0;
+}
+
 /* Write one report file with fn, whole or not at all; returns 0, or 1 after saying why on
  * stderr. */
 static int write_report(const char *what, const char *path, const struct cs_report *rep,
@@ -162,6 +265,7 @@ int cs_cmd_analyze(int argc, char **argv)
     int ninputs = 0;
     struct cs_perfetto_opts po = {0};
     int quiet = 0, hung = 0;
+    struct cs_flops_opts fo = {0};
     char **pcaps = NULL;
     int npcaps = 0;
     for (int i = 1; i < argc; i++) {
@@ -181,6 +285,11 @@ int cs_cmd_analyze(int argc, char **argv)
             }
             continue;
         }
+        int fl = flops_option(argc, argv, &i, &fo);
+        if (fl == 2)
+            return 2;
+        if (fl)
+            continue;
         const char **slot = NULL;
         if (strcmp(a, "--json") == 0)
             slot = &json;
@@ -239,12 +348,17 @@ int cs_cmd_analyze(int argc, char **argv)
             return 2;
         }
     }
+    if (flops_check(&fo))
+        return 2;
+    int want_flops =
+        fo.flops_per_step > 0 || fo.params > 0 || fo.tokens_per_step > 0 || fo.samples_per_step > 0;
     cs__wire_set_pcaps(pcaps, npcaps);
     if (!dir && npcaps) {
         /* capture files alone: the reports of traces cannot be made */
         const char *need = events                                         ? "--events"
                            : po.path || po.window || po.steps || po.ranks ? "--perfetto"
                            : from                                         ? "--from"
+                           : want_flops                                   ? "--flops-per-step"
                                                                           : NULL;
         if (need)
             return usage_error("%s needs traces (a RUN_DIR); with --pcap files alone only --json, "
@@ -282,7 +396,8 @@ int cs_cmd_analyze(int argc, char **argv)
                                   .perfetto = po.path ? &po : NULL,
                                   .progress_out = !quiet && isatty(2) ? stderr : NULL,
                                   .timeline = html != NULL,
-                                  .hung = hung};
+                                  .hung = hung,
+                                  .flops = want_flops ? &fo : NULL};
     struct cs_analysis *an = NULL;
     int rc;
     if (from) {

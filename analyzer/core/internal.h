@@ -444,6 +444,8 @@ struct cs__run {
      * inside point-to-point calls (the rest is inside wait/test calls); for the time segments */
     double *p2p_wait;
     struct cs__hang *hang; /* the hang diagnosis' kept instances (hang.c), NULL none */
+    const struct cs_flops_opts *flops_opts; /* the model FLOPs per step (flops.c), NULL none */
+    char (*gpu_name)[64]; /* [world] the GPU model each rank's trace names ("" none), or NULL */
 };
 
 /* Whether world rank r, a communicator's member, has a trace in the run.  An NCCL communicator
@@ -701,6 +703,7 @@ struct cs__analyze_opts {
     FILE *progress_out;
     int timeline; /* the HTML report will be written: build the step timeline it draws */
     int hung;     /* --hung: the live job is stuck; diagnose it */
+    const struct cs_flops_opts *flops; /* --flops-per-step ...: the MFU section (flops.c) */
 };
 /* Load RUN_DIR into run with the options set (the events CSV's header written); 0 or a CS_E*
  * code (message in err).  The load half of cs__analyze_dir_opts. */

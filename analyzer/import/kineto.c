@@ -516,11 +516,51 @@ static size_t step_events(const struct cs__kfile *f, struct cs_report_kineto_ran
     return n;
 }
 
+/* The name deviceProperties gives the GPU most of the trace's kernels ran on; else the one name
+ * all its devices share; else "". */
+static void gpu_model(const struct cs__kfile *f, char *out, size_t n)
+{
+    enum { DEVS = 16 };
+    int64_t id[DEVS];
+    uint64_t cnt[DEVS];
+    size_t nd = 0, best = 0;
+    for (size_t i = 0; i < f->kernels.n; i++) {
+        const struct cs__kkernel *k = &f->kernels.v[i];
+        if (k->kind != CS_KK_KERNEL)
+            continue;
+        size_t j = 0;
+        while (j < nd && id[j] != k->dev)
+            j++;
+        if (j == nd) {
+            if (nd == DEVS)
+                continue;
+            id[nd] = k->dev;
+            cnt[nd++] = 0;
+        }
+        if (++cnt[j] > cnt[best])
+            best = j;
+    }
+    out[0] = '\0';
+    for (size_t i = 0; nd && i < f->devs.n; i++)
+        if (f->devs.v[i].id == id[best] && f->devs.v[i].name[0]) {
+            snprintf(out, n, "%s", f->devs.v[i].name);
+            return;
+        }
+    for (size_t i = 0; i < f->devs.n; i++) {
+        if (!f->devs.v[i].name[0] || (out[0] && strcmp(out, f->devs.v[i].name) != 0)) {
+            out[0] = '\0';
+            return;
+        }
+        snprintf(out, n, "%s", f->devs.v[i].name);
+    }
+}
+
 static int convert(struct input *in, const char *dir, uint64_t run_id, struct notes *ns)
 {
     struct cs__kfile *f = &in->f;
     const char *name = in->file;
     struct cs_report_kineto_rank *rr = &in->rr;
+    gpu_model(f, rr->gpu, sizeof rr->gpu);
     ksort(f->launches.v, f->launches.n, sizeof *f->launches.v, launch_cmp);
     ksort(f->flows.v, f->flows.n, sizeof *f->flows.v, flow_cmp);
     /* record_param_comms by thread and time, and by External id */
@@ -1212,6 +1252,9 @@ int cs_analysis_import_kineto(struct cs_analysis **out, const char *const *paths
         }
         free(sentence);
     }
+    for (size_t i = 0; i < K->nranks; i++)
+        if (K->ranks[i].gpu[0])
+            cs_analysis_set_gpu(*out, K->ranks[i].rank, K->ranks[i].gpu);
     if (!rc)
         rc = cs_analysis_run(*out);
     cs_analysis_attach_kineto(*out, K);

@@ -52,6 +52,7 @@ struct cs_report_kineto_rank {
     uint64_t with_bytes;  /* NCCL kernels whose launching record_param_comms gave sizes */
     int steps;            /* ProfilerStep annotations */
     int first_step;       /* N of the first ProfilerStep#N, -1 none */
+    char gpu[64];         /* deviceProperties' name of the GPU most of its kernels ran on */
     double offset_s;      /* clock correction added to this rank's times */
     double uncertainty_s; /* its uncertainty (NaN: not estimated) */
     uint64_t aligned_on;  /* collective instances the correction was estimated from */
@@ -124,6 +125,12 @@ struct cs__kpg {
     int nranks;
 };
 
+/* deviceProperties[i]: a GPU of the host, by the id the kernels' "device" gives. */
+struct cs__kdev {
+    int64_t id;
+    char name[64];
+};
+
 struct cs__kcand {
     char name[128];
     uint64_t count;
@@ -163,6 +170,7 @@ struct cs__kfile {
     CS__KVEC(struct cs__kflow) flows;
     CS__KVEC(struct cs__kpg) pgs;
     CS__KVEC(struct cs__kcand) cands;
+    CS__KVEC(struct cs__kdev) devs;
     uint64_t events;
     /* Events skipped, by reason (CS_KSKIP_*), each with the first one ("event 17 (name)"). */
     uint64_t skipped[CS_KSKIP_N];

@@ -238,6 +238,12 @@ static int in_events(const struct ctx *x)
     return x->events_array && x->depth >= 3;
 }
 
+/* Inside an object of the top-level deviceProperties array. */
+static int in_devs(const struct ctx *x)
+{
+    return x->depth == 3 && x->type[2] == '[' && strcmp(x->key[1], "deviceProperties") == 0;
+}
+
 static int in_dist(const struct ctx *x)
 {
     return x->depth >= 2 && strcmp(x->key[1], "distributedInfo") == 0;
@@ -365,6 +371,13 @@ static int on_scalar(struct ctx *x, const char *s, size_t n, int is_str)
         event_scalar(x, k, s, n, is_str);
     } else if (in_dist(x)) {
         dist_scalar(x, k, in_array, s, n, is_str);
+    } else if (in_devs(x) && x->f->devs.n) {
+        struct cs__kdev *d = &x->f->devs.v[x->f->devs.n - 1];
+        uint64_t v;
+        if (!strcmp(k, "id") && !is_str && parse_u64(s, n, &v) == 0 && v < INT64_MAX)
+            d->id = (int64_t)v;
+        else if (!strcmp(k, "name") && is_str)
+            copy_str(d->name, sizeof d->name, (const unsigned char *)s, n);
     }
     return !x->oom;
 }
@@ -420,6 +433,8 @@ static int open_container(struct ctx *x, char t)
         x->e.ranks.v = keep;
         x->e.ranks.cap = cap;
     }
+    if (t == '{' && in_devs(x) && PUSH(x->f->devs, ((struct cs__kdev){.id = -1})))
+        x->oom = 1;
     if (t == '{' && in_dist(x) && x->depth == 4 && !strcmp(x->key[2], "pg_config")) {
         x->pg = (struct cs__kpg){0};
         x->e.ranks.n = 0;
@@ -707,6 +722,7 @@ void cs__kfile_free(struct cs__kfile *f)
     free(f->flows.v);
     free(f->pgs.v);
     free(f->cands.v);
+    free(f->devs.v);
     const char *p = f->path;
     *f = (struct cs__kfile){.path = p, .rank = -1, .world = -1};
 }

@@ -129,6 +129,7 @@ void cs__report_kineto_json(const struct cs_report *rep, FILE *out)
         cs__jw_int(&w, "memsets", (long long)r->memsets);
         cs__jw_int(&w, "comm_candidates", (long long)r->candidates);
         cs__jw_int(&w, "steps", r->steps);
+        cs__jw_str_or_null(&w, "gpu", r->gpu);
         if (r->first_step >= 0)
             cs__jw_int(&w, "first_step", r->first_step);
         else

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "flops.h"
 #include "gpu.h"
 #include "hang.h"
 #include "internal.h"
@@ -1098,6 +1099,7 @@ static const struct section {
     {"hosts", "Hosts and topology", cs__report_nodes_html},
     {"overlap", "Overlap of communication with compute", sec_overlap},
     {"steps", "Steps", sec_steps},
+    {"flops", "Model FLOPs and MFU", cs__flops_html},
     {"groups", "Parallelism groups", sec_groups},
     {"efficiency", "Efficiency (POP)", sec_efficiency},
     {"whatif", "What if", sec_whatif},
@@ -1134,6 +1136,13 @@ static const char script[] =
     "bars.forEach(function(e,i){e.setAttribute('transform','translate(0,'+i*rh+')');});});"
     "document.body.setAttribute('data-ready','1');})();";
 
+/* The sections only some runs have: the hang diagnosis (a job that stopped), the model FLOPs
+ * (when asked for). */
+static int shown(const struct section *s, const struct cs_report *rep)
+{
+    return (s->fn != cs__hang_html || rep->hang) && (s->fn != cs__flops_html || rep->flops);
+}
+
 int cs__report_html(const struct cs_report *rep, FILE *f)
 {
     const char *prog = strrchr(rep->program, '/');
@@ -1149,12 +1158,12 @@ int cs__report_html(const struct cs_report *rep, FILE *f)
     esc(f, rep->dir);
     fputs("</p>\n<nav>", f);
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
-        if (sections[i].fn != cs__hang_html || rep->hang)
+        if (shown(&sections[i], rep))
             fprintf(f, "<a href=\"#%s\">%s</a>", sections[i].id, sections[i].title);
     fputs("</nav>\n", f);
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++) {
-        if (sections[i].fn == cs__hang_html && !rep->hang)
-            continue; /* only for a job that stopped */
+        if (!shown(&sections[i], rep))
+            continue;
         fprintf(f, "<section id=\"%s\"><h2>%s</h2>\n", sections[i].id, sections[i].title);
         sections[i].fn(rep, f);
         fputs("</section>\n", f);

@@ -39,6 +39,20 @@ struct cs_perfetto_opts {
     int step_from, step_to;
 };
 
+/* The model FLOPs of one training step, for the achieved FLOP/s and the model FLOP utilisation
+ * (MFU) of `commscope analyze --flops-per-step F | --params N --tokens-per-step T` (F = 6 N T);
+ * docs/metrics.md.  Zero / NULL: not given. */
+struct cs_flops_opts {
+    double flops_per_step;   /* the model FLOPs of one step of the whole job (all its GPUs) */
+    double params;           /* model parameters: with tokens_per_step, F = 6 x params x tokens */
+    double tokens_per_step;  /* tokens of one step of the whole job (also gives tokens/s) */
+    double samples_per_step; /* samples of one step of the whole job (gives samples/s) */
+    double peak_flops;       /* peak FLOP/s of one GPU, instead of the GPU table's */
+    const char *gpu;         /* the GPU model, instead of the one the traces name */
+    const char *precision;   /* the peak to compare with: "bf16" (the default), "fp16", "tf32",
+                                "fp32" */
+};
+
 /* What an analysis can write besides its report; all optional (NULL or 0). */
 struct cs_analysis_opts {
     FILE *events_out;   /* every event as CSV, times on rank 0's clock (docs/user-guide.md) */
@@ -47,6 +61,7 @@ struct cs_analysis_opts {
     int hung; /* the job is known to be stuck (no rank completed a call for a while): diagnose
                  it as hung although its processes still run (commscope run --hang-timeout) */
     const struct cs_perfetto_opts *perfetto; /* the Perfetto export, or NULL */
+    const struct cs_flops_opts *flops; /* the model FLOPs per step: the report's MFU section */
 };
 
 /* Open run_dir: find its rank-*.cst traces, validate each and check they form one run.  Returns 0,
@@ -75,6 +90,9 @@ const char *cs_analysis_problem(const struct cs_analysis *a, size_t i);
 int cs_analysis_set_origin(struct cs_analysis *a, const char *source, const char *path,
                            const char *marker_detail);
 int cs_analysis_add_problem(struct cs_analysis *a, const char *sentence);
+/* The GPU model the importer's trace of `rank` names (e.g. "NVIDIA A100-SXM4-80GB"), for the peak
+ * FLOP/s of the MFU section; same returns, and CS_EUSAGE for a rank outside the run. */
+int cs_analysis_set_gpu(struct cs_analysis *a, int rank, const char *model);
 /* After cs_analysis_run: the report's Kineto section (report.h), which the analysis owns from
  * here on (it is freed at once when the run gave no report). */
 void cs_analysis_attach_kineto(struct cs_analysis *a, struct cs_report_kineto *k);

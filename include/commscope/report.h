@@ -178,6 +178,26 @@ struct cs_report_steps {
     struct cs_report_whatif whatif;
 };
 
+/* Achieved FLOP/s and model FLOP utilisation (--flops-per-step; passes/flops.c, docs/metrics.md):
+ * NaN and a note where a figure cannot be given. */
+struct cs_report_flops {
+    double flops_per_step; /* model FLOPs of one step of the whole job */
+    char flops_from[48];   /* "--flops-per-step" or "6 x params x tokens per step" */
+    double params, tokens_per_step, samples_per_step; /* as given (NaN: not given) */
+    double step_s;                                    /* the mean time of the timed steps */
+    int gpus;              /* the job's GPUs: one per rank of the world */
+    double achieved_flops; /* flops_per_step / step_s, the whole job */
+    double achieved_flops_per_gpu;
+    char gpu[64];       /* the GPU model (--gpu, or the traces'), "" unknown */
+    char gpu_entry[24]; /* the row of the peak table it is, "" none */
+    char precision[8];  /* "bf16", "fp16", "tf32" or "fp32" */
+    double peak_flops_per_gpu;
+    char peak_from[64]; /* "--peak-flops" or "table: A100, bf16 tensor, dense" */
+    double mfu;         /* achieved_flops_per_gpu / peak_flops_per_gpu */
+    double tokens_per_s, samples_per_s;
+    char note[256]; /* why a figure is missing ("" when none is) */
+};
+
 /* The report model: numbers only; renderers format it.  NaN means "no value" (null in JSON). */
 struct cs_report_rank {
     int rank;
@@ -253,6 +273,7 @@ struct cs_report {
     struct cs_report_kineto *kineto; /* what the Kineto import did (kineto.h); owned, or NULL */
     struct cs_report_np2p *np2p;     /* NCCL point-to-point pairs (nccl_p2p.h); owned, or NULL */
     struct cs_report_hang *hang;     /* hang and crash diagnosis (hang.c); owned, or NULL */
+    struct cs_report_flops *flops;   /* achieved FLOP/s and MFU (flops.c); owned, or NULL */
 };
 
 #endif

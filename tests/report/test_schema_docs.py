@@ -151,7 +151,7 @@ def key_paths(v, p=""):
     return out
 
 
-CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology", "hang")
+CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology", "hang", "flops")
 
 
 def check_report(what, rep, schema):
@@ -224,10 +224,14 @@ def case_unit(src, data, tmp, schema):
     if os.path.isdir(kin):
         files = sorted(os.path.join(kin, f) for f in os.listdir(kin) if f.endswith(".json"))
         out = os.path.join(tmp, "kineto.json")
-        must([COMMSCOPE, "analyze", "--from", "kineto"] + files + ["-q", "--json", out],
+        must([COMMSCOPE, "analyze", "--from", "kineto"] + files + ["-q", "--json", out,
+                                                                  "--params", "1M",
+                                                                  "--tokens-per-step", "1k",
+                                                                  "--samples-per-step", "8"],
              ok=(0, 1))
         rep = json.load(open(out))
         check("kineto" in rep, "the Kineto import has the kineto section")
+        check("flops" in rep, "--params gives the flops section")
         reps.append(("Kineto import", rep))
     else:
         print("note: %s absent, Kineto import not checked" % kin)
