@@ -396,6 +396,14 @@ static int nk_cmp(const void *a, const void *b)
     return x->corr < y->corr ? -1 : x->corr > y->corr;
 }
 
+static int gloo_cmp(const void *a, const void *b)
+{
+    const struct cs__kgloo *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
 static int ev_cmp(const void *a, const void *b)
 {
     const struct cs_event *x = a, *y = b;
@@ -452,7 +460,7 @@ static int write_trace(struct input *in, const char *dir, uint64_t run_id, const
     h.t_finalize = (uint64_t)t1;
     in->t_init = t0;
     in->t_fin = t1;
-    h.gpu_timing = CS_GPU_CUPTI;
+    h.gpu_timing = f->kernels.n ? CS_GPU_CUPTI : CS_GPU_NONE;
     h.rank_source = CS_RANKSRC_TORCH;
     h.local_rank = -1;
     snprintf(h.host, sizeof h.host, "%.63s", name);
@@ -567,7 +575,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     struct cs__kcomm **byt = malloc((f->comms.n + 1) * sizeof *byt);
     size_t nbyt = 0;
     struct nk *nks = malloc((f->kernels.n + 1) * sizeof *nks);
-    struct cs_event *ev = malloc((2 * f->kernels.n + f->steps.n + 2) * sizeof *ev);
+    struct cs_event *ev = malloc((2 * f->kernels.n + f->gloo.n + f->steps.n + 2) * sizeof *ev);
     struct pgc *pgs = NULL;
     size_t npgs = 0;
     uint32_t *pgseq = NULL;
@@ -651,10 +659,12 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     }
     ksort(nks, nn, sizeof *nks, nk_cmp);
     /* sequence numbers per communicator in issue order; communicator records */
-    pgs = malloc((nn + 1) * sizeof *pgs);
-    pgseq = calloc(nn + 1, sizeof *pgseq);
-    in->ends = malloc((nn + 1) * sizeof *in->ends);
-    if (!pgs || !pgseq || !in->ends) {
+    pgs = malloc((nn + 2) * sizeof *pgs);
+    pgseq = calloc(nn + 2, sizeof *pgseq);
+    in->ends = malloc((nn + f->gloo.n + 1) * sizeof *in->ends);
+    int32_t *all = f->gloo.n ? malloc((size_t)in->world * sizeof *all) : NULL;
+    if (!pgs || !pgseq || !in->ends || (f->gloo.n && !all)) {
+        free(all);
         note(ns, "%s: out of memory converting the trace", name);
         goto fail;
     }
@@ -703,6 +713,35 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
                                      .op = CS_OP_GPU_NCCL,
                                      .aux = k->dev};
     }
+    /* Gloo collectives: blocking collectives of the world's Gloo process group (a communicator
+     * of its own, apart from an NCCL group of the same ranks), numbered in start order. */
+    if (f->gloo.n) {
+        ksort(f->gloo.v, f->gloo.n, sizeof *f->gloo.v, gloo_cmp);
+        for (int r = 0; r < in->world; r++)
+            all[r] = r;
+        uint64_t h = fnv("gloo", 4, 1469598103934665603ull);
+        h = fnv(all, (size_t)in->world * sizeof *all, h);
+        struct pgc g = {(h & 0x3fffffff00000000ull) | (1ull << 32) | (h & 0xffffffffull), in->world,
+                        in->rank, all};
+        size_t p = npgs;
+        pgs[npgs++] = g;
+        for (size_t i = 0; i < f->gloo.n; i++) {
+            const struct cs__kgloo *x = &f->gloo.v[i];
+            uint32_t seq = pgseq[p]++;
+            ev[ne++] = (struct cs_event){.t_begin = (uint64_t)x->ts,
+                                         .t_end = (uint64_t)(x->ts + x->dur),
+                                         .comm = g.id,
+                                         .seq = seq,
+                                         .peer = -1,
+                                         .op = x->op};
+            in->ends[in->nends++] = (struct aend){g.id, seq, g.size, x->ts + x->dur};
+        }
+        rr->gloo = f->gloo.n;
+    }
+    rr->legacy = f->legacy;
+    if (f->gloo_other)
+        note(ns, "%s: %" PRIu64 " gloo:* spans are no collective (send, receive): not counted",
+             name, f->gloo_other);
     ne += step_events(f, rr, ev + ne);
     ksort(ev, ne, sizeof *ev, ev_cmp);
     if (no_comm && nbyt)
@@ -732,6 +771,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
 
     if (write_trace(in, dir, run_id, pgs, npgs, ev, ne, ns))
         goto fail;
+    free(all);
     free(byt);
     free(nks);
     free(ev);
@@ -739,6 +779,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     free(pgseq);
     return 0;
 fail:
+    free(all);
     free(byt);
     free(nks);
     free(ev);
@@ -1219,9 +1260,15 @@ int cs_analysis_import_kineto(struct cs_analysis **out, const char *const *paths
             K->cand[j].time_s += (double)cd->ns / 1e9;
         }
     }
+    int legacy = 0;
+    for (size_t i = 0; i < K->nranks; i++)
+        legacy |= K->ranks[i].legacy;
     snprintf(K->clock_note, sizeof K->clock_note,
-             "Kineto times are each host's wall clock; corrections from the end times of "
-             "collective instances (median over instances, uncertainty = half their spread)");
+             "%s; corrections from the end times of collective instances (median over "
+             "instances, uncertainty = half their spread)",
+             legacy ? "times of pre-Kineto traces count from each process's profiler start, "
+                      "Kineto's are each host's wall clock"
+                    : "Kineto times are each host's wall clock");
     if (!nok) {
         size_t len = (size_t)snprintf(err, errlen, "no usable Kineto trace among the inputs");
         for (size_t i = 0; i < ns.n && len < errlen; i++)

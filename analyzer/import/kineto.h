@@ -41,6 +41,9 @@ extern const char *const cs__kcoll_names[CS_KC_N];
 int cs__kineto_nccl_class(const char *name);
 /* 1 when a kernel that is not NCCL's looks like communication (all-reduce, all-gather, ...). */
 int cs__kineto_comm_candidate(const char *name);
+/* The op (CS_OP_GLOO_*) of a Gloo span's name ("gloo:all_reduce", "gloo:allgather_coalesced"
+ * ...), 0 when it is no collective (send, recv) or not gloo's. */
+unsigned cs__kineto_gloo_op(const char *name);
 /* The collective class of a record_param_comms "Collective name" ("allreduce", "all_gather",
  * "_allgather_base", "broadcast", "send", ...); -1 unknown. */
 int cs__kineto_coll_class(const char *coll);
@@ -53,6 +56,8 @@ struct cs_report_kineto_rank {
     int steps;            /* ProfilerStep annotations */
     int first_step;       /* N of the first ProfilerStep#N, -1 none */
     char gpu[64];         /* deviceProperties' name of the GPU most of its kernels ran on */
+    uint64_t gloo;        /* Gloo collectives (CPU spans gloo:all_reduce ...) */
+    int legacy;           /* the file is in the pre-Kineto profiler's format (a bare array) */
     double offset_s;      /* clock correction added to this rank's times */
     double uncertainty_s; /* its uncertainty (NaN: not estimated) */
     uint64_t aligned_on;  /* collective instances the correction was estimated from */
@@ -125,6 +130,12 @@ struct cs__kpg {
     int nranks;
 };
 
+/* A Gloo collective's span ("gloo:all_reduce" ...: PyTorch's CPU backend). */
+struct cs__kgloo {
+    int64_t ts, dur, pid, tid;
+    uint16_t op; /* CS_OP_GLOO_* */
+};
+
 /* deviceProperties[i]: a GPU of the host, by the id the kernels' "device" gives. */
 struct cs__kdev {
     int64_t id;
@@ -171,6 +182,9 @@ struct cs__kfile {
     CS__KVEC(struct cs__kpg) pgs;
     CS__KVEC(struct cs__kcand) cands;
     CS__KVEC(struct cs__kdev) devs;
+    CS__KVEC(struct cs__kgloo) gloo;
+    uint64_t gloo_other; /* gloo:* spans of no collective known (send, recv, ...) */
+    int legacy;          /* the pre-Kineto profiler's format: a bare array of events */
     uint64_t events;
     /* Events skipped, by reason (CS_KSKIP_*), each with the first one ("event 17 (name)"). */
     uint64_t skipped[CS_KSKIP_N];

@@ -409,6 +409,16 @@ static int open_container(struct ctx *x, char t)
 {
     if (x->depth == 0 && t == '{')
         x->top_object = 1;
+    if (x->depth == 0 && t == '[') {
+        /* The pre-Kineto profiler's format (torch.autograd.profiler, and torch.profiler without
+         * Kineto: PyTorch's CPU-only builds): a bare array of the events.  Read as if it were
+         * {"traceEvents": [...]}. */
+        x->f->legacy = 1;
+        x->top_object = 1;
+        x->depth = 1;
+        x->type[1] = '{';
+        snprintf(x->key[1], sizeof x->key[1], "traceEvents");
+    }
     if (x->depth == 1 && t == '[' && !strcmp(x->key[1], "traceEvents")) {
         x->saw_events = 1;
         x->events_array = 1;
@@ -546,6 +556,16 @@ static void event_done(struct ctx *x)
             struct cs__klaunch l = {
                 .corr = e->corr, .pid = e->pid, .tid = e->tid, .ts = e->ts, .dur = dur};
             if (PUSH(f->launches, l))
+                x->oom = 1;
+        } else if (!strncmp(e->name, "gloo:", 5)) {
+            struct cs__kgloo gl = {.ts = e->ts,
+                                   .dur = dur,
+                                   .pid = e->pid,
+                                   .tid = e->tid,
+                                   .op = (uint16_t)cs__kineto_gloo_op(e->name)};
+            if (!gl.op)
+                f->gloo_other++;
+            else if (PUSH(f->gloo, gl))
                 x->oom = 1;
         } else if (!strcmp(e->name, "record_param_comms")) {
             e->c.pid = e->pid;
@@ -692,6 +712,12 @@ int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t er
         rc = off ? CS_ETRUNC : CS_EEMPTY;
         if (!off)
             snprintf(err, errlen, "%s: empty file", base(path));
+    } else if (f->legacy && !f->events) {
+        snprintf(err, errlen,
+                 "%s: not a PyTorch profiler trace: a JSON array without trace events (the "
+                 "profiler writes an object with \"traceEvents\", or an array of event objects)",
+                 base(path));
+        rc = CS_EFORMAT;
     } else if (!x->top_object || !x->saw_events) {
         snprintf(err, errlen, "%s: not a Kineto trace: %s", base(path),
                  x->top_object ? "no \"traceEvents\" array" : "the JSON is not an object");
@@ -723,6 +749,7 @@ void cs__kfile_free(struct cs__kfile *f)
     free(f->pgs.v);
     free(f->cands.v);
     free(f->devs.v);
+    free(f->gloo.v);
     const char *p = f->path;
     *f = (struct cs__kfile){.path = p, .rank = -1, .world = -1};
 }

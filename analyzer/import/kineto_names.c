@@ -104,3 +104,34 @@ int cs__kineto_coll_class(const char *coll)
             return m[i].c;
     return s[0] ? CS_KC_OTHER : -1;
 }
+
+unsigned cs__kineto_gloo_op(const char *name)
+{
+    if (strncmp(name, "gloo:", 5) != 0)
+        return 0;
+    /* the name without '_', so that all_reduce and allreduce_coalesced read alike */
+    char n[64];
+    size_t k = 0;
+    for (const char *p = name + 5; *p && k + 1 < sizeof n; p++)
+        if (*p != '_')
+            n[k++] = *p;
+    n[k] = '\0';
+    static const struct {
+        const char *prefix;
+        unsigned op;
+    } map[] = {
+        {"allreduce", CS_OP_GLOO_ALLREDUCE},
+        {"broadcast", CS_OP_GLOO_BROADCAST},
+        {"reducescatter", CS_OP_GLOO_REDUCE_SCATTER},
+        {"reduce", CS_OP_GLOO_REDUCE},
+        {"allgather", CS_OP_GLOO_ALLGATHER},
+        {"alltoall", CS_OP_GLOO_ALLTOALL},
+        {"barrier", CS_OP_GLOO_BARRIER},
+        {"gather", CS_OP_GLOO_GATHER},
+        {"scatter", CS_OP_GLOO_SCATTER},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strncmp(n, map[i].prefix, strlen(map[i].prefix)))
+            return map[i].op;
+    return 0;
+}

@@ -36,6 +36,9 @@ static int is_red(unsigned op)
     case CS_OP_NCCL_ALLREDUCE:
     case CS_OP_NCCL_REDUCE:
     case CS_OP_NCCL_REDUCE_SCATTER:
+    case CS_OP_GLOO_ALLREDUCE:
+    case CS_OP_GLOO_REDUCE:
+    case CS_OP_GLOO_REDUCE_SCATTER:
         return 1;
     default:
         return 0;
@@ -52,6 +55,7 @@ static int is_a2a(unsigned op)
     case CS_OP_IALLTOALLV:
     case CS_OP_IALLTOALLW:
     case CS_OP_NCCL_ALLTOALL:
+    case CS_OP_GLOO_ALLTOALL:
         return 1;
     default:
         return 0;

@@ -128,6 +128,8 @@ void cs__report_kineto_json(const struct cs_report *rep, FILE *out)
         cs__jw_int(&w, "memcpys", (long long)r->memcpys);
         cs__jw_int(&w, "memsets", (long long)r->memsets);
         cs__jw_int(&w, "comm_candidates", (long long)r->candidates);
+        cs__jw_int(&w, "gloo_collectives", (long long)r->gloo);
+        cs__jw_bool(&w, "legacy_format", r->legacy);
         cs__jw_int(&w, "steps", r->steps);
         cs__jw_str_or_null(&w, "gpu", r->gpu);
         if (r->first_step >= 0)
@@ -174,7 +176,9 @@ void cs__report_kineto_text(const struct cs_report *rep, FILE *out)
         for (int x = 0; x < CS_KC_N; x++)
             if (r->by_class[x])
                 fprintf(out, "%s=%" PRIu64 " ", cs__kcoll_names[x], r->by_class[x]);
-        fprintf(out, "%s\n", r->file);
+        if (r->gloo)
+            fprintf(out, "gloo=%" PRIu64 " ", r->gloo);
+        fprintf(out, "%s%s\n", r->file, r->legacy ? " (pre-Kineto format: a bare array)" : "");
     }
     for (size_t i = 0; i < k->ncand; i++)
         fprintf(out, "unrecognised communication kernel: %s (%" PRIu64 " kernels, %.6f s)\n",
