@@ -254,6 +254,15 @@ struct pgc {
     const int32_t *members;
 };
 
+/* The id of a derived communicator from its process group's name and members, the same on every
+ * member: a non-zero high half, so never world's or self's. */
+static uint64_t pg_id(const char *name, const int32_t *m, int n)
+{
+    uint64_t h = fnv(name, strlen(name), 1469598103934665603ull);
+    h = fnv(m, (size_t)n * sizeof *m, h);
+    return (h & 0x3fffffff00000000ull) | (1ull << 32) | (h & 0xffffffffull);
+}
+
 static int comm_of(const struct cs__kfile *f, const struct cs__kcomm *c, int rank, int world,
                    struct pgc *out)
 {
@@ -282,10 +291,7 @@ static int comm_of(const struct cs__kfile *f, const struct cs__kcomm *c, int ran
             my = i;
     if (my < 0)
         return -1;
-    uint64_t h = fnv(c->pg, strlen(c->pg), 1469598103934665603ull);
-    h = fnv(m, (size_t)n * sizeof *m, h);
-    /* Derived-communicator ids have a non-zero high half and are never world/self. */
-    *out = (struct pgc){(h & 0x3fffffff00000000ull) | (1ull << 32) | (h & 0xffffffffull), n, my, m};
+    *out = (struct pgc){pg_id(c->pg, m, n), n, my, m};
     return 0;
 }
 
@@ -664,7 +670,6 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     in->ends = malloc((nn + f->gloo.n + 1) * sizeof *in->ends);
     int32_t *all = f->gloo.n ? malloc((size_t)in->world * sizeof *all) : NULL;
     if (!pgs || !pgseq || !in->ends || (f->gloo.n && !all)) {
-        free(all);
         note(ns, "%s: out of memory converting the trace", name);
         goto fail;
     }
@@ -719,10 +724,7 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
         ksort(f->gloo.v, f->gloo.n, sizeof *f->gloo.v, gloo_cmp);
         for (int r = 0; r < in->world; r++)
             all[r] = r;
-        uint64_t h = fnv("gloo", 4, 1469598103934665603ull);
-        h = fnv(all, (size_t)in->world * sizeof *all, h);
-        struct pgc g = {(h & 0x3fffffff00000000ull) | (1ull << 32) | (h & 0xffffffffull), in->world,
-                        in->rank, all};
+        struct pgc g = {pg_id("gloo", all, in->world), in->world, in->rank, all};
         size_t p = npgs;
         pgs[npgs++] = g;
         for (size_t i = 0; i < f->gloo.n; i++) {

@@ -132,7 +132,7 @@ struct cs__kpg {
 
 /* A Gloo collective's span ("gloo:all_reduce" ...: PyTorch's CPU backend). */
 struct cs__kgloo {
-    int64_t ts, dur, pid, tid;
+    int64_t ts, dur, tid;
     uint16_t op; /* CS_OP_GLOO_* */
 };
 

@@ -560,7 +560,6 @@ static void event_done(struct ctx *x)
         } else if (!strncmp(e->name, "gloo:", 5)) {
             struct cs__kgloo gl = {.ts = e->ts,
                                    .dur = dur,
-                                   .pid = e->pid,
                                    .tid = e->tid,
                                    .op = (uint16_t)cs__kineto_gloo_op(e->name)};
             if (!gl.op)

@@ -13,16 +13,12 @@ import subprocess
 import sys
 import tempfile
 
-BIN = os.environ.get("CS_BIN", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = []
+sys.path.insert(0, HERE)
+import test_reports  # noqa: E402
+from test_reports import check, failures  # noqa: E402
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return cond
+BIN = os.environ.get("CS_BIN", "")
 
 
 def torch_python():
@@ -115,8 +111,7 @@ def main():
         check(b.returncode not in (0, 1) and b.returncode > 0 and
               "bad.json: not a PyTorch profiler trace: a JSON array without trace events"
               in b.stderr, "bare array of numbers: %d %r" % (b.returncode, b.stderr))
-    print("%d failures" % len(failures))
-    return 1 if failures else 0
+    return test_reports.verdict(failures)
 
 
 if __name__ == "__main__":
