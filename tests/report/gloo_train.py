@@ -3,6 +3,7 @@
 
 Usage: gloo_train.py OUT.  Each profiled step: forward, backward (DDP's gradient all-reduce),
 optimizer, and one explicit all_reduce."""
+import datetime
 import os
 import sys
 
@@ -14,7 +15,8 @@ from torch.profiler import ProfilerActivity, profile, schedule
 def main():
     out = sys.argv[1]
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    # a collective that cannot complete fails within a minute rather than stalling the test
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     rank = dist.get_rank()
     torch.manual_seed(rank)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(256, 256))
