@@ -443,7 +443,8 @@ struct cs__run {
      * calls over the whole run (the what-if pass's matching, steps_model.c), then of it the part
      * inside point-to-point calls (the rest is inside wait/test calls); for the time segments */
     double *p2p_wait;
-    struct cs__hang *hang; /* the hang diagnosis' kept instances (hang.c), NULL none */
+    struct cs__hang *hang;     /* the hang diagnosis' kept instances (hang.c), NULL none */
+    struct cs__phases *phases; /* the step phases' state (phases.c), NULL off */
     const struct cs_flops_opts *flops_opts; /* the model FLOPs per step (flops.c), NULL none */
     char (*gpu_name)[64]; /* [world] the GPU model each rank's trace names ("" none), or NULL */
 };

@@ -14,6 +14,7 @@
 #include "hang.h"
 #include "internal.h"
 #include "nccl_p2p.h"
+#include "phases.h"
 #include "steps.h"
 
 /* One event of the merged stream as the driver hands it to the passes. */
@@ -101,6 +102,13 @@ static inline void cs__none_rank_done(struct cs__run *run, int r)
 static inline void cs__none_report(struct cs__run *run, struct cs_report *rep)
 {
     (void)run, (void)rep;
+}
+
+/* phases: the step phases, from the annotation ranges of each rank. */
+static inline void cs__phases_pevent(struct cs__run *run, struct cs__ev *e)
+{
+    if (run->phases)
+        cs__phases_event(run, e->r, e->ev, e->k, e->tb, e->te);
 }
 
 /* events: the events CSV, a sink on the stream. */

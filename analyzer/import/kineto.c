@@ -416,7 +416,61 @@ static int ev_cmp(const void *a, const void *b)
     if (x->t_begin != y->t_begin)
         return x->t_begin < y->t_begin ? -1 : 1;
     /* the launching call before its GPU record */
-    return (x->op >= CS_OP_GPU_KERNEL) - (y->op >= CS_OP_GPU_KERNEL);
+    int g = (x->op >= CS_OP_GPU_KERNEL) - (y->op >= CS_OP_GPU_KERNEL);
+    /* phase ranges at one instant: ends first, inner before outer, then begins, outer first
+     * (flags holds that order until the sort is done) */
+    return g ? g : (x->flags > y->flags) - (x->flags < y->flags);
+}
+
+static int mark_cmp(const void *a, const void *b)
+{
+    const struct cs__kmark *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return (x->dur < y->dur) - (x->dur > y->dur); /* the enclosing one first */
+}
+
+#define MARK_DEPTH 64
+
+/* The phase annotations as NVTX push/pop ranges (begin and end records with the name and the
+ * depth on their thread).  A range that ends after the one enclosing it is cut at that one's end,
+ * so that ranges nest on every thread.  Returns how many records were put at ev. */
+static size_t phase_events(struct cs__kfile *f, struct cs_event *ev)
+{
+    ksort(f->marks.v, f->marks.n, sizeof *f->marks.v, mark_cmp);
+    size_t n = 0;
+    int64_t end[MARK_DEPTH];
+    int depth = 0;
+    for (size_t i = 0; i < f->marks.n; i++) {
+        const struct cs__kmark *m = &f->marks.v[i];
+        if (i && m->tid != f->marks.v[i - 1].tid)
+            depth = 0;
+        while (depth && end[depth - 1] <= m->ts)
+            depth--;
+        int64_t e = m->ts + m->dur;
+        if (depth && e > end[depth - 1])
+            e = end[depth - 1];
+        if (e <= m->ts || depth == MARK_DEPTH)
+            continue;
+        end[depth++] = e;
+        struct cs_event b = {.t_begin = (uint64_t)m->ts,
+                             .t_end = (uint64_t)m->ts,
+                             .seq = m->hash,
+                             .peer = -1,
+                             .op = CS_OP_NVTX_RANGE_BEGIN,
+                             .flags = (uint16_t)(200 + depth),
+                             .aux = depth};
+        memcpy((unsigned char *)&b + 16, m->name, CS_NVTX_NAME_MAX);
+        struct cs_event x = b;
+        x.t_begin = x.t_end = (uint64_t)e;
+        x.op = CS_OP_NVTX_RANGE_END;
+        x.flags = (uint16_t)(100 - depth);
+        ev[n++] = b;
+        ev[n++] = x;
+    }
+    return n;
 }
 
 /* The rank's problems, kept until the run exists. */
@@ -581,7 +635,8 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
     struct cs__kcomm **byt = malloc((f->comms.n + 1) * sizeof *byt);
     size_t nbyt = 0;
     struct nk *nks = malloc((f->kernels.n + 1) * sizeof *nks);
-    struct cs_event *ev = malloc((2 * f->kernels.n + f->gloo.n + f->steps.n + 2) * sizeof *ev);
+    struct cs_event *ev =
+        malloc((2 * f->kernels.n + f->gloo.n + f->steps.n + 2 * f->marks.n + 2) * sizeof *ev);
     struct pgc *pgs = NULL;
     size_t npgs = 0;
     uint32_t *pgseq = NULL;
@@ -745,7 +800,11 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
         note(ns, "%s: %" PRIu64 " gloo:* spans are no collective (send, receive): not counted",
              name, f->gloo_other);
     ne += step_events(f, rr, ev + ne);
+    ne += phase_events(f, ev + ne);
     ksort(ev, ne, sizeof *ev, ev_cmp);
+    for (size_t i = 0; i < ne; i++)
+        if (ev[i].op == CS_OP_NVTX_RANGE_BEGIN || ev[i].op == CS_OP_NVTX_RANGE_END)
+            ev[i].flags = 0;
     if (no_comm && nbyt)
         note(ns,
              "%s: %" PRIu64 " of %" PRIu64 " NCCL kernels have no record_param_comms "
@@ -923,7 +982,8 @@ out:
 static size_t kfile_bytes(const struct cs__kfile *f)
 {
     return f->kernels.cap * sizeof *f->kernels.v + f->launches.cap * sizeof *f->launches.v +
-           f->comms.cap * sizeof *f->comms.v + f->flows.cap * sizeof *f->flows.v;
+           f->comms.cap * sizeof *f->comms.v + f->flows.cap * sizeof *f->flows.v +
+           f->gloo.cap * sizeof *f->gloo.v + f->marks.cap * sizeof *f->marks.v;
 }
 
 /* Keep only the identity of a parsed file. */
@@ -1104,6 +1164,8 @@ static void shift_times(struct input *in, struct notes *ns)
     CS__KSHIFT(kf->comms, kf->comms.v[k].dur);
     CS__KSHIFT(kf->steps, kf->steps.v[k].dur);
     CS__KSHIFT(kf->flows, 0);
+    CS__KSHIFT(kf->gloo, kf->gloo.v[k].dur);
+    CS__KSHIFT(kf->marks, kf->marks.v[k].dur);
 #undef CS__KSHIFT
     if (out_of_range)
         note(ns,
@@ -1128,6 +1190,8 @@ static void shift_times(struct input *in, struct notes *ns)
         CS__KSPAN(kf->comms, kf->comms.v[k].dur)
         CS__KSPAN(kf->steps, kf->steps.v[k].dur)
         CS__KSPAN(kf->flows, 0)
+        CS__KSPAN(kf->gloo, kf->gloo.v[k].dur)
+        CS__KSPAN(kf->marks, kf->marks.v[k].dur)
 #undef CS__KSPAN
     }
 }

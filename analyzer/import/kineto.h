@@ -136,6 +136,14 @@ struct cs__kgloo {
     uint16_t op; /* CS_OP_GLOO_* */
 };
 
+/* A CPU annotation that names a step phase (phases.h: DistributedDataParallel.forward,
+ * Optimizer.step#..., autograd::engine::evaluate_function ...): an NVTX range of the trace. */
+struct cs__kmark {
+    int64_t ts, dur, tid;
+    uint32_t hash;               /* FNV-1a of the whole name */
+    char name[CS_NVTX_NAME_MAX]; /* its first 31 bytes */
+};
+
 /* deviceProperties[i]: a GPU of the host, by the id the kernels' "device" gives. */
 struct cs__kdev {
     int64_t id;
@@ -183,6 +191,7 @@ struct cs__kfile {
     CS__KVEC(struct cs__kcand) cands;
     CS__KVEC(struct cs__kdev) devs;
     CS__KVEC(struct cs__kgloo) gloo;
+    CS__KVEC(struct cs__kmark) marks;
     uint64_t gloo_other; /* gloo:* spans of no collective known (send, recv, ...) */
     int legacy;          /* the pre-Kineto profiler's format: a bare array of events */
     uint64_t events;

@@ -21,6 +21,7 @@
 
 #include "commscope/input.h"
 #include "kineto.h"
+#include "phases.h"
 
 /* Levels whose keys and types are tracked (the events are at 3, their args at 4); deeper ones are
  * skipped.  A document nested deeper than NEST_LIMIT is refused: no Kineto trace comes near it. */
@@ -62,6 +63,7 @@ struct ctx {
     struct cur e;
     struct cs__kpg pg;
     int oom;
+    struct cs__phase_pats pats; /* the annotations kept as phase ranges */
 };
 
 #define PUSH(vec, item)                                                                            \
@@ -566,6 +568,15 @@ static void event_done(struct ctx *x)
                 f->gloo_other++;
             else if (PUSH(f->gloo, gl))
                 x->oom = 1;
+        } else if (strcmp(e->cat, "gpu_user_annotation") &&
+                   cs__phase_match(&x->pats, e->name) >= 0) {
+            struct cs__kmark m = {.ts = e->ts, .dur = dur, .tid = e->tid, .hash = 2166136261u};
+            for (const unsigned char *c = (const unsigned char *)e->name; *c; c++)
+                m.hash = (m.hash ^ *c) * 16777619u;
+            size_t len = strlen(e->name); /* its first 31 bytes, NUL-padded as the collector's */
+            memcpy(m.name, e->name, len < sizeof m.name - 1 ? len : sizeof m.name - 1);
+            if (PUSH(f->marks, m))
+                x->oom = 1;
         } else if (!strcmp(e->name, "record_param_comms")) {
             e->c.pid = e->pid;
             e->c.tid = e->tid;
@@ -663,6 +674,7 @@ int cs__kineto_parse(const char *path, struct cs__kfile *f, char *err, size_t er
         snprintf(err, errlen, "%s: out of memory", path);
         return CS_ENOMEM;
     }
+    cs__phase_pats_init(&x->pats);
     x->f = f;
     yajl_config(h, yajl_dont_validate_strings, 1);
     int rc = 0;
@@ -749,6 +761,7 @@ void cs__kfile_free(struct cs__kfile *f)
     free(f->cands.v);
     free(f->devs.v);
     free(f->gloo.v);
+    free(f->marks.v);
     const char *p = f->path;
     *f = (struct cs__kfile){.path = p, .rank = -1, .world = -1};
 }

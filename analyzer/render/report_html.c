@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "flops.h"
+#include "phases.h"
 #include "gpu.h"
 #include "hang.h"
 #include "internal.h"
@@ -1099,6 +1100,7 @@ static const struct section {
     {"hosts", "Hosts and topology", cs__report_nodes_html},
     {"overlap", "Overlap of communication with compute", sec_overlap},
     {"steps", "Steps", sec_steps},
+    {"phases", "Step phases", cs__phases_html},
     {"flops", "Model FLOPs and MFU", cs__flops_html},
     {"groups", "Parallelism groups", sec_groups},
     {"efficiency", "Efficiency (POP)", sec_efficiency},
@@ -1140,7 +1142,8 @@ static const char script[] =
  * (when asked for). */
 static int shown(const struct section *s, const struct cs_report *rep)
 {
-    return (s->fn != cs__hang_html || rep->hang) && (s->fn != cs__flops_html || rep->flops);
+    return (s->fn != cs__hang_html || rep->hang) && (s->fn != cs__flops_html || rep->flops) &&
+           (s->fn != cs__phases_html || rep->phases);
 }
 
 int cs__report_html(const struct cs_report *rep, FILE *f)

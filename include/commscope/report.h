@@ -178,6 +178,44 @@ struct cs_report_steps {
     struct cs_report_whatif whatif;
 };
 
+/* Step phases (passes/phases.c, docs/metrics.md "Step phases"): each rank's step time split by
+ * the annotation ranges open on it (PyTorch profiler annotations of a Kineto trace, NVTX ranges
+ * of a live run) into data loading, forward, backward, optimizer and the rest. */
+enum cs_phase {
+    CS_PHASE_DATA,
+    CS_PHASE_FORWARD,
+    CS_PHASE_BACKWARD,
+    CS_PHASE_OPTIMIZER,
+    CS_PHASE_OTHER,
+    CS_PHASE_N
+};
+extern const char *const cs_phase_names[CS_PHASE_N]; /* "data", "forward", ... */
+
+struct cs_report_phase_rank {
+    int rank;
+    uint64_t steps;            /* steps the times are summed over */
+    double step_s;             /* their time */
+    double time_s[CS_PHASE_N]; /* of that, each phase's (they add up to step_s) */
+    double comm_s[CS_PHASE_N]; /* communication calls inside each phase (host timelines;
+                                * NaN for a rank with a GPU timeline) */
+};
+
+/* One annotation pattern that matched: its phase and the time it held. */
+struct cs_report_phase_name {
+    char name[48]; /* the pattern's label: "Optimizer.step", "DistributedDataParallel.forward" */
+    int phase;
+    uint64_t count; /* ranges that began inside the steps */
+    double time_s;  /* step time it was the innermost open range, all ranks */
+};
+
+struct cs_report_phases {
+    char patterns[160]; /* COMMSCOPE_PHASE_NVTX as given ("" the default names) */
+    struct cs_report_phase_rank *ranks;
+    size_t nranks;
+    struct cs_report_phase_name *names;
+    size_t nnames;
+};
+
 /* Achieved FLOP/s and model FLOP utilisation (--flops-per-step; passes/flops.c, docs/metrics.md):
  * NaN and a note where a figure cannot be given. */
 struct cs_report_flops {
@@ -274,6 +312,7 @@ struct cs_report {
     struct cs_report_np2p *np2p;     /* NCCL point-to-point pairs (nccl_p2p.h); owned, or NULL */
     struct cs_report_hang *hang;     /* hang and crash diagnosis (hang.c); owned, or NULL */
     struct cs_report_flops *flops;   /* achieved FLOP/s and MFU (flops.c); owned, or NULL */
+    struct cs_report_phases *phases; /* step phases (phases.c); owned, or NULL */
 };
 
 #endif

@@ -491,6 +491,48 @@ def case_groups_ep(a, tmp):
     check_groups(rep, truth)
 
 
+def check_nvtx_phases(a, tmp, rundir, events, n):
+    """Step phases from NVTX ranges chosen by COMMSCOPE_PHASE_NVTX: the "forward" push/pop range
+    and the "data" start/end range of every step, against their recorded lengths; the
+    all-reduce after the forward range is communication of the phase "other"."""
+    js = os.path.join(tmp, "phases.json")
+    env = dict(os.environ, COMMSCOPE_PHASE_NVTX="forward=forward;data=data")
+    t.run([t.COMMSCOPE, "analyze", rundir, "--json", js, "--quiet"], check_rc=0, env=env)
+    import json
+    with open(js) as f:
+        ph = json.load(f).get("phases")
+    if not check(ph is not None and len(ph["ranks"]) == a.np, "phases %r" % ph):
+        return
+    tol = 1e-6  # s per range: the conversion onto rank 0's clock, not the machine's noise
+    for x in ph["ranks"]:
+        r = x["rank"]
+        mine = [e for e in events if int(e["rank"]) == r]
+        begins = [int(e["t_begin_ns"]) for e in mine if e["op"] == "nvtx_range_begin"]
+        ends = [int(e["t_begin_ns"]) for e in mine if e["op"] == "nvtx_range_end"]
+        if len(begins) != 1 + 4 * n or len(ends) != 1 + 4 * n:
+            continue
+        fwd = sum(ends[2 + 4 * k] - begins[4 + 4 * k] for k in range(n)) / 1e9
+        data = sum(ends[1 + 4 * k] - begins[2 + 4 * k] for k in range(n)) / 1e9
+        steps = [(begins[1 + 4 * k], ends[4 + 4 * k]) for k in range(n)]
+        ar = sum(int(e["t_end_ns"]) - int(e["t_begin_ns"]) for e in mine
+                 if e["op"] == "MPI_Allreduce" and
+                 any(b <= int(e["t_begin_ns"]) < e_ for b, e_ in steps)) / 1e9
+        check(x["steps"] == n, "rank %d phase steps %r" % (r, x["steps"]))
+        check(abs(x["time_s"]["forward"] - fwd) <= n * tol,
+              "rank %d forward %r vs ranges %r" % (r, x["time_s"]["forward"], fwd))
+        check(abs(x["time_s"]["data"] - data) <= n * tol,
+              "rank %d data %r vs ranges %r" % (r, x["time_s"]["data"], data))
+        check(x["time_s"]["backward"] == 0 and x["time_s"]["optimizer"] == 0,
+              "rank %d no backward or optimizer range %r" % (r, x["time_s"]))
+        check(abs(sum(x["time_s"].values()) - x["step_s"]) <= 1e-9 * n,
+              "rank %d phases add up to the step time %r" % (r, x))
+        check(abs(x["comm_s"]["other"] - ar) <= n * tol and x["comm_s"]["forward"] == 0,
+              "rank %d all-reduce time in other %r vs %r" % (r, x["comm_s"], ar))
+    names = {m["name"]: m for m in ph["names"]}
+    check(names.get("forward", {}).get("phase") == "forward" and
+          names["forward"]["ranges"] == n * a.np, "names %r" % ph["names"])
+
+
 def case_nvtx(a, tmp):
     """NVTX step ranges (cs_test_nvtx_steps, the real NVTX v3 header): libcommscope.so as the NVTX
     injection library records every range and mark; steps come from the "ProfilerStep#K" ranges,
@@ -558,6 +600,7 @@ def case_nvtx(a, tmp):
         check(lo - 2 * slack / 1e9 <= ps["time_s"] <= hi + 2 * slack / 1e9,
               "step %d time %.9f within the program's [%.9f, %.9f]" % (k, ps["time_s"], lo, hi))
     check_budget_sums(rep)
+    check_nvtx_phases(a, tmp, rundir, events, n)
     # The Perfetto export shows the push/pop ranges as slices on each rank's thread track.
     pf = os.path.join(tmp, "trace.json")
     t.run([t.COMMSCOPE, "analyze", rundir, "--perfetto", pf, "--quiet"], check_rc=0)

@@ -151,7 +151,7 @@ def key_paths(v, p=""):
     return out
 
 
-CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology", "hang", "flops")
+CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology", "hang", "flops", "phases")
 
 
 def check_report(what, rep, schema):

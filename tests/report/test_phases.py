@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Step phases of real PyTorch profiler traces (CS_SHARED_DATA/kineto; exit 77 when absent):
+DistributedDataParallel.forward, autograd::engine::evaluate_function, Optimizer.step#... and
+Optimizer.zero_grad#... time against independent sums over the same JSON, the phases adding up
+to the step time, and COMMSCOPE_PHASE_NVTX moving an annotation to another phase.
+
+Usage: test_phases.py SHARED_DATA; CS_BIN names the build's bin/ folder.
+"""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_reports  # noqa: E402
+from test_reports import check, failures  # noqa: E402
+
+BIN = os.environ.get("CS_BIN", "")
+# (name prefix, the report's label, phase): the defaults the traces use
+KNOWN = [("DistributedDataParallel.forward", "DistributedDataParallel.forward", "forward"),
+         ("autograd::engine::evaluate_function", "autograd::engine::evaluate_function",
+          "backward"),
+         ("Optimizer.step#", "Optimizer.step", "optimizer"),
+         ("Optimizer.zero_grad#", "Optimizer.zero_grad", "optimizer"),
+         ("enumerate(DataLoader)", "enumerate(DataLoader)", "data")]
+
+
+def sums(path):
+    """Per label: (spans, µs) of the CPU annotations inside the profiled steps."""
+    with gzip.open(path) as f:
+        evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in evs
+             if e["name"].startswith("ProfilerStep#") and e.get("cat") == "user_annotation"]
+    lo, hi = min(s[0] for s in steps), max(s[1] for s in steps)
+    out = {}
+    for e in evs:
+        if e.get("cat") == "gpu_user_annotation" or not lo <= e["ts"] < hi:
+            continue
+        for prefix, label, _ in KNOWN:
+            if e["name"].startswith(prefix):
+                n, us = out.get(label, (0, 0.0))
+                out[label] = (n + 1, us + e["dur"])
+    return len(steps), out
+
+
+def analyze(path, tmp, env=None):
+    js = os.path.join(tmp, "r.json")
+    p = subprocess.run([os.path.join(BIN, "commscope"), "analyze", "--from", "kineto", path,
+                        "--json", js, "--html", os.path.join(tmp, "r.html")],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **(env or {})))
+    if not check(p.returncode in (0, 1) and os.path.exists(js),
+                 "analyze %s: %d %s" % (path, p.returncode, p.stderr[-1000:])):
+        return None, p
+    with open(js) as f:
+        return json.load(f), p
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: test_phases.py SHARED_DATA", file=sys.stderr)
+        return 2
+    path = os.path.join(sys.argv[1], "kineto", "hta", "nccl_parser_config_nccl_data.json.gz")
+    if not os.path.exists(path):
+        print("skipped: %s absent" % path, file=sys.stderr)
+        return 77
+    nsteps, want = sums(path)
+    print("independent sums over %d steps: %s" % (nsteps, want))
+    with tempfile.TemporaryDirectory() as tmp:
+        rep, p = analyze(path, tmp)
+        if rep is None:
+            return 1
+        ph = rep.get("phases")
+        if not check(ph is not None and len(ph["ranks"]) == 1, "phases %r" % ph):
+            return test_reports.verdict(failures)
+        names = {m["name"]: m for m in ph["names"]}
+        check(set(names) == set(want), "names %s vs %s" % (sorted(names), sorted(want)))
+        for label, (n, us) in want.items():
+            m = names.get(label)
+            if not check(m is not None, "no row for %s" % label):
+                continue
+            # exact up to each span's rounding to whole nanoseconds
+            check(m["ranges"] == n and abs(m["time_s"] - us / 1e6) <= n * 1e-9,
+                  "%s: %r vs %d spans, %.3f us" % (label, m, n, us))
+        x = ph["ranks"][0]
+        check(x["steps"] == nsteps, "steps %r vs %d" % (x["steps"], nsteps))
+        for phase in ("data", "forward", "backward", "optimizer"):
+            total = sum(us for label, (_, us) in want.items()
+                        for _, lb, ph_ in KNOWN if lb == label and ph_ == phase)
+            check(abs(x["time_s"][phase] - total / 1e6) <= 1e-6,
+                  "phase %s %r vs %.3f us" % (phase, x["time_s"][phase], total))
+        check(abs(sum(x["time_s"].values()) - x["step_s"]) <= 1e-9 * 10,
+              "phases add up to the step time %r" % x)
+        check(all(v is None for v in x["comm_s"].values()),
+              "a GPU timeline's host calls are not its communication %r" % x["comm_s"])
+        check("Step phases" in p.stdout and "Optimizer.step" in p.stdout, "text section")
+        with open(os.path.join(tmp, "r.html")) as f:
+            check('id="phases"' in f.read(), "HTML section")
+        # COMMSCOPE_PHASE_NVTX comes first: zero_grad as data loading, a bad item named
+        rep2, p2 = analyze(path, tmp, {"COMMSCOPE_PHASE_NVTX":
+                                       "data=Optimizer.zero_grad*;bogus=x"})
+        if rep2 is not None and rep2.get("phases"):
+            y = rep2["phases"]["ranks"][0]
+            zg = want["Optimizer.zero_grad"][1] / 1e6
+            check(abs(y["time_s"]["data"] - zg) <= 1e-6 and
+                  abs(y["time_s"]["optimizer"] - (x["time_s"]["optimizer"] - zg)) <= 1e-6,
+                  "zero_grad moved to data %r" % y["time_s"])
+            check(rep2["phases"]["patterns"] == "data=Optimizer.zero_grad*;bogus=x",
+                  "patterns %r" % rep2["phases"]["patterns"])
+            check("COMMSCOPE_PHASE_NVTX: 'bogus=x' is not phase=pattern" in p2.stderr,
+                  "problem named %r" % p2.stderr[-600:])
+    return test_reports.verdict(failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
