@@ -32,6 +32,7 @@ struct blk {
     uint64_t seq;
     uint32_t used;
     uint16_t thread;
+    uint8_t sample; /* its events are resource samples */
 };
 
 struct cursor {
@@ -54,6 +55,8 @@ struct cs_reader {
     struct cs_reader_stats st;
     struct blk *blk; /* event blocks, sorted by (thread, seq) */
     size_t nblk;
+    struct blk *sblk; /* the resource sampler's blocks (taken out of blk), in the same order */
+    size_t nsblk;
     const struct cs_comm_record **comm;
     size_t ncomm, capcomm;
     struct cursor *cur;
@@ -427,7 +430,7 @@ static int check_comms(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t 
 }
 
 /* What check_events asks of an op, by op id (op_checks). */
-enum { OPC_BAD = 1, OPC_COMM = 2, OPC_REQUEST = 4 };
+enum { OPC_BAD = 1, OPC_COMM = 2, OPC_REQUEST = 4, OPC_SAMPLE = 8 };
 
 static void op_checks(unsigned char *t)
 {
@@ -438,7 +441,8 @@ static void op_checks(unsigned char *t)
                                 (k == CS_KIND_COLL || k == CS_KIND_ICOLL ? OPC_COMM : 0) |
                                 (k == CS_KIND_ICOLL || k == CS_KIND_IP2P || k == CS_KIND_DONE
                                      ? OPC_REQUEST
-                                     : 0));
+                                     : 0) |
+                                (k == CS_KIND_SAMPLE ? OPC_SAMPLE : 0));
     }
 }
 
@@ -485,15 +489,18 @@ static int event_error(struct cs_reader *r, const struct cs_event *e, uint32_t k
 }
 
 /* The events of block bi: every check at once per event (opc: op_checks), the message from
- * event_error for the first event that fails one. */
+ * event_error for the first event that fails one.  *sample: the block holds resource samples
+ * (only: the sampler's thread records nothing else). */
 static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t used,
-                        const unsigned char *opc, char *err, size_t errlen)
+                        const unsigned char *opc, uint8_t *sample, char *err, size_t errlen)
 {
     const struct cs_event *ev = (const void *)(r->map + off + sizeof(struct cs_block_header));
     int32_t world = r->hdr.world_size;
+    uint32_t ns = 0;
     for (uint32_t k = 0; k < used; k++) {
         const struct cs_event *e = &ev[k];
         unsigned m = e->op < CS_OP_MAX ? opc[e->op] : OPC_BAD;
+        ns += (m & OPC_SAMPLE) != 0;
         int bad = (m & OPC_BAD) | (e->t_end < e->t_begin) | (e->t_end >= CS_TIME_LIMIT) |
                   ((e->flags & ~KNOWN_EVENT_FLAGS) != 0) | (e->peer < -1) | (e->peer >= world) |
                   (((m & OPC_COMM) != 0) & (e->comm == 0)) |
@@ -505,7 +512,77 @@ static int check_events(struct cs_reader *r, uint64_t bi, uint64_t off, uint32_t
                 return rc;
         }
     }
+    if (ns && ns != used)
+        return fail(r, err, errlen, CS_EBLOCK,
+                    "block %" PRIu64 " mixes %" PRIu32 " resource samples with %" PRIu32
+                    " other events (byte %" PRIu64 ")",
+                    bi, ns, used - ns, off);
+    *sample = ns != 0;
     return 0;
+}
+
+/*
+ * The resource sampler's thread records nothing but samples: its blocks go from r->blk to
+ * r->sblk (both stay sorted by thread and sequence), out of the event cursors, so no event
+ * consumer sees them.  Empty blocks go with their thread.
+ */
+static int split_samples(struct cs_reader *r, char *err, size_t errlen)
+{
+    size_t ns = 0;
+    for (size_t i = 0; i < r->nblk;) {
+        size_t j = i, smp = 0, evs = 0;
+        while (j < r->nblk && r->blk[j].thread == r->blk[i].thread) {
+            smp += r->blk[j].sample;
+            evs += !r->blk[j].sample && r->blk[j].used;
+            j++;
+        }
+        if (smp && evs)
+            return fail(r, err, errlen, CS_EBLOCK,
+                        "thread %u records resource samples and other events (blocks at bytes "
+                        "%" PRIu64 " to %" PRIu64 ")",
+                        (unsigned)r->blk[i].thread, r->blk[i].off, r->blk[j - 1].off);
+        if (smp)
+            ns += j - i;
+        i = j;
+    }
+    if (!ns)
+        return 0;
+    r->sblk = malloc(ns * sizeof *r->sblk);
+    if (!r->sblk)
+        return fail(r, err, errlen, CS_ENOMEM, "out of memory indexing blocks");
+    size_t keep = 0;
+    for (size_t i = 0; i < r->nblk;) {
+        size_t j = i;
+        int smp = 0;
+        while (j < r->nblk && r->blk[j].thread == r->blk[i].thread)
+            smp |= r->blk[j++].sample;
+        for (; i < j; i++) {
+            if (smp) {
+                r->sblk[r->nsblk++] = r->blk[i];
+                r->st.samples += r->blk[i].used;
+            } else {
+                r->blk[keep++] = r->blk[i];
+            }
+        }
+    }
+    r->nblk = keep;
+    r->st.events -= r->st.samples;
+    return 0;
+}
+
+size_t cs_reader_sample_blocks(const struct cs_reader *r)
+{
+    return r->nsblk;
+}
+
+size_t cs_reader_sample_block(const struct cs_reader *r, size_t i, const struct cs_event **out)
+{
+    if (i >= r->nsblk) {
+        *out = NULL;
+        return 0;
+    }
+    *out = (const struct cs_event *)(r->map + r->sblk[i].off + sizeof(struct cs_block_header));
+    return r->sblk[i].used;
 }
 
 /* CRC of the block at p (len bytes) with its crc field and the payload past `used` bytes taken
@@ -918,10 +995,12 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
                         i, bh.used, cap_units, off + 8);
         int rc;
         if (bh.kind == CS_BLOCK_EVENTS) {
-            rc = check_events(r, i, off, bh.used, opc, err, errlen);
+            uint8_t sample = 0;
+            rc = check_events(r, i, off, bh.used, opc, &sample, err, errlen);
             if (rc)
                 return rc;
-            struct blk b = {.off = off, .seq = bh.seq, .used = bh.used, .thread = bh.thread};
+            struct blk b = {
+                .off = off, .seq = bh.seq, .used = bh.used, .thread = bh.thread, .sample = sample};
             if (add_blk(r, &cap, &b))
                 return fail(r, err, errlen, CS_ENOMEM, "out of memory indexing blocks");
             r->st.events += bh.used;
@@ -955,6 +1034,9 @@ static int check_blocks(struct cs_reader *r, char *err, size_t errlen)
                 r, err, errlen, CS_EBLOCK,
                 "blocks at bytes %" PRIu64 " and %" PRIu64 " both claim thread %u block %" PRIu64,
                 r->blk[i - 1].off, r->blk[i].off, (unsigned)r->blk[i].thread, r->blk[i].seq);
+    int rc = split_samples(r, err, errlen);
+    if (rc)
+        return rc;
     /* One cursor per thread. */
     size_t nthr = 0;
     for (size_t i = 0; i < r->nblk; i++)
@@ -1088,6 +1170,7 @@ static void unload(struct cs_reader *r)
     else if (r->map)
         munmap((void *)r->map, r->size);
     free(r->blk);
+    free(r->sblk);
     free(r->comm);
     free(r->cur);
     free(r->tail);
@@ -1103,6 +1186,8 @@ static void unload(struct cs_reader *r)
     r->copied = 0;
     r->blk = NULL;
     r->nblk = 0;
+    r->sblk = NULL;
+    r->nsblk = 0;
     r->comm = NULL;
     r->ncomm = r->capcomm = 0;
     r->cur = NULL;

@@ -20,7 +20,10 @@
 /* What cs_reader_open() found besides the events. */
 struct cs_reader_stats {
     int partial;              /* CS_FLAG_PARTIAL was set: the rank did not close its trace */
-    uint64_t events;          /* event records recovered (all committed, validated records) */
+    uint64_t events;          /* event records recovered (all committed, validated records but
+                                 the resource samples) */
+    uint64_t samples;         /* resource sample records (the sampler's thread: apart from the
+                                 events, cs_reader_sample_block) */
     uint64_t blocks;          /* blocks examined (a spanning block counts its span) */
     uint64_t event_blocks;    /* event blocks */
     uint64_t comm_blocks;     /* communicator-table blocks (each counted once) */
@@ -75,6 +78,15 @@ const struct cs_event *cs_reader_next(struct cs_reader *r);
  * events point into the mapping and stay valid until cs_reader_close().
  */
 size_t cs_reader_next_batch(struct cs_reader *r, const struct cs_event **out);
+
+/*
+ * The resource samples (CS_KIND_SAMPLE records of the collector's sampler thread), which the
+ * event functions above never return: block i (0 <= i < cs_reader_sample_blocks(r)) holds n
+ * samples, returned, from *out; blocks in recording order (so by time).  Valid until
+ * cs_reader_close().
+ */
+size_t cs_reader_sample_blocks(const struct cs_reader *r);
+size_t cs_reader_sample_block(const struct cs_reader *r, size_t i, const struct cs_event **out);
 
 /* The recording thread (block header `thread`, 0 = first) of the event cs_reader_next() returned
  * last (of the events cs_reader_next_batch() returned last); 0 before the first. */

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "front.h"
@@ -139,7 +140,23 @@ int64_t cs__claim_blocks(uint64_t n)
     return (int64_t)first;
 }
 
-/* The helper's main loop: populate ahead of the frontier, sleep, repeat, until told to stop. */
+int cs__rec_would_drop(void)
+{
+    const struct cs_thread_buf *t = &cs_thread_state.buf;
+    if (t->blk && t->used < CS_EVENTS_PER_BLOCK &&
+        t->generation == __atomic_load_n(&cs_trace_generation, __ATOMIC_RELAXED))
+        return 0;
+    if (cs__ring_active())
+        return 0;
+    return atomic_load_explicit(&cs__t.storage_failed, memory_order_relaxed) ||
+           atomic_load_explicit(&cs__t.next_block, memory_order_relaxed) >= cs__t.max_blocks;
+}
+
+/*
+ * The helper's main loop: populate ahead of the frontier, take the resource samples when they
+ * are due (sample.c), sleep until the next is due or a claim wakes it, repeat, until told to
+ * stop.
+ */
 static void *helper_main(void *arg)
 {
     (void)arg;
@@ -147,6 +164,7 @@ static void *helper_main(void *arg)
         uint32_t seq = atomic_load(&cs__t.helper_seq);
         if (atomic_load(&cs__t.helper_stop))
             break;
+        uint64_t due = cs__sample_tick();
         uint64_t front = atomic_load(&cs__t.next_block);
         uint64_t ready = atomic_load_explicit(&cs__t.ready_blocks, memory_order_relaxed);
         uint64_t goal = front + CS__AHEAD_BLOCKS;
@@ -167,15 +185,20 @@ static void *helper_main(void *arg)
         atomic_store(&cs__t.wake_at, ready - CS__AHEAD_BLOCKS / 2);
         if (atomic_load(&cs__t.next_block) >= ready - CS__AHEAD_BLOCKS / 2)
             continue;
-    idle:
-        /* Sleeps until a claim or close bumps helper_seq (returns at once if it did already). */
-        syscall(SYS_futex, &cs__t.helper_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+    idle:;
+        /* Sleeps until a claim or close bumps helper_seq (returns at once if it did already),
+         * or the next sample is due. */
+        struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+        syscall(SYS_futex, &cs__t.helper_seq, FUTEX_WAIT_PRIVATE, seq,
+                due == UINT64_MAX ? NULL : &ts, NULL, 0);
     }
+    cs__sample_close();
     return NULL;
 }
 
 void cs__helper_start(void)
 {
+    cs__sample_open();
     atomic_store(&cs__t.helper_stop, 0);
     atomic_store(&cs__t.wake_at, UINT64_MAX);
     cs__t.helper_running = 0;
@@ -206,6 +229,7 @@ void cs__helper_stop(void)
 
 void cs__helper_forget(void)
 {
+    cs__sample_forget();
     cs__t.helper_running = 0;
     atomic_store(&cs__t.wake_at, UINT64_MAX);
 }

@@ -145,6 +145,18 @@ void cs__fate_watch(void);
 void cs__helper_start(void);
 void cs__helper_stop(void);
 void cs__helper_forget(void);
+/*
+ * Resource samples (sample.c), on the helper thread: read the rate at open; take the samples due
+ * and return the ns until the next (UINT64_MAX: sampling is off); close the files at the helper's
+ * end; forget the state in a forked child.
+ */
+void cs__sample_open(void);
+uint64_t cs__sample_tick(void);
+void cs__sample_close(void);
+void cs__sample_forget(void);
+/* 1 when a record begun now on the calling thread would be dropped (head mode at the cap, or
+ * the file cannot grow), so that the sampler can leave it out instead of counting a drop. */
+int cs__rec_would_drop(void);
 /* Progress reports to the root service (watch.c): started at open when COMMSCOPE_WATCH_MS is set,
  * stopped (a last report said) at close, forgotten in a forked child. */
 void cs__watch_start(void);

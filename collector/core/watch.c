@@ -49,7 +49,8 @@ static struct {
     uint64_t *tag;  /* ring mode: per block, the (seq, thread) seen[] counts for, + 1 */
     uint64_t folds; /* ring mode: blocks reused at the last scan */
     uint64_t scan_lo;
-    uint64_t events; /* events taken so far: every committed event (the reports' progress) */
+    uint64_t events; /* events taken so far: every committed event but the resource samples (the
+                        reports' progress) */
     struct cs_root_totals tot;
     uint64_t untested_ns; /* the header's unrecorded_test_ns (comm time, as in the analysis) */
     uint64_t last_marker, ring[8];
@@ -61,12 +62,15 @@ static struct {
     struct cs_event copy[CS_EVENTS_PER_BLOCK];
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .fd = -1};
 
-/* One committed event into the totals (and the collectives to send). */
-static void take(const struct cs_event *ev)
+/* One committed event into the totals (and the collectives to send).  Returns 0 for a resource
+ * sample, which is no progress of the program, else 1. */
+static int take(const struct cs_event *ev)
 {
     const struct cs_op_info *in = cs_op_info(ev->op);
-    if (!in || !in->name || ev->t_end < ev->t_begin)
-        return;
+    if (in->kind == CS_KIND_SAMPLE)
+        return 0;
+    if (!in->name || ev->t_end < ev->t_begin)
+        return 1;
     uint64_t dur = ev->t_end - ev->t_begin;
     enum cs_op_kind k = in->kind;
     /* As the analysis counts them (docs/metrics.md): communication calls, their time. */
@@ -89,13 +93,13 @@ static void take(const struct cs_event *ev)
         W.last_marker = ev->t_begin;
     }
     if (in->kind != CS_KIND_COLL || !W.want_colls || !ev->comm)
-        return;
+        return 1;
     if (W.nrec == W.caprec) {
         uint32_t cap = W.caprec ? 2 * W.caprec : 256;
         struct cs_root_coll *r = cap <= CS_ROOT_COLLS_MAX ? realloc(W.recs, cap * sizeof *r) : NULL;
         if (!r) {
             W.tot.lost_colls++;
-            return;
+            return 1;
         }
         W.recs = r;
         W.caprec = cap;
@@ -107,6 +111,7 @@ static void take(const struct cs_event *ev)
                               .t_exit = (uint64_t)((int64_t)ev->t_end + W.offset_ns),
                               .seq = ev->seq,
                               .op = ev->op};
+    return 1;
 }
 
 /* Take the events committed since the last scan.  Called with W.mu held, the mapping there. */
@@ -149,8 +154,7 @@ static void scan(void)
                 if (__atomic_load_n(&b->magic, __ATOMIC_RELAXED) == CS_BLOCK_MAGIC &&
                     (b->seq << 16 | b->thread) + 1 == tag) {
                     for (uint32_t j = 0; j < used - from; j++)
-                        take(&W.copy[j]);
-                    W.events += used - from;
+                        W.events += (uint64_t)take(&W.copy[j]);
                     W.seen[i] = (uint8_t)used;
                 }
             }

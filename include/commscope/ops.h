@@ -10,19 +10,20 @@
 
 enum cs_op_kind {
     CS_KIND_NONE = 0,
-    CS_KIND_LIFE,  /* MPI_Init, MPI_Finalize */
-    CS_KIND_MARK,  /* markers (MPI_Pcontrol) */
-    CS_KIND_COMM,  /* communicator lifecycle */
-    CS_KIND_COLL,  /* blocking collective */
-    CS_KIND_ICOLL, /* non-blocking collective initiation */
-    CS_KIND_P2P,   /* blocking point-to-point */
-    CS_KIND_IP2P,  /* non-blocking point-to-point initiation */
-    CS_KIND_WAIT,  /* completion call (wait/test family) */
-    CS_KIND_DONE,  /* one request completed (CS_OP_COMPLETE) */
-    CS_KIND_NCOLL, /* NCCL collective: host enqueue; GPU time in CS_KIND_GPU records */
-    CS_KIND_NP2P,  /* NCCL send/recv: host enqueue */
-    CS_KIND_GROUP, /* ncclGroupStart / ncclGroupEnd */
-    CS_KIND_GPU,   /* GPU activity record (kernel, memcpy, memset, NCCL kernel) */
+    CS_KIND_LIFE,   /* MPI_Init, MPI_Finalize */
+    CS_KIND_MARK,   /* markers (MPI_Pcontrol) */
+    CS_KIND_COMM,   /* communicator lifecycle */
+    CS_KIND_COLL,   /* blocking collective */
+    CS_KIND_ICOLL,  /* non-blocking collective initiation */
+    CS_KIND_P2P,    /* blocking point-to-point */
+    CS_KIND_IP2P,   /* non-blocking point-to-point initiation */
+    CS_KIND_WAIT,   /* completion call (wait/test family) */
+    CS_KIND_DONE,   /* one request completed (CS_OP_COMPLETE) */
+    CS_KIND_NCOLL,  /* NCCL collective: host enqueue; GPU time in CS_KIND_GPU records */
+    CS_KIND_NP2P,   /* NCCL send/recv: host enqueue */
+    CS_KIND_GROUP,  /* ncclGroupStart / ncclGroupEnd */
+    CS_KIND_GPU,    /* GPU activity record (kernel, memcpy, memset, NCCL kernel) */
+    CS_KIND_SAMPLE, /* resource sample (CPU, memory, NIC, GPU use), by the collector's sampler */
 };
 
 /* Who waits for whom in a collective instance. */

@@ -94,20 +94,22 @@ static inline unsigned cs_total_bucket(uint64_t bytes)
     return bytes ? 64u - (unsigned)__builtin_clzll(bytes) : 0u;
 }
 
-/* NVTX records hold their name where other events hold comm .. request. */
-static inline int cs_total_nvtx(unsigned op)
+/* NVTX records and resource samples hold other things (a name, sampled figures) where
+ * communication events hold comm and bytes: they fold as counts only. */
+static inline int cs_total_opaque(unsigned op)
 {
-    return op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END || op == CS_OP_NVTX_MARK;
+    return op == CS_OP_NVTX_RANGE_BEGIN || op == CS_OP_NVTX_RANGE_END || op == CS_OP_NVTX_MARK ||
+           op == CS_OP_SAMPLE_PROC || op == CS_OP_SAMPLE_NIC || op == CS_OP_SAMPLE_GPU;
 }
 
-/* The row key of an event: its op, its communicator (0 for NVTX records, whose fields hold the
- * name) and the bucket of its bytes. */
+/* The row key of an event: its op, its communicator (0 for NVTX records and samples, whose fields
+ * hold other things) and the bucket of its bytes. */
 static inline void cs_total_key(const struct cs_event *ev, uint64_t *comm, unsigned *bucket,
                                 uint64_t *bytes)
 {
-    int nvtx = cs_total_nvtx(ev->op);
-    *comm = nvtx ? 0 : ev->comm;
-    *bytes = nvtx ? 0 : ev->bytes;
+    int opaque = cs_total_opaque(ev->op);
+    *comm = opaque ? 0 : ev->comm;
+    *bytes = opaque ? 0 : ev->bytes;
     *bucket = cs_total_bucket(*bytes);
 }
 
@@ -126,7 +128,7 @@ static inline void cs_total_add(struct cs_total_row *w, const struct cs_event *e
     }
     w->calls++;
     w->bytes += bytes;
-    w->bytes_recv += cs_total_nvtx(ev->op) ? 0 : ev->bytes_recv;
+    w->bytes_recv += cs_total_opaque(ev->op) ? 0 : ev->bytes_recv;
     w->time_ns += ev->t_end >= ev->t_begin ? ev->t_end - ev->t_begin : 0;
     if (ev->t_begin < w->t_first)
         w->t_first = ev->t_begin;
