@@ -49,6 +49,8 @@ struct cs__ident {
  * PMI_LOCAL_RANK (first valid).
  */
 void cs__ident_from_env(struct cs__ident *id);
+/* The local rank alone, from those variables; -1 when none gives one. */
+int cs__ident_local_rank(void);
 
 /*
  * The run id all ranks of a job without MPI agree on: COMMSCOPE_RUN_ID (hex, set by `commscope

@@ -42,8 +42,6 @@ void cs__ident_from_env(struct cs__ident *id)
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", CS_RANKSRC_OMPI},
         {"PMI_RANK", "PMI_SIZE", CS_RANKSRC_PMI},
     };
-    static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                        "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
     *id = (struct cs__ident){
         .rank = 0, .size = 1, .local_rank = -1, .source = CS_RANKSRC_SINGLE, .rank_var = ""};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -64,13 +62,19 @@ void cs__ident_from_env(struct cs__ident *id)
         id->rank_var = pairs[i].rank;
         break;
     }
+    id->local_rank = cs__ident_local_rank();
+}
+
+int cs__ident_local_rank(void)
+{
+    static const char *const local[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
     for (size_t i = 0; i < sizeof local / sizeof local[0]; i++) {
         int l;
-        if (env_int(local[i], 0, 1 << 20, &l) == 0) {
-            id->local_rank = l;
-            break;
-        }
+        if (env_int(local[i], 0, 1 << 20, &l) == 0)
+            return l;
     }
+    return -1;
 }
 
 static uint64_t fnv(uint64_t h, const char *s)

@@ -180,27 +180,12 @@ static void nvml_open(void)
     S.nvml = h;
 }
 
-/* The local rank from the launchers' variables (as ident.c reads them), -1 unknown. */
-static int local_rank(void)
-{
-    static const char *const vars[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                       "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        char *end;
-        long l = v && *v ? strtol(v, &end, 10) : -1;
-        if (v && *v && !*end && l >= 0)
-            return (int)l;
-    }
-    return -1;
-}
-
 static void setup(void)
 {
     S.inited = 1;
     S.page = sysconf(_SC_PAGESIZE);
     S.statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    S.node = local_rank() <= 0;
+    S.node = cs__ident_local_rank() <= 0;
     if (S.node) {
         nics_open();
         nvml_open();
