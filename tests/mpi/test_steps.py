@@ -258,26 +258,36 @@ def case_replay_nb(a, tmp):
 
 
 def case_straggler(a, tmp):
-    """What-if (a): with one rank slowed, bringing every rank's compute to the median shrinks
-    the step time most of the way to the unslowed run's; without a straggler it changes little."""
+    """What-if (a): with one rank slowed, bringing every rank's compute to the median takes most
+    of the slowed rank's excess compute off the step; without a straggler it changes little.
+
+    Each run is held against its own numbers only: the slowed run's step against the excess
+    compute its report measured for rank 1, the even run's estimate against its own measured
+    step.  (Comparing the slowed run's estimate with the even run's measured step would compare
+    two runs' communication times, which 4 ranks on 2 loaded cores do not keep equal.)"""
     res = {}
     for mode, extra in (("even", []), ("slow", ["--slow-rank", "1", "--slow-factor", "4"])):
         rundir = os.path.join(tmp, mode)
         t.commscope_run(rundir, t.MPIRUN + ["-np", str(a.np), t.TRAIN, "--steps", "8"] + extra)
-        res[mode] = whatif(t.load_report(rundir))
-    ev, sl = res["even"], res["slow"]
+        rep = t.load_report(rundir)
+        res[mode] = (whatif(rep), {r["rank"]: r["compute_s"] for r in rep["budget"]["ranks"]})
+    (ev, _), (sl, comp) = res["even"], res["slow"]
     if not ev or not sl:
         return
     T_ev, T_sl, N_ev, N_sl = (ev["measured_step_s"], sl["measured_step_s"],
                               ev["no_straggler_step_s"], sl["no_straggler_step_s"])
-    check(T_sl > T_ev, "the slowed run is slower: %r %r" % (T_sl, T_ev))
-    check(N_sl <= T_sl - 0.5 * (T_sl - T_ev),
-          "no-straggler step %.6f is at least half-way from the slowed %.6f to the unslowed %.6f"
-          % (N_sl, T_sl, T_ev))
+    others = sorted(c for r, c in comp.items() if r != 1)
+    median = others[len(others) // 2] if len(others) % 2 else sum(
+        others[len(others) // 2 - 1:len(others) // 2 + 1]) / 2
+    excess = comp[1] - median
+    check(excess > 0, "rank 1 computes longer than the median rank: %r" % comp)
+    check(N_sl <= T_sl - 0.5 * excess,
+          "no-straggler step %.6f takes at least half of rank 1's excess compute %.6f off the "
+          "measured %.6f" % (N_sl, excess, T_sl))
+    check(N_sl >= median, "the estimate keeps the median compute: %.6f vs %.6f" % (N_sl, median))
     check(abs(N_ev - T_ev) <= 0.25 * T_ev,
           "without a straggler the estimate stays near the measurement: %.6f vs %.6f"
           % (N_ev, T_ev))
-    check(T_sl - N_sl > T_ev - N_ev, "the straggler's run gains more: %r %r" % (sl, ev))
 
 
 def case_compare(a, tmp):
