@@ -262,6 +262,7 @@ void cs__report_free(struct cs_report *rep)
     cs__hang_report_free(rep);
     cs__flops_report_free(rep);
     cs__phases_report_free(rep);
+    cs__res_report_free(rep);
     free(rep->ranks);
     free(rep->stragglers);
     free(rep->missing);

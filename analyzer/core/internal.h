@@ -445,6 +445,7 @@ struct cs__run {
     double *p2p_wait;
     struct cs__hang *hang;     /* the hang diagnosis' kept instances (hang.c), NULL none */
     struct cs__phases *phases; /* the step phases' state (phases.c), NULL off */
+    struct cs__res *res;       /* resource samples' figures (resources.c), NULL none */
     const struct cs_flops_opts *flops_opts; /* the model FLOPs per step (flops.c), NULL none */
     char (*gpu_name)[64]; /* [world] the GPU model each rank's trace names ("" none), or NULL */
 };

@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "nccl_p2p.h"
 #include "phases.h"
+#include "resources.h"
 #include "steps.h"
 
 /* One event of the merged stream as the driver hands it to the passes. */

@@ -146,6 +146,13 @@ enum cs_finding_kind {
                              v1 its %, v2 s per rank-step; count: 1 + the rank its partners
                              waited for most (0 unknown), v3 that wait over the run, s
                              (views_steps.c) */
+    CS_FIND_RES_CPU,      /* after the straggler: its rank's v0 CPU utilisation (cores), v1 the
+                             median of the other ranks', v2 its CPU s, v3 its compute share of
+                             its wall time (NaN unknown) (resources.c) */
+    CS_FIND_RES_GPU,      /* the least busy GPU (< 50 %): count its index, rank, v0 mean
+                             utilisation %, v1 its rank's data-loading % of the step (NaN
+                             unknown), v2 its rank's waiting at collectives % of wall time
+                             (resources.c) */
 };
 
 struct cs_report_finding {

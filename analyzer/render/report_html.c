@@ -13,6 +13,7 @@
 
 #include "flops.h"
 #include "phases.h"
+#include "resources.h"
 #include "gpu.h"
 #include "hang.h"
 #include "internal.h"
@@ -123,6 +124,7 @@ static void sec_verdict(const struct cs_report *rep, FILE *f)
         [CS_FIND_BALANCED] = "efficiency",  [CS_FIND_INCOMPLETE] = "facts",
         [CS_FIND_NO_COMM] = "ops",          [CS_FIND_GRAD_SYNC] = "steps",
         [CS_FIND_GPU_COMM] = "overlap",     [CS_FIND_P2P_WAIT] = "steps",
+        [CS_FIND_RES_CPU] = "resources",    [CS_FIND_RES_GPU] = "resources",
     };
     fputs("<ul class=\"verdict\">\n", f);
     static char hs[CS__HANG_MAX][CS__HANG_N];
@@ -1101,6 +1103,7 @@ static const struct section {
     {"overlap", "Overlap of communication with compute", sec_overlap},
     {"steps", "Steps", sec_steps},
     {"phases", "Step phases", cs__phases_html},
+    {"resources", "Resource use", cs__res_html},
     {"flops", "Model FLOPs and MFU", cs__flops_html},
     {"groups", "Parallelism groups", sec_groups},
     {"efficiency", "Efficiency (POP)", sec_efficiency},
@@ -1143,7 +1146,7 @@ static const char script[] =
 static int shown(const struct section *s, const struct cs_report *rep)
 {
     return (s->fn != cs__hang_html || rep->hang) && (s->fn != cs__flops_html || rep->flops) &&
-           (s->fn != cs__phases_html || rep->phases);
+           (s->fn != cs__phases_html || rep->phases) && (s->fn != cs__res_html || rep->resources);
 }
 
 int cs__report_html(const struct cs_report *rep, FILE *f)

@@ -5,6 +5,7 @@
 
 #include "flops.h"
 #include "phases.h"
+#include "resources.h"
 #include "gpu.h"
 #include "hang.h"
 #include "nccl_p2p.h"
@@ -185,6 +186,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__np2p_json(rep, out);
     cs__report_kineto_json(rep, out);
     cs__phases_json(rep, out);
+    cs__res_json(rep, out);
     cs__flops_json(rep, out);
     cs__hang_json(rep, out, 1);
     cs__jw_close(&w, '}');

@@ -8,6 +8,7 @@
 
 #include "flops.h"
 #include "phases.h"
+#include "resources.h"
 #include "gpu.h"
 #include "nccl_p2p.h"
 #include "hang.h"
@@ -94,6 +95,7 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
                 num(b, sizeof b, "%.4f", rep->steps->transfer_efficiency));
     cs__report_steps_text(rep, out);
     cs__phases_text(rep, out);
+    cs__res_text(rep, out);
     cs__flops_text(rep, out);
     cs__report_gpu_text(rep, out);
     cs__np2p_text(rep, out);

@@ -111,6 +111,40 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
                      f->count - 1, f->v[3]);
         break;
     }
+    case CS_FIND_RES_CPU: {
+        int k = snprintf(buf, n,
+                         "Rank %d's process kept %.2f cores busy (%.6f s of CPU time over its "
+                         "samples; the other ranks' median %.2f)",
+                         f->rank, f->v[0], f->v[2], f->v[1]);
+        /* Computing a share c of its wall time at u cores, its compute ran at most at u / c of a
+         * core (the rest of its CPU time is in communication calls). */
+        double per = f->v[0] / f->v[3];
+        if (k > 0 && (size_t)k < n && isfinite(per) && f->v[3] > 0)
+            snprintf(buf + k, n - (size_t)k,
+                     per < 0.9 ? " while it computes %.0f %% of its wall time: its compute ran at "
+                                 "most at %.2f of a core, so it shares its CPU or waits (I/O, "
+                                 "paging) while computing."
+                               : " while it computes %.0f %% of its wall time: its compute keeps "
+                                 "%.2f of a core busy, so the extra time is its own work.",
+                     100 * f->v[3], per > 1 ? 1.0 : per);
+        else if (k > 0 && (size_t)k < n)
+            snprintf(buf + k, n - (size_t)k, ".");
+        break;
+    }
+    case CS_FIND_RES_GPU: {
+        int k = snprintf(buf, n, "GPU %" PRIu64 " on %s (rank %d) is %.0f %% busy on average",
+                         f->count, f->host, f->rank, f->v[0]);
+        if (k > 0 && (size_t)k < n && isfinite(f->v[1]) && f->v[1] >= 1)
+            k += snprintf(buf + k, n - (size_t)k, " while rank %d loads data %.1f %% of each step",
+                          f->rank, f->v[1]);
+        if (k > 0 && (size_t)k < n && isfinite(f->v[2]))
+            k +=
+                snprintf(buf + k, n - (size_t)k, "%s waits at collectives %.1f %% of its wall time",
+                         isfinite(f->v[1]) && f->v[1] >= 1 ? " and" : "; the rank", f->v[2]);
+        if (k > 0 && (size_t)k < n)
+            snprintf(buf + k, n - (size_t)k, ".");
+        break;
+    }
     }
     return buf;
 }

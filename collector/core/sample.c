@@ -41,6 +41,11 @@ struct nvml_util {
 struct nvml_mem {
     unsigned long long total, free, used;
 };
+struct nvml_pci { /* nvmlPciInfo_t (v3) */
+    char bus_id_legacy[16];
+    unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+};
 #define NVML_CLOCK_SM 1
 
 static struct {
@@ -61,18 +66,20 @@ static struct {
     void *nvml;
     unsigned ngpu;
     void *gpu[CS__SAMPLE_GPUS];
+    int32_t pci[CS__SAMPLE_GPUS]; /* bus << 8 | device << 3 (function 0), -1 unknown */
     nvml_ret (*get_util)(void *, struct nvml_util *);
     nvml_ret (*get_mem)(void *, struct nvml_mem *);
     nvml_ret (*get_power)(void *, unsigned *);
     nvml_ret (*get_clock)(void *, int, unsigned *);
 } S = {.statm = -1};
 
-/* The rate: COMMSCOPE_SAMPLE_HZ, read at each trace open (helper start). */
+/* The rate: COMMSCOPE_SAMPLE_HZ, read at each trace open (helper start); 10 by default. */
+#define HZ_DEFAULT 10
 void cs__sample_open(void)
 {
     S.inited = 0;
     S.next = 0;
-    S.interval_ns = 0; /* off unless asked for: no report reads the samples */
+    S.interval_ns = 1000000000ull / HZ_DEFAULT;
     const char *v = getenv("COMMSCOPE_SAMPLE_HZ");
     if (v && *v) {
         char *end;
@@ -173,10 +180,18 @@ static void nvml_open(void)
         cs_warn("libnvidia-ml.so.1 is present but NVML did not start; no GPU samples");
         return; /* left loaded: unloading a half-initialised driver library is not safe */
     }
+    /* The PCI location joins a GPU to the rank whose NCCL communicator names its bus id. */
+    nvml_ret (*pci)(void *, struct nvml_pci *) =
+        (nvml_ret(*)(void *, struct nvml_pci *))dlsym(h, "nvmlDeviceGetPciInfo_v3");
     S.ngpu = 0;
     for (unsigned i = 0; i < n && S.ngpu < CS__SAMPLE_GPUS; i++)
-        if (handle(i, &S.gpu[S.ngpu]) == 0)
+        if (handle(i, &S.gpu[S.ngpu]) == 0) {
+            struct nvml_pci p;
+            S.pci[S.ngpu] = pci && pci(S.gpu[S.ngpu], &p) == 0 && p.bus < 256 && p.device < 32
+                                ? (int32_t)(p.bus << 8 | p.device << 3)
+                                : -1;
             S.ngpu++;
+        }
     S.nvml = h;
 }
 
@@ -258,7 +273,8 @@ static void take(void)
         ev->comm = have_m ? m.used : UINT64_MAX;
         ev->bytes = have_m ? m.total : UINT64_MAX;
         ev->bytes_recv = have_p ? mw : UINT64_MAX;
-        ev->request = have_c ? mhz : UINT64_MAX;
+        /* SM clock in the low half (all ones unknown), PCI location + 1 in the high (0 unknown). */
+        ev->request = (have_c ? mhz : UINT32_MAX) | (uint64_t)(uint32_t)(S.pci[i] + 1) << 32;
         ev->seq = have_u && u.gpu <= 100 ? u.gpu : UINT32_MAX;
         ev->aux = (int32_t)i;
         cs_rec_commit(ev);

@@ -216,6 +216,63 @@ struct cs_report_phases {
     size_t nnames;
 };
 
+/* Resource use sampled by the collector (COMMSCOPE_SAMPLE_HZ; passes/resources.c, docs/metrics.md
+ * "Resource use"): per rank CPU and memory, per node its network interfaces and GPUs, and each as
+ * a series over the run in CS_RES_BINS bins.  NaN where a figure is unknown. */
+#define CS_RES_BINS 120
+#define CS_RES_SERIES 16 /* series drawn per chart; JSON has every one */
+
+struct cs_report_res_rank {
+    int rank;
+    char host[CS_HOST_MAX];
+    uint64_t samples;
+    double span_s;       /* first to last sample */
+    double cpu_s;        /* process CPU time over that span (every thread) */
+    double cpu_util;     /* cpu_s / span_s: cores kept busy (1.0 = one core) */
+    double cpu_util_max; /* the most of any interval between two samples */
+    double rss_peak_bytes, rss_mean_bytes;
+    int gpu; /* the index (into gpus[]) of the GPU this rank drives, -1 unknown */
+};
+
+struct cs_report_res_nic {
+    char host[CS_HOST_MAX];
+    char name[16];
+    int32_t speed_mbps; /* -1 unknown */
+    double span_s;
+    double rx_bytes, tx_bytes; /* over the span */
+    double rx_gbps, tx_gbps;   /* mean rates, Gb/s */
+    double peak_gbps;          /* the highest rate either way over one sample interval */
+    double peak_util;          /* peak_gbps / link speed, NaN speed unknown */
+};
+
+struct cs_report_res_gpu {
+    char host[CS_HOST_MAX];
+    int index;    /* NVML device index on its host */
+    char pci[16]; /* its PCI location "BB:DD.F" (NVML), "" unknown */
+    int rank;     /* the rank that drives it (its NCCL communicator's bus id), -1 unknown */
+    uint64_t samples;
+    double util_mean, util_min, util_max; /* % (NVML utilisation.gpu) */
+    double mem_peak_bytes, mem_total_bytes;
+    double power_mean_w, power_max_w;
+    double sm_clock_mean_mhz;
+};
+
+struct cs_report_resources {
+    double hz;    /* the sampling rate the samples show (median interval), NaN one sample */
+    double bin_s; /* the series' bin width; bin b covers [b, b+1) * bin_s from the run's start */
+    int nbins;    /* <= CS_RES_BINS */
+    struct cs_report_res_rank *ranks; /* the ranks with samples, by rank */
+    size_t nranks;
+    struct cs_report_res_nic *nics;
+    size_t nnics;
+    struct cs_report_res_gpu *gpus;
+    size_t ngpus;
+    /* Series, NaN where a bin holds no interval: [nranks * nbins] CPU utilisation (cores),
+     * [ngpus * nbins] GPU utilisation (%), [nnics * nbins] network rate rx + tx (Gb/s). */
+    double *cpu, *gpu, *net;
+    size_t *cpu_order; /* [nranks] indices into ranks[], the highest cpu_util first */
+};
+
 /* Achieved FLOP/s and model FLOP utilisation (--flops-per-step; passes/flops.c, docs/metrics.md):
  * NaN and a note where a figure cannot be given. */
 struct cs_report_flops {
@@ -313,6 +370,7 @@ struct cs_report {
     struct cs_report_hang *hang;     /* hang and crash diagnosis (hang.c); owned, or NULL */
     struct cs_report_flops *flops;   /* achieved FLOP/s and MFU (flops.c); owned, or NULL */
     struct cs_report_phases *phases; /* step phases (phases.c); owned, or NULL */
+    struct cs_report_resources *resources; /* resource use (resources.c); owned, or NULL */
 };
 
 #endif

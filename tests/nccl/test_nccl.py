@@ -44,8 +44,12 @@ def check(cond, what):
 HDR = struct.Struct("<8sIIIIIIiiiIQQQQQQQQQ")
 
 
+SAMPLE_OPS = (210, 211, 212)  # resource samples (the collector's sampler thread), kept apart
+
+
 def read_trace(path):
-    """Header fields, events and communicator records of one trace file."""
+    """Header fields, events and communicator records of one trace file.  Resource samples
+    (ops 210-212) are not events: they are in hdr["samples"], in recording order."""
     with open(path, "rb") as f:
         data = f.read()
     h = HDR.unpack_from(data, 0)
@@ -55,7 +59,8 @@ def read_trace(path):
     nv, gt, rs, lr, gd = struct.unpack_from("<IIIiQ", data, 760)
     hdr.update(nccl_version=nv, gpu_timing=gt, rank_source=rs, local_rank=lr, gpu_dropped=gd)
     hdr["gpu_note"] = data[784:784 + 256].split(b"\0")[0].decode()
-    events, comms = [], []
+    events, comms, samples = [], [], []
+    hdr["samples"] = samples
     off = 4096
     while off + 64 <= len(data):
         magic, kind, thread, used, crc, span = struct.unpack_from("<IHHIII", data, off)
@@ -65,9 +70,9 @@ def read_trace(path):
         if kind == 1:
             for k in range(used):
                 e = struct.unpack_from("<QQQQQQIiHHi", data, off + 64 + 64 * k)
-                events.append(dict(t_begin=e[0], t_end=e[1], comm=e[2], bytes=e[3],
-                                   bytes_recv=e[4], request=e[5], seq=e[6], peer=e[7], op=e[8],
-                                   flags=e[9], aux=e[10]))
+                (samples if e[8] in SAMPLE_OPS else events).append(
+                    dict(t_begin=e[0], t_end=e[1], comm=e[2], bytes=e[3], bytes_recv=e[4],
+                         request=e[5], seq=e[6], peer=e[7], op=e[8], flags=e[9], aux=e[10]))
         elif kind == 2:
             pos = off + 64
             end = pos + used
