@@ -44,6 +44,14 @@ static struct op_stat stats[N_OPS];
 static double mpi_s;  /* seconds spent inside this program's MPI calls */
 static double grad_s; /* of that, in gradient averaging (every all-reduce and its Waitall) */
 
+/* CLOCK_MONOTONIC and the process's CPU time (every thread), in ns. */
+static long long clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -450,6 +458,9 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     double final_loss = 0, t_step = 0, g_step = 0;
+    /* The steps' span on CLOCK_MONOTONIC and the process's CPU time at both ends, printed by every
+     * rank at exit: what a resource sampler must find between its samples around them. */
+    long long span_t0 = clock_ns(CLOCK_MONOTONIC), span_c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     for (int step = 0; step < o.steps; step++) {
         if (step > 0) {
             step_t[step - 1] = now_s() - t_step;
@@ -539,6 +550,7 @@ int main(int argc, char **argv)
      */
     step_t[o.steps - 1] = now_s() - t_step;
     step_g[o.steps - 1] = grad_s - g_step;
+    long long span_c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), span_t1 = clock_ns(CLOCK_MONOTONIC);
     const int nv = V_STEPS + 2 * o.steps;
     double *mine = malloc((size_t)nv * sizeof(double));
     double *all = rank == 0 ? malloc((size_t)nv * (size_t)size * sizeof(double)) : NULL;
@@ -566,6 +578,8 @@ int main(int argc, char **argv)
     /* Printed after MPI_Finalize so printing is outside the traced window. */
     if (rank == 0)
         print_report(all, nv, size, &o, K, P, final_loss);
+    printf("cs_train: rank %d steps_span t0_ns=%lld t1_ns=%lld cpu0_ns=%lld cpu1_ns=%lld\n", rank,
+           span_t0, span_t1, span_c0, span_c1);
     free(all);
     free(mine);
     free(step_t);

@@ -84,11 +84,12 @@ void cs__sample_open(void)
     if (v && *v) {
         char *end;
         long hz = strtol(v, &end, 10);
-        if (*end || hz < 0 || hz > HZ_MAX)
+        if (*end || hz < 0 || hz > HZ_MAX) {
+            S.interval_ns = 0;
             cs_warn("COMMSCOPE_SAMPLE_HZ=\"%s\" is not a whole number of samples per second from "
                     "0 (off) to %d; no samples",
                     v, HZ_MAX);
-        else
+        } else
             S.interval_ns = hz ? 1000000000ull / (uint64_t)hz : 0;
     }
 }
