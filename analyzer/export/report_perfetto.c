@@ -13,6 +13,9 @@
  *   order (the arrow ends at the last rank to arrive);
  *   a "bandwidth GB/s" counter per rank (bytes / duration of each blocking transfer call);
  *   MPI_Pcontrol markers as instant events;
+ *   resource samples as counters of the rank's process: "CPU cores" and "RSS MiB", and on the
+ *   rank that sampled its node "NIC <name> Gb/s" (received + sent) and "GPU <i> util %",
+ *   "GPU <i> memory MiB", "GPU <i> power W" (samples.h);
  *   GPU records as slices on a track per (rank, device, stream), NCCL kernels per (rank, device,
  *   communicator), with a "launch" arrow from the host NCCL call of the launch (gpu_event).
  * Slices that overlap without nesting on one track go to extra lanes of it ("<track> · lane 2",
@@ -29,6 +32,7 @@
 #include "internal.h"
 #include "json.h"
 #include "perfetto_lanes.h"
+#include "samples.h"
 
 /* A host NCCL call's slice, kept so the GPU records of its launch can point back to it. */
 struct launch_slice {
@@ -752,6 +756,79 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
     }
 }
 
+/* Resource samples as counters (the window applies); the previous sample of each counted
+ * entity gives an interval's rate, written at the interval's start. */
+struct pf_samples {
+    struct cs__perfetto *p;
+    int64_t t_proc;
+    uint64_t cpu;
+    struct {
+        char name[16];
+        int64_t t;
+        uint64_t rx, tx;
+    } nic[8];
+    int nnic;
+};
+
+static void counter(struct cs__perfetto *p, int r, int64_t t, const char *name, double v)
+{
+    ev_open(p, 'C', r, 0, t);
+    fputs(",\"name\":", p->f);
+    cs__json_str(p->f, name);
+    fprintf(p->f, ",\"args\":{\"value\":%.6g}}", v);
+}
+
+static int pf_sample(void *arg, int r, const struct cs__sample *s)
+{
+    struct pf_samples *q = arg;
+    struct cs__perfetto *p = q->p;
+    char name[64];
+    int in = s->t >= p->w0 && s->t <= p->w1;
+    if (s->op == CS_OP_SAMPLE_PROC) {
+        if (q->t_proc && s->t > q->t_proc && s->a >= q->cpu && q->t_proc >= p->w0 && in)
+            counter(p, r, q->t_proc, "CPU cores",
+                    (double)(s->a - q->cpu) / (double)(s->t - q->t_proc));
+        if (in)
+            counter(p, r, s->t, "RSS MiB", (double)s->b / 1048576.0);
+        q->t_proc = s->t;
+        q->cpu = s->a;
+    } else if (s->op == CS_OP_SAMPLE_NIC) {
+        int i = 0;
+        while (i < q->nnic && strcmp(q->nic[i].name, s->name))
+            i++;
+        if (i == q->nnic) {
+            if (q->nnic == 8)
+                return 0;
+            memcpy(q->nic[q->nnic++].name, s->name, sizeof s->name);
+            q->nic[i].t = 0;
+        }
+        if (q->nic[i].t && s->t > q->nic[i].t && s->a >= q->nic[i].rx && s->b >= q->nic[i].tx &&
+            q->nic[i].t >= p->w0 && in) {
+            snprintf(name, sizeof name, "NIC %s Gb/s", s->name);
+            counter(p, r, q->nic[i].t, name,
+                    (double)(s->a - q->nic[i].rx + s->b - q->nic[i].tx) * 8 /
+                        (double)(s->t - q->nic[i].t));
+        }
+        q->nic[i].t = s->t;
+        q->nic[i].rx = s->a;
+        q->nic[i].tx = s->b;
+    } else if (s->op == CS_OP_SAMPLE_GPU && in) {
+        if (s->util != UINT32_MAX) {
+            snprintf(name, sizeof name, "GPU %d util %%", s->index);
+            counter(p, r, s->t, name, s->util);
+        }
+        if (s->a != UINT64_MAX) {
+            snprintf(name, sizeof name, "GPU %d memory MiB", s->index);
+            counter(p, r, s->t, name, (double)s->a / 1048576.0);
+        }
+        if (s->c != UINT64_MAX) {
+            snprintf(name, sizeof name, "GPU %d power W", s->index);
+            counter(p, r, s->t, name, (double)s->c / 1000.0);
+        }
+    }
+    return 0;
+}
+
 int cs__perfetto_finish(struct cs__run *run)
 {
     struct cs__perfetto *p = run->perfetto;
@@ -785,6 +862,11 @@ int cs__perfetto_finish(struct cs__run *run)
     for (int r = 0; r < run->world; r++)
         if (p->sel[r] && p->step_cur[r] >= 0)
             step_emit(run, r, p->step_cur[r], p->step_begin[r], run->ranks[r].t_last_end);
+    for (int r = 0; r < run->world; r++)
+        if (p->sel[r]) {
+            struct pf_samples q = {.p = p};
+            cs__samples_each(run, r, pf_sample, &q);
+        }
     fputs("\n]}\n", p->f);
     int rc = ferror(p->f) ? CS_EIO : 0;
     cs__map_free(&p->comm_tid);

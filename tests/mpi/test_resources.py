@@ -7,6 +7,7 @@ Usage: test_resources.py CASE; CS_BIN, CS_LIB name the build's bin/ and lib/ fol
 folder of the NVML test double.  Exit 0 pass, 1 fail, 77 skip.
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -130,8 +131,19 @@ def case_train(tmp):
         html = f.read()
     check('id="resources"' in html and "CPU utilisation" in html and "GPU utilisation" in html,
           "the HTML has the section and its charts")
-    txt = t.run([t.COMMSCOPE, "analyze", rundir], check_rc=0).stdout
+    pf = os.path.join(tmp, "perfetto.json")
+    txt = t.run([t.COMMSCOPE, "analyze", rundir, "--perfetto", pf], check_rc=0).stdout
     check("@--- Resource use" in txt, "the text report has the section")
+    # Perfetto: a counter per interval and per sample, on each rank's process.
+    with open(pf) as f:
+        ev = json.load(f)["traceEvents"]
+    for r, s in smp.items():
+        cpu = [e for e in ev if e["ph"] == "C" and e["pid"] == r and e["name"] == "CPU cores"]
+        check(len(cpu) == len(s) - 1, "rank %d: %d CPU counters for %d samples"
+              % (r, len(cpu), len(s)))
+    for i, want in enumerate(GPUS):
+        u = {e["args"]["value"] for e in ev if e["ph"] == "C" and e["name"] == "GPU %d util %%" % i}
+        check(u == {want[0]}, "GPU %d's utilisation counter: %r" % (i, u))
 
 
 def case_off(tmp):
