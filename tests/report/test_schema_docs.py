@@ -151,7 +151,8 @@ def key_paths(v, p=""):
     return out
 
 
-CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology", "hang", "flops", "phases")
+CONDITIONAL = ("gpu", "nccl_p2p", "kineto", "wire", "topology", "hang", "flops", "phases",
+               "resources")
 
 
 def check_report(what, rep, schema):
