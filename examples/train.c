@@ -52,6 +52,41 @@ static long long clock_ns(clockid_t id)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/*
+ * --nvtx: the phases of a step as NVTX ranges, named as Megatron-LM's timers are (which
+ * commscope's step phases know).  Each push and pop is bracketed on CLOCK_MONOTONIC (a before the
+ * push, b after it, c before the pop, d after it), printed per rank and step at exit.
+ */
+#ifdef CS_TRAIN_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+enum { PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_N };
+static const char *const ph_names[PH_N] = {"forward-compute", "backward-compute", "optimizer"};
+static long long (*ph_t)[PH_N][4]; /* [step][phase][a b c d] */
+static int ph_on;
+
+static void ph_push(int step, int ph)
+{
+    if (!ph_on)
+        return;
+    ph_t[step][ph][0] = clock_ns(CLOCK_MONOTONIC);
+#ifdef CS_TRAIN_NVTX
+    nvtxRangePushA(ph_names[ph]);
+#endif
+    ph_t[step][ph][1] = clock_ns(CLOCK_MONOTONIC);
+}
+
+static void ph_pop(int step, int ph)
+{
+    if (!ph_on)
+        return;
+    ph_t[step][ph][2] = clock_ns(CLOCK_MONOTONIC);
+#ifdef CS_TRAIN_NVTX
+    nvtxRangePop();
+#endif
+    ph_t[step][ph][3] = clock_ns(CLOCK_MONOTONIC);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -73,7 +108,7 @@ static double now_s(void)
     } while (0)
 
 struct opts {
-    int steps, hidden, batch, buckets, overlap, slow_rank, steps_marker, print_every;
+    int steps, hidden, batch, buckets, overlap, slow_rank, steps_marker, print_every, nvtx;
     double slow_factor, lr;
 };
 
@@ -82,7 +117,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: cs_train [--steps N] [--overlap] [--slow-rank R --slow-factor F] [--hidden H]\n"
-        "                [--batch B] [--buckets K] [--steps-marker] [--lr X]\n"
+        "                [--batch B] [--buckets K] [--steps-marker] [--nvtx] [--lr X]\n"
         "  --steps N         training steps (default 20)\n"
         "  --overlap         start each bucket's MPI_Iallreduce during backward, MPI_Waitall\n"
         "                    before the update (default: MPI_Allreduce per bucket after backward)\n"
@@ -91,6 +126,8 @@ static void usage(FILE *f)
         "  --batch B         samples per rank per step (default 128)\n"
         "  --buckets K       gradient buckets (default 4)\n"
         "  --steps-marker    MPI_Pcontrol(1) at the start of every step\n"
+        "  --nvtx            NVTX ranges forward-compute, backward-compute (with the gradient\n"
+        "                    all-reduces) and optimizer in every step (builds with NVTX only)\n"
         "  --lr X            learning rate (default 0.5)\n");
 }
 
@@ -118,6 +155,14 @@ static int parse(int argc, char **argv, struct opts *o, int rank)
             continue;
         } else if (strcmp(a, "--steps-marker") == 0) {
             o->steps_marker = 1;
+            continue;
+        } else if (strcmp(a, "--nvtx") == 0) {
+#ifndef CS_TRAIN_NVTX
+            if (rank == 0)
+                fprintf(stderr, "cs_train: --nvtx: built without the NVTX header (nvtx3)\n");
+            return -1;
+#endif
+            o->nvtx = 1;
             continue;
         }
         int is_int = strcmp(a, "--steps") == 0 || strcmp(a, "--hidden") == 0 ||
@@ -460,6 +505,14 @@ int main(int argc, char **argv)
     double final_loss = 0, t_step = 0, g_step = 0;
     /* The steps' span on CLOCK_MONOTONIC and the process's CPU time at both ends, printed by every
      * rank at exit: what a resource sampler must find between its samples around them. */
+    if (o.nvtx) {
+        ph_t = calloc((size_t)o.steps, sizeof *ph_t);
+        if (!ph_t) {
+            fprintf(stderr, "cs_train[rank %d]: out of memory\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        ph_on = 1;
+    }
     long long span_t0 = clock_ns(CLOCK_MONOTONIC), span_c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     for (int step = 0; step < o.steps; step++) {
         if (step > 0) {
@@ -474,10 +527,13 @@ int main(int argc, char **argv)
             bk[k].started = 0;
 
         /* Forward. */
+        ph_push(step, PH_FORWARD);
         double t0 = now_s();
         const double *W1 = m.w + m.off[1], *W2 = m.w + m.off[2];
         double loss = forward(&m, x, y, a1, a2, p, d3, B);
         phase_end(t0);
+        ph_pop(step, PH_FORWARD);
+        ph_push(step, PH_BACKWARD);
 
         /* Backward, output layer first; with --overlap each ready bucket starts at once. */
         memset(m.g, 0, P * sizeof(double));
@@ -524,13 +580,16 @@ int main(int argc, char **argv)
         phase_end(t0);
 
         average_gradients(bk, K, m.g, req, o.overlap);
+        ph_pop(step, PH_BACKWARD);
 
         /* SGD with the mean gradient over all ranks. */
+        ph_push(step, PH_OPTIMIZER);
         t0 = now_s();
         const double scale = o.lr / size;
         for (size_t i = 0; i < P; i++)
             m.w[i] -= scale * m.g[i];
         phase_end(t0);
+        ph_pop(step, PH_OPTIMIZER);
 
         if (step % o.print_every == 0 || step == o.steps - 1) {
             double gl = 0;
@@ -580,6 +639,11 @@ int main(int argc, char **argv)
         print_report(all, nv, size, &o, K, P, final_loss);
     printf("cs_train: rank %d steps_span t0_ns=%lld t1_ns=%lld cpu0_ns=%lld cpu1_ns=%lld\n", rank,
            span_t0, span_t1, span_c0, span_c1);
+    for (int s = 0; ph_on && s < o.steps; s++)
+        for (int q = 0; q < PH_N; q++)
+            printf("cs_train: rank %d phase %s step %d a=%lld b=%lld c=%lld d=%lld\n", rank,
+                   ph_names[q], s, ph_t[s][q][0], ph_t[s][q][1], ph_t[s][q][2], ph_t[s][q][3]);
+    free(ph_t);
     free(all);
     free(mine);
     free(step_t);

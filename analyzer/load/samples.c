@@ -60,4 +60,3 @@ size_t cs__samples_each(struct cs__run *run, int r,
     }
     return seen;
 }
-

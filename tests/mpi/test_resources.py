@@ -171,7 +171,68 @@ def case_off(tmp):
     check("resources" not in t.load_report(rundir), "and no samples are taken")
 
 
-CASES = {"train": case_train, "off": case_off}
+def case_nvtx(tmp):
+    """cs_train --nvtx (NVTX ranges named as Megatron-LM's timers) with rank 1 slowed by busy
+    compute: the step phases of each rank inside the program's own brackets around every push and
+    pop, and the resource samples of the same run (the slowed rank's CPU time bracketed by its
+    own)."""
+    rundir = os.path.join(tmp, "nvtx")
+    p = t.run([t.COMMSCOPE, "run", "-o", rundir, "--quiet", "--"] + t.MPIRUN +
+              ["-np", "2", t.TRAIN, "--steps", "12", "--steps-marker", "--nvtx", "--slow-rank",
+               "1", "--slow-factor", "3"])
+    if "built without the NVTX header" in p.stderr:
+        print("skip: cs_train built without NVTX (no /usr/local/cuda/include/nvtx3)")
+        raise SystemExit(77)
+    check(p.returncode == 0, "commscope run exit %d: %s" % (p.returncode, p.stderr[-2000:]))
+    rep = t.load_report(rundir)
+    ph = rep.get("phases")
+    if not check(ph is not None, "a phases section: %r" % sorted(rep)):
+        return
+    truth = {}
+    for m in re.finditer(r"cs_train: rank (\d+) phase (\S+) step (\d+) a=(\d+) b=(\d+) c=(\d+) "
+                         r"d=(\d+)", p.stdout):
+        truth.setdefault(int(m.group(1)), {}).setdefault(m.group(2), {})[int(m.group(3))] = \
+            tuple(int(m.group(i)) for i in range(4, 8))
+    names = {"forward": "forward-compute", "backward": "backward-compute",
+             "optimizer": "optimizer"}
+    slack = 10000  # ns per edge: the clock conversion onto rank 0's clock (same host)
+    for x in ph["ranks"]:
+        r, n = x["rank"], x["steps"]
+        # Steps from the first marker on, each closed by the next: the program's steps 0..n-1.
+        check(n == 11, "rank %d: 11 closed steps of 12: %r" % (r, n))
+        for phase, name in names.items():
+            br = [truth.get(r, {}).get(name, {}).get(k) for k in range(n)]
+            if not check(all(br), "rank %d: the program's brackets of %s" % (r, name)):
+                continue
+            lo = sum(c - b for a, b, c, d in br) / 1e9 - 2 * n * slack / 1e9
+            hi = sum(d - a for a, b, c, d in br) / 1e9 + 2 * n * slack / 1e9
+            check(lo <= x["time_s"][phase] <= hi, "rank %d: %s %.6f s inside the program's "
+                  "[%.6f, %.6f]" % (r, phase, x["time_s"][phase], lo, hi))
+        parts = sum(x["time_s"].values())
+        check(abs(parts - x["step_s"]) <= 1e-8 * x["step_s"] + 1e-9,  # 9-digit JSON numbers
+              "rank %d: the phases add up to the step time: %r" % (r, x))
+    # The slowed rank's phases are its own work: longer than the other's.
+    by = {x["rank"]: x for x in ph["ranks"]}
+    if 0 in by and 1 in by:
+        check(by[1]["time_s"]["forward"] > by[0]["time_s"]["forward"],
+              "rank 1's forward is slower: %r" % {r: by[r]["time_s"] for r in by})
+    res = rep.get("resources") or {}
+    got = {x["rank"]: x for x in res.get("ranks", [])}
+    prog = spans(p.stdout)
+    smp = proc_samples(rundir)
+    for r in (0, 1):
+        if not check(r in got and r in prog and r in smp, "rank %d sampled" % r):
+            continue
+        t0, t1, c0, c1 = prog[r]
+        inside = [v for v in smp[r] if t0 <= v[0] <= t1]
+        if len(inside) >= 2:
+            check(inside[-1][1] - inside[0][1] <= c1 - c0,
+                  "rank %d: sampled CPU inside the steps within the program's own" % r)
+        print("rank %d: CPU utilisation %.2f (max %.2f)" % (r, got[r]["cpu_util"],
+                                                          got[r]["cpu_util_max"]))
+
+
+CASES = {"train": case_train, "off": case_off, "nvtx": case_nvtx}
 
 
 def main():
