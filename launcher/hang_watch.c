@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "commscope/ops.h"
 #include "commscope/trace.h"
 #include "internal.h"
 
@@ -29,7 +31,8 @@
 
 struct watched {
     char *path;
-    uint64_t lo; /* blocks below lo are sealed */
+    uint64_t lo;     /* blocks below lo are sealed */
+    uint64_t lo_sum; /* their (final) part of the progress sum */
 };
 
 struct cs__hang_watch {
@@ -128,16 +131,27 @@ static uint64_t file_progress(struct watched *f)
             continue;
         }
         unclaimed = 0;
-        sum += bh.seq * 0x9E3779B97F4A7C15ull + bh.used + ((uint64_t)bh.live_used << 32);
-        /* A sealed block at the front is final: skipped from the next poll on. */
-        if (bh.crc && sealed_so_far)
+        /* The resource sampler's blocks (its thread records nothing else) grow whatever the
+         * program does: they are no progress.  Nor is a block with nothing committed yet. */
+        uint16_t op = 0;
+        if (bh.kind == CS_BLOCK_EVENTS &&
+            (!bh.used || (pread(fd, &op, sizeof op,
+                                (off_t)(CS_HEADER_SIZE + i * CS_BLOCK_SIZE + sizeof bh +
+                                        offsetof(struct cs_event, op))) == (ssize_t)sizeof op &&
+                          cs_op_info(op)->kind == CS_KIND_SAMPLE)))
+            bh.seq = bh.used = bh.live_used = 0;
+        uint64_t part = bh.seq * 0x9E3779B97F4A7C15ull + bh.used + ((uint64_t)bh.live_used << 32);
+        /* A sealed block at the front is final: skipped from the next poll on, its part kept. */
+        if (bh.crc && sealed_so_far) {
             f->lo = i + 1;
-        else
+            f->lo_sum += part;
+        } else {
             sealed_so_far = 0;
+            sum += part;
+        }
     }
     close(fd);
-    /* The skipped blocks count through lo, which grows with every seal. */
-    return sum + f->lo * 0xD1B54A32D192ED03ull;
+    return sum + f->lo_sum;
 }
 
 int cs__hang_watch_poll(struct cs__hang_watch *w)

@@ -13,6 +13,9 @@
  *   order (the arrow ends at the last rank to arrive);
  *   a "bandwidth GB/s" counter per rank (bytes / duration of each blocking transfer call);
  *   MPI_Pcontrol markers as instant events;
+ *   with step phases (phases.h) a "phases" track of one slice per stretch of a step spent in one
+ *   phase (data, forward, backward, optimizer, other), cut at step boundaries, written from the
+ *   first range that names a phase on (a run without one has no such track);
  *   resource samples as counters of the rank's process: "CPU cores" and "RSS MiB", and on the
  *   rank that sampled its node "NIC <name> Gb/s" (received + sent) and "GPU <i> util %",
  *   "GPU <i> memory MiB", "GPU <i> power W" (samples.h);
@@ -32,6 +35,7 @@
 #include "internal.h"
 #include "json.h"
 #include "perfetto_lanes.h"
+#include "phases.h"
 #include "samples.h"
 
 /* A host NCCL call's slice, kept so the GPU records of its launch can point back to it. */
@@ -76,6 +80,9 @@ struct cs__perfetto {
     struct cs__map comm_tid;        /* (comm, 0) -> track number of its collectives - 1000 + 1 */
     int steps_track;                /* step slices are written */
     int *step_cur;                  /* [world] the step rank's last event was in, -1 none */
+    int *ph_cur;                    /* [world] the phase of the open phase slice, -1 none */
+    int *ph_step;                   /* [world] the step it is in */
+    int64_t *ph_begin;              /* [world] its begin */
     int64_t *step_begin;            /* [world] aligned begin of it */
     struct cs__map gpu_tid;         /* (device | NCCL bit, stream or comm) -> GPU track number */
     struct launch_slice **launches; /* [world] ring of CS_PF_LAUNCHES, NULL until used */
@@ -85,6 +92,7 @@ struct cs__perfetto {
 };
 
 #define CS_PF_STEP_TID 999    /* the "steps" track */
+#define CS_PF_PHASE_TID 998   /* the "phases" track */
 #define CS_PF_COMM_TID 1000   /* first communicator track */
 #define CS_PF_GPU_TID 1000000 /* first GPU track (one per device and stream / communicator) */
 #define CS_PF_NCCL_BIT (1ull << 40)
@@ -216,6 +224,9 @@ int cs__perfetto_begin(struct cs__run *run)
     size_t w = run->world > 0 ? (size_t)run->world : 0;
     if (!p || !(p->sel = calloc(w + 1, 1)) || !(p->step_cur = calloc(w + 1, sizeof *p->step_cur)) ||
         !(p->step_begin = calloc(w + 1, sizeof *p->step_begin)) ||
+        !(p->ph_cur = calloc(w + 1, sizeof *p->ph_cur)) ||
+        !(p->ph_begin = calloc(w + 1, sizeof *p->ph_begin)) ||
+        !(p->ph_step = calloc(w + 1, sizeof *p->ph_step)) ||
         !(p->launches = calloc(w + 1, sizeof *p->launches)) ||
         !(p->launch_next = calloc(w + 1, sizeof *p->launch_next)) ||
         !(p->gpu_heap = calloc(w + 1, sizeof *p->gpu_heap))) {
@@ -223,6 +234,9 @@ int cs__perfetto_begin(struct cs__run *run)
             free(p->sel);
             free(p->step_cur);
             free(p->step_begin);
+            free(p->ph_cur);
+            free(p->ph_begin);
+            free(p->ph_step);
             free(p->launches);
             free(p->launch_next);
         }
@@ -268,7 +282,7 @@ int cs__perfetto_begin(struct cs__run *run)
             est *= frac > 0 ? frac : 0;
     }
     for (size_t r = 0; r < w; r++)
-        p->step_cur[r] = -1;
+        p->step_cur[r] = p->ph_cur[r] = -1;
     int nsteps = cs__vsteps_expected(run);
     p->steps_track = nsteps > 0;
     if (o->steps) {
@@ -451,6 +465,39 @@ static void step_slice(struct cs__run *run, int rank, int64_t tb)
         step_emit(run, rank, p->step_cur[rank], p->step_begin[rank], tb);
     p->step_cur[rank] = s;
     p->step_begin[rank] = tb;
+}
+
+/* One phase slice [from, to) on the "phases" track (the window and the step range apply). */
+static void phase_emit(struct cs__run *run, int rank, int ph, int64_t from, int64_t to)
+{
+    struct cs__perfetto *p = run->perfetto;
+    const struct cs_perfetto_opts *o = run->perfetto_opts;
+    int step = p->ph_step[rank];
+    char t[40];
+    if (!cs__phases_seen(run) || to <= from || to < p->w0 || from > p->w1 ||
+        (o->steps && (step < o->step_from || (o->step_to >= 0 && step > o->step_to))))
+        return;
+    long ti = track_use(p, rank, CS_PF_PHASE_TID, -2, name_text, "phases");
+    int tid = slice_tid(p, ti, CS_PF_PHASE_TID, from, to);
+    if (tid < 0)
+        return;
+    ev_open(p, 'X', rank, tid, from);
+    fprintf(p->f, ",\"dur\":%s,\"name\":\"%s\",\"cat\":\"phase\",\"args\":{\"step\":%d}}",
+            us(t, sizeof t, to - from), cs_phase_names[ph], step);
+}
+
+/* Follow rank's phase (the phases row has seen the event at tb): close the slice on a change. */
+static void phase_slice(struct cs__run *run, int rank, int64_t tb)
+{
+    struct cs__perfetto *p = run->perfetto;
+    int ph = cs__phases_now(run, rank);
+    if (ph == p->ph_cur[rank] && (ph < 0 || p->step_cur[rank] == p->ph_step[rank]))
+        return;
+    if (p->ph_cur[rank] >= 0)
+        phase_emit(run, rank, p->ph_cur[rank], p->ph_begin[rank], tb);
+    p->ph_cur[rank] = ph;
+    p->ph_begin[rank] = tb;
+    p->ph_step[rank] = p->step_cur[rank];
 }
 
 /* Remember the slice of a host NCCL call (the first of its launch: a group's first call). */
@@ -681,6 +728,7 @@ void cs__perfetto_event(struct cs__run *run, int rank, const struct cs_event *ev
     }
     if (p->steps_track)
         step_slice(run, rank, tb);
+    phase_slice(run, rank, tb);
     if (left_out(run, rank, tb, te))
         return;
     int fresh;
@@ -863,6 +911,9 @@ int cs__perfetto_finish(struct cs__run *run)
         if (p->sel[r] && p->step_cur[r] >= 0)
             step_emit(run, r, p->step_cur[r], p->step_begin[r], run->ranks[r].t_last_end);
     for (int r = 0; r < run->world; r++)
+        if (p->sel[r] && p->ph_cur[r] >= 0)
+            phase_emit(run, r, p->ph_cur[r], p->ph_begin[r], run->ranks[r].t_last_end);
+    for (int r = 0; r < run->world; r++)
         if (p->sel[r]) {
             struct pf_samples q = {.p = p};
             cs__samples_each(run, r, pf_sample, &q);
@@ -872,6 +923,9 @@ int cs__perfetto_finish(struct cs__run *run)
     cs__map_free(&p->comm_tid);
     free(p->step_cur);
     free(p->step_begin);
+    free(p->ph_cur);
+    free(p->ph_begin);
+    free(p->ph_step);
     for (int r = 0; r < run->world; r++)
         free(p->launches[r]);
     free(p->launches);

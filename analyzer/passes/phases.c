@@ -195,6 +195,21 @@ static int is_call(enum cs_op_kind k)
            k == CS_KIND_WAIT;
 }
 
+int cs__phases_now(const struct cs__run *run, int rank)
+{
+    const struct cs__phases *Q = run->phases;
+    if (!Q || rank < 0 || rank >= Q->world || !Q->r[rank].in_step)
+        return -1;
+    const struct prank *R = &Q->r[rank];
+    int pat = R->nopen ? R->open[R->nopen - 1].pat : -1;
+    return pat >= 0 ? Q->P.v[pat].phase : CS_PHASE_OTHER;
+}
+
+int cs__phases_seen(const struct cs__run *run)
+{
+    return run->phases && run->phases->seen;
+}
+
 void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                       int64_t tb, int64_t te)
 {

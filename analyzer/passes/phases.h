@@ -33,6 +33,12 @@ void cs__phase_pats_init(struct cs__phase_pats *p);
 /* The index of the first pattern that matches name (at most its first 31 bytes), -1 none. */
 int cs__phase_match(const struct cs__phase_pats *p, const char *name);
 
+/* Rank's phase at the last event the pass saw (enum cs_phase), or -1: not inside a step, or the
+ * pass is off; and whether any range naming a phase was seen so far.  For the rows below (the
+ * Perfetto export). */
+int cs__phases_now(const struct cs__run *run, int rank);
+int cs__phases_seen(const struct cs__run *run);
+
 /* The pass's hooks (passes.def). */
 void cs__phases_begin(struct cs__run *run);
 void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,

@@ -211,6 +211,26 @@ def case_nvtx(tmp):
         parts = sum(x["time_s"].values())
         check(abs(parts - x["step_s"]) <= 1e-8 * x["step_s"] + 1e-9,  # 9-digit JSON numbers
               "rank %d: the phases add up to the step time: %r" % (r, x))
+    # Perfetto: the "phases" track's slices inside the steps the report closed add up to its
+    # phase times (slice times are whole ns, written in us with three decimals).
+    pf = os.path.join(tmp, "nvtx.json")
+    t.run([t.COMMSCOPE, "analyze", rundir, "--perfetto", pf, "--quiet"], check_rc=0)
+    with open(pf) as f:
+        ev = json.load(f)["traceEvents"]
+    for x in ph["ranks"]:
+        r, n = x["rank"], x["steps"]
+        steps = sorted((e for e in ev if e["ph"] == "X" and e["pid"] == r and
+                        e.get("cat") == "step"), key=lambda e: e["ts"])
+        if not check(len(steps) >= n, "rank %d: %d step slices" % (r, len(steps))):
+            continue
+        got = {}
+        for e in ev:
+            if e["ph"] == "X" and e["pid"] == r and e.get("cat") == "phase" and \
+                    e["args"]["step"] < n:
+                got[e["name"]] = got.get(e["name"], 0) + e["dur"] / 1e6
+        for phase, v in x["time_s"].items():
+            check(abs(got.get(phase, 0) - v) <= 1e-8 * v + 2e-9 * (1 + 4 * n),
+                  "rank %d: %s slices %.9f s, report %.9f s" % (r, phase, got.get(phase, 0), v))
     # The slowed rank's phases are its own work: longer than the other's.
     by = {x["rank"]: x for x in ph["ranks"]}
     if 0 in by and 1 in by:
