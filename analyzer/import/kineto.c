@@ -670,9 +670,13 @@ static int convert(struct input *in, const char *dir, uint64_t run_id, struct no
             uint16_t op = k->kind == CS_KK_KERNEL   ? CS_OP_GPU_KERNEL
                           : k->kind == CS_KK_MEMCPY ? CS_OP_GPU_MEMCPY
                                                     : CS_OP_GPU_MEMSET;
+            /* The CUDA runtime call that launched it (by correlation id, or its ac2g flow): its
+             * start is the record's launch time, which puts the work in a step phase. */
+            const struct cs__klaunch *l = find_launch(f, k->corr ? k->corr : flow_corr(f, k));
             ev[ne++] = (struct cs_event){.t_begin = (uint64_t)k->ts,
                                          .t_end = (uint64_t)(k->ts + k->dur),
                                          .bytes = k->bytes,
+                                         .bytes_recv = l && l->ts > 0 ? (uint64_t)l->ts : 0,
                                          .seq = (uint32_t)k->stream,
                                          .peer = -1,
                                          .op = op,

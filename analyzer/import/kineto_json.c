@@ -472,9 +472,12 @@ static int cb_key(void *c, const unsigned char *s, size_t n)
     return 1;
 }
 
+/* A runtime or driver call that puts work on a stream: kernels, and copies and sets (whose
+ * records also carry the call's correlation id). */
 static int is_launch(const char *name)
 {
-    return strstr(name, "Launch") || strstr(name, "launch");
+    return strstr(name, "Launch") || strstr(name, "launch") || strstr(name, "Memcpy") ||
+           strstr(name, "Memset");
 }
 
 /* The event just closed: keep what the model needs. */

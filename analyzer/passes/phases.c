@@ -111,6 +111,20 @@ struct prank {
     /* closed steps */
     uint64_t steps;
     double ph[CS_PHASE_N], comm[CS_PHASE_N], dur;
+    /* GPU work by the phase of its launch: of the open step, of the closed steps; the work whose
+     * launch is unknown or older than the history; the history of phase changes (a ring) */
+    double cur_gpu[CS_PHASE_N], gpu_ph[CS_PHASE_N], gpu_lost;
+    int gpu_launch; /* some GPU record carried its launch time */
+    uint64_t stepno; /* boundaries seen */
+    /* The phase changes of the open and the previous step, in time order (older ones are let go
+     * at each boundary: GPU work launched two steps back is unplaced). */
+    struct hist {
+        int64_t t;
+        int32_t phase; /* -1 outside steps */
+        uint32_t step; /* stepno then */
+    } *hist;
+    size_t nhist, caphist;
+    int hist_cut; /* older changes were let go */
 };
 
 struct cs__phases {
@@ -120,6 +134,7 @@ struct cs__phases {
     double *pat_ns; /* per pattern, all ranks' closed steps */
     uint64_t *pat_n;
     int seen; /* some range named a phase */
+    int oom;  /* a rank's phase history could not grow: GPU work of later launches is unplaced */
 };
 
 void cs__phases_begin(struct cs__run *run)
@@ -174,9 +189,87 @@ static void clear_step(struct cs__phases *Q, struct prank *R)
     memset(R->cur_cnt, 0, (size_t)Q->P.n * sizeof *R->cur_cnt);
 }
 
+/* The phase of the moment, -1 outside steps. */
+static int phase_of(const struct cs__phases *Q, const struct prank *R)
+{
+    if (!R->in_step)
+        return -1;
+    int pat = R->nopen ? R->open[R->nopen - 1].pat : -1;
+    return pat >= 0 ? Q->P.v[pat].phase : CS_PHASE_OTHER;
+}
+
+/* Remember the phase from t on (after a boundary or a phase range's begin or end).  Returns 0,
+ * or -1 out of memory. */
+static int remember(const struct cs__phases *Q, struct prank *R, int64_t t)
+{
+    struct hist h = {.t = t, .phase = phase_of(Q, R), .step = (uint32_t)R->stepno};
+    if (R->nhist) {
+        struct hist *last = &R->hist[R->nhist - 1];
+        if (last->phase == h.phase && last->step == h.step)
+            return 0;
+        if (last->t == t) {
+            *last = h;
+            return 0;
+        }
+    }
+    if (R->nhist == R->caphist) {
+        size_t cap = R->caphist ? 2 * R->caphist : 64;
+        struct hist *v = realloc(R->hist, cap * sizeof *v);
+        if (!v)
+            return -1;
+        R->hist = v;
+        R->caphist = cap;
+    }
+    R->hist[R->nhist++] = h;
+    return 0;
+}
+
+/* At a boundary: let go of the changes before the previous step. */
+static void forget(struct prank *R)
+{
+    size_t k = 0;
+    while (k < R->nhist && R->hist[k].step + 1 < R->stepno)
+        k++;
+    if (k && k < R->nhist) {
+        memmove(R->hist, R->hist + k, (R->nhist - k) * sizeof *R->hist);
+        R->nhist -= k;
+        R->hist_cut = 1;
+    }
+}
+
+/* GPU work of d ns launched at t (aligned): booked to the phase then, in the step then. */
+static void gpu_work(struct prank *R, int64_t t, double d)
+{
+    if (!R->nhist || t < R->hist[0].t) {
+        if (R->hist_cut)
+            R->gpu_lost += d; /* before the changes kept */
+        return;               /* else before the first step */
+    }
+    /* the latest change at or before t */
+    size_t lo = 0, hi = R->nhist;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (R->hist[mid].t <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const struct hist *h = &R->hist[lo];
+    if (h->phase < 0)
+        return; /* launched outside the steps */
+    if (h->step == (uint32_t)R->stepno && R->in_step)
+        R->cur_gpu[h->phase] += d; /* counts when its step closes */
+    else
+        R->gpu_ph[h->phase] += d;
+}
+
 static void close_step(struct cs__phases *Q, struct prank *R)
 {
     R->steps++;
+    for (int i = 0; i < CS_PHASE_N; i++) {
+        R->gpu_ph[i] += R->cur_gpu[i];
+        R->cur_gpu[i] = 0;
+    }
     R->dur += R->cur_dur;
     for (int i = 0; i < CS_PHASE_N; i++) {
         R->ph[i] += R->cur[i];
@@ -219,6 +312,16 @@ void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, 
     struct prank *R = &Q->r[rank];
     if (k == CS_KIND_GPU) {
         R->gpu = 1;
+        /* The program's kernels and copies carry their launch's host time (bytes_recv). */
+        if (ev->op != CS_OP_GPU_NCCL && te > tb) {
+            if (ev->bytes_recv) {
+                R->gpu_launch = 1;
+                gpu_work(R, cs__clock_map(&run->ranks[rank].clk, ev->bytes_recv),
+                         (double)(te - tb));
+            } else {
+                R->gpu_lost += (double)(te - tb);
+            }
+        }
         return;
     }
     int b = cs__steps_boundary(run, ev, k, &R->occ);
@@ -228,6 +331,10 @@ void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, 
         if (R->in_step)
             close_step(Q, R);
         R->in_step = b > 0;
+        R->stepno++;
+        forget(R);
+        if (remember(Q, R, tb))
+            Q->oom = 1;
         return;
     }
     if (ev->op == CS_OP_NVTX_RANGE_BEGIN || ev->op == CS_OP_NVTX_RANGE_END) {
@@ -254,6 +361,8 @@ void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, 
                     break;
                 }
         }
+        if (remember(Q, R, tb))
+            Q->oom = 1;
         return;
     }
     if (R->in_step && is_call(k) && te > tb) {
@@ -265,8 +374,10 @@ void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, 
 void cs__phases_rank_done(struct cs__run *run, int rank)
 {
     struct cs__phases *Q = run->phases;
-    if (Q && rank >= 0 && rank < Q->world)
+    if (Q && rank >= 0 && rank < Q->world) {
         clear_step(Q, &Q->r[rank]); /* the tail after the last boundary */
+        memset(Q->r[rank].cur_gpu, 0, sizeof Q->r[rank].cur_gpu);
+    }
 }
 
 void cs__phases_report(struct cs__run *run, struct cs_report *rep)
@@ -274,6 +385,9 @@ void cs__phases_report(struct cs__run *run, struct cs_report *rep)
     struct cs__phases *Q = run->phases;
     if (!Q || !Q->seen)
         return;
+    if (Q->oom)
+        cs__problem(run, "out of memory for the step phases' history; some GPU work is counted "
+                         "as unplaced");
     struct cs_report_phases *P = calloc(1, sizeof *P);
     if (P) {
         P->ranks = calloc((size_t)Q->world + 1, sizeof *P->ranks);
@@ -300,7 +414,9 @@ void cs__phases_report(struct cs__run *run, struct cs_report *rep)
         for (int i = 0; i < CS_PHASE_N; i++) {
             x->time_s[i] = R->ph[i] / 1e9;
             x->comm_s[i] = R->gpu ? NAN : R->comm[i] / 1e9;
+            x->gpu_s[i] = R->gpu_launch ? R->gpu_ph[i] / 1e9 : NAN;
         }
+        x->gpu_unplaced_s = R->gpu_launch ? R->gpu_lost / 1e9 : NAN;
     }
     for (int i = 0; i < Q->P.n; i++) {
         if (!Q->pat_n[i] && !(Q->pat_ns[i] > 0))
@@ -322,6 +438,7 @@ void cs__phases_free(struct cs__run *run)
     for (int i = 0; Q->r && i < Q->world; i++) {
         free(Q->r[i].cur_pat);
         free(Q->r[i].cur_cnt);
+        free(Q->r[i].hist);
     }
     free(Q->r);
     free(Q->pat_ns);

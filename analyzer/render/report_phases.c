@@ -26,7 +26,7 @@ void cs__phases_text(const struct cs_report *rep, FILE *out)
     fprintf(out, "%-5s %6s %10s", "rank", "steps", "step_ms");
     for (int i = 0; i < CS_PHASE_N; i++)
         fprintf(out, " %10s", cs_phase_names[i]);
-    fputs("   (ms per step; comm_ms inside each below)\n", out);
+    fputs("   (ms per step; comm_ms inside each, gpu_ms launched in each below)\n", out);
     for (size_t r = 0; r < P->nranks; r++) {
         const struct cs_report_phase_rank *x = &P->ranks[r];
         double n = (double)x->steps;
@@ -40,6 +40,12 @@ void cs__phases_text(const struct cs_report *rep, FILE *out)
             for (int i = 0; i < CS_PHASE_N; i++)
                 fprintf(out, " %10s", ms(a, sizeof a, x->comm_s[i] / n));
             fputc('\n', out);
+        }
+        if (isfinite(x->gpu_s[0])) {
+            fprintf(out, "%-5s %6s %10s", "", "", "gpu_ms");
+            for (int i = 0; i < CS_PHASE_N; i++)
+                fprintf(out, " %10s", ms(a, sizeof a, x->gpu_s[i] / n));
+            fprintf(out, "   unplaced %s ms\n", ms(a, sizeof a, x->gpu_unplaced_s * 1e0));
         }
     }
     fprintf(out, "%-36s %-10s %8s %12s\n", "annotation", "phase", "ranges", "time_ms");
@@ -76,6 +82,11 @@ void cs__phases_json(const struct cs_report *rep, FILE *out)
         for (int i = 0; i < CS_PHASE_N; i++)
             cs__jw_num(&w, cs_phase_names[i], x->comm_s[i]);
         cs__jw_close(&w, '}');
+        cs__jw_open(&w, "gpu_s", '{');
+        for (int i = 0; i < CS_PHASE_N; i++)
+            cs__jw_num(&w, cs_phase_names[i], x->gpu_s[i]);
+        cs__jw_close(&w, '}');
+        cs__jw_num(&w, "gpu_unplaced_s", x->gpu_unplaced_s);
         cs__jw_close(&w, '}');
     }
     cs__jw_close(&w, ']');

@@ -89,6 +89,13 @@ static struct {
     uint32_t corr;
     uint64_t launch;
 } corrs[CORRS];
+/* CUPTI correlation id -> the runtime call's start (CUPTI's clock), from RUNTIME records: the
+ * launch time of the program's kernels and copies (their bytes_recv), which puts them in the step
+ * phase that launched them. */
+static struct api_start {
+    uint32_t corr;
+    uint64_t start;
+} apis[CORRS];
 
 static uint64_t unmapped_nccl, graph_nccl, bad_records, graph_calls, foreign_records;
 
@@ -185,6 +192,13 @@ static void put(uint16_t op, uint64_t start, uint64_t end, uint64_t comm, uint32
                 graph ? CS_EV_GRAPH : 0);
 }
 
+/* The host time of the runtime call with CUPTI correlation id corr (its API record), 0 unseen. */
+static uint64_t launched_at(uint32_t corr)
+{
+    const struct api_start *a = &apis[corr & (CORRS - 1)];
+    return a->corr == corr && a->start ? to_host(a->start) : 0;
+}
+
 /* The launch whose external correlation covered CUPTI correlation id corr, or 0. */
 static uint64_t launch_of(uint32_t corr)
 {
@@ -222,7 +236,7 @@ static void kernel(const uint8_t *r)
         put(CS_OP_GPU_NCCL, start, end, 0, 0, 0, 0, 0, dev, graph);
         return;
     }
-    put(CS_OP_GPU_KERNEL, start, end, 0, stream, 0, 0, 0, dev, graph);
+    put(CS_OP_GPU_KERNEL, start, end, 0, stream, 0, launched_at(corr), 0, dev, graph);
 }
 
 /* A memcpy/memset: the program's own, or NCCL's (a one-rank communicator copies with
@@ -240,7 +254,7 @@ static void copy(const uint8_t *r, uint16_t op)
     if (launch && __atomic_load_n(&li->launch, __ATOMIC_ACQUIRE) == launch)
         put(CS_OP_GPU_NCCL, start, end, li->comm, li->seq, bytes, li->ncalls, launch, dev, graph);
     else
-        put(op, start, end, 0, stream, bytes, 0, 0, dev, graph);
+        put(op, start, end, 0, stream, bytes, launched_at(corr), 0, dev, graph);
 }
 
 /*
@@ -307,6 +321,12 @@ static void process(void *ctx, uint32_t stream, uint8_t *buf, size_t valid)
             const uint8_t *r = rec;
             uint32_t kind = rd32(r, 0);
             if (pass == 0) {
+                if (kind == K_RUNTIME) {
+                    /* CUpti_ActivityAPI: the launching call's start, for its work's records. */
+                    uint32_t corr = rd32(r, 32);
+                    apis[corr & (CORRS - 1)].corr = corr;
+                    apis[corr & (CORRS - 1)].start = rd64(r, 8);
+                }
                 if (kind == K_EXTERNAL_CORRELATION && rd32(r, 4) == EXT_KIND_CUSTOM0) {
                     uint32_t corr = rd32(r, 16);
                     corrs[corr & (CORRS - 1)].corr = corr;

@@ -198,6 +198,11 @@ struct cs_report_phase_rank {
     double time_s[CS_PHASE_N]; /* of that, each phase's (they add up to step_s) */
     double comm_s[CS_PHASE_N]; /* communication calls inside each phase (host timelines;
                                 * NaN for a rank with a GPU timeline) */
+    /* GPU work (kernels, copies and sets; not NCCL's) by the phase that launched it, of launches
+     * inside the counted steps (NaN: no GPU record names its launch); the work whose launch is
+     * unknown or too far back to place */
+    double gpu_s[CS_PHASE_N];
+    double gpu_unplaced_s;
 };
 
 /* One annotation pattern that matched: its phase and the time it held. */

@@ -129,9 +129,10 @@ struct fake_cuda_work {
     int dev;
     uint32_t stream_id, corr, graph_id;
     uint64_t start, end, bytes;
+    uint64_t launch; /* host time of the runtime call that launched it */
 };
 struct fake_cuda_observer {
-    void (*api)(uint32_t corr);
+    void (*api)(uint32_t corr, uint64_t t_host); /* a launching call, its host time */
     void (*done)(const struct fake_cuda_work *w);
 };
 void fakeCudaObserve(const struct fake_cuda_observer *o);

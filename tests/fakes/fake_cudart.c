@@ -144,6 +144,8 @@ static int unsafe_now(void)
     return 0;
 }
 
+static uint64_t api_t; /* the host time of the launching call being served (under mu) */
+
 static void log_work(const struct fake_cuda_work *w)
 {
     const char *path = getenv("FAKE_CUDA_LOG");
@@ -153,9 +155,12 @@ static void log_work(const struct fake_cuda_work *w)
     if (!f)
         return;
     static const char *const kinds[] = {"kernel", "memcpy", "memset"};
-    fprintf(f, "work %s %s dev %d stream %u corr %u graph %u start %llu end %llu bytes %llu\n",
+    fprintf(f,
+            "work %s %s dev %d stream %u corr %u graph %u start %llu end %llu bytes %llu launch "
+            "%llu\n",
             kinds[w->kind], w->name ? w->name : "-", w->dev, w->stream_id, w->corr, w->graph_id,
-            (unsigned long long)w->start, (unsigned long long)w->end, (unsigned long long)w->bytes);
+            (unsigned long long)w->start, (unsigned long long)w->end, (unsigned long long)w->bytes,
+            (unsigned long long)w->launch);
     fclose(f);
 }
 
@@ -177,6 +182,7 @@ static void run_item(struct CUstream_st *st, const struct item *it, uint32_t cor
     struct fake_cuda_work w = {.kind = it->kind,
                                .name = it->name,
                                .dev = st->dev,
+                               .launch = api_t,
                                .stream_id = st->id,
                                .corr = corr,
                                .graph_id = graph,
@@ -197,9 +203,11 @@ static uint32_t api_call(void)
     pthread_mutex_lock(&mu);
     uint32_t corr = next_corr++;
     pthread_mutex_unlock(&mu);
+    uint64_t t = now_ns();
     if (observer.api)
-        observer.api(corr);
+        observer.api(corr, t);
     pthread_mutex_lock(&mu);
+    api_t = t;
     return corr;
 }
 

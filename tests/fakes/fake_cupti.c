@@ -179,7 +179,7 @@ static void deliver(void)
 /* As CUPTI: an API record (when the runtime API kind is on), preceded by one external correlation
  * record per kind with a pushed id (when that kind is on too).  Without API records there are
  * no external correlations. */
-static void on_api(uint32_t corr)
+static void on_api(uint32_t corr, uint64_t t_host)
 {
     int full = 0;
     pthread_mutex_lock(&mu);
@@ -195,8 +195,12 @@ static void on_api(uint32_t corr)
         put32(r, 16, corr);
     }
     uint8_t *a = api ? new_rec(KIND_RUNTIME) : NULL;
-    if (a)
+    if (a) {
+        /* CUpti_ActivityAPI: start, end (the call's, on CUPTI's clock), correlationId. */
+        put64(a, 8, (uint64_t)((int64_t)t_host + conv));
+        put64(a, 16, (uint64_t)((int64_t)t_host + conv));
         put32(a, 32, corr);
+    }
     const char *v = getenv("FAKE_CUPTI_BUFFER_RECORDS");
     size_t limit = v ? strtoull(v, NULL, 10) : 64;
     full = nrec_pend >= (limit ? limit : 1);

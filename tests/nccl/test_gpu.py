@@ -82,7 +82,7 @@ def run(case_env):
                 work.append(dict(kind=w[1], name=w[2], dev=int(d["dev"]),
                                  stream=int(d["stream"]), graph=int(d["graph"]),
                                  start=int(d["start"]), end=int(d["end"]),
-                                 bytes=int(d["bytes"])))
+                                 bytes=int(d["bytes"]), launch=int(d.get("launch", 0))))
             elif w[0] == "stats":
                 stats = {k: int(v) for k, v in zip(w[1::2], w[2::2])}
         truth[r] = (work, stats)
@@ -158,6 +158,11 @@ def case_cupti(env, corrupt=False):
                         "rank %d %s %s: stream %d dev %d bytes %d recorded as %d/%d/%d"
                         % (r, kind, want[i]["name"], want[i]["stream"], want[i]["dev"],
                            want[i]["bytes"], e["seq"], e["aux"], e["bytes"]))
+                # The launching runtime call's host time (CUPTI's API record of the same
+                # correlation id), which places the work in a step phase.
+                T.check(abs(e["bytes_recv"] - want[i]["launch"]) <= START_TOL,
+                        "rank %d %s %s: launched at %d, recorded %d" % (
+                            r, kind, want[i]["name"], want[i]["launch"], e["bytes_recv"]))
         T.check(any(w["name"] == "pre_nccl" for w in work),
                 "the kernel before the first NCCL call ran")
         # NCCL kernels: each tied to its launch (call or group) through the correlation ids.

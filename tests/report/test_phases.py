@@ -46,6 +46,44 @@ def sums(path):
     return len(steps), out
 
 
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def gpu_by_phase(path):
+    """Independently of the import: per phase, the GPU time of the kernels, copies and sets (not
+    NCCL's) whose launching runtime call (same correlation id) lies inside a profiled step, by
+    the innermost phase annotation open on the rank at the launch (the latest begun of those
+    open; none: other); and the time of those whose launch is not in the trace.  In us, with the
+    number of records summed."""
+    with gzip.open(path) as f:
+        evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in evs
+             if e["name"].startswith("ProfilerStep#") and e.get("cat") == "user_annotation"]
+    ann = []
+    for e in evs:
+        if e.get("cat") in ("gpu_user_annotation",) + GPU_CATS:
+            continue
+        ph = next((p for prefix, _, p in KNOWN if e["name"].startswith(prefix)), None)
+        if ph:
+            ann.append((e["ts"], e["ts"] + e["dur"], ph))
+    launch = {e["args"]["correlation"]: e["ts"] for e in evs
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and
+              "correlation" in e.get("args", {})}
+    out, unplaced, n = {}, 0.0, 0
+    for e in evs:
+        if e.get("cat") not in GPU_CATS or "nccl" in e["name"].lower():
+            continue
+        t = launch.get(e.get("args", {}).get("correlation"))
+        n += 1
+        if t is None:
+            unplaced += e["dur"]
+        elif any(a <= t < b for a, b in steps):
+            inside = [x for x in ann if x[0] <= t < x[1]]
+            ph = max(inside, key=lambda x: x[0])[2] if inside else "other"
+            out[ph] = out.get(ph, 0.0) + e["dur"]
+    return out, unplaced, n
+
+
 def analyze(path, tmp, env=None):
     js = os.path.join(tmp, "r.json")
     p = subprocess.run([os.path.join(BIN, "commscope"), "analyze", "--from", "kineto", path,
@@ -96,6 +134,14 @@ def main():
               "phases add up to the step time %r" % x)
         check(all(v is None for v in x["comm_s"].values()),
               "a GPU timeline's host calls are not its communication %r" % x["comm_s"])
+        # GPU work by the phase that launched it (correlation ids), against the JSON itself.
+        gpu, unplaced, nk = gpu_by_phase(path)
+        for phase in ("data", "forward", "backward", "optimizer", "other"):
+            check(abs(x["gpu_s"][phase] - gpu.get(phase, 0) / 1e6) <= nk * 1e-9,
+                  "GPU time launched in %s: %r vs %.3f us" % (phase, x["gpu_s"][phase],
+                                                              gpu.get(phase, 0)))
+        check(abs(x["gpu_unplaced_s"] - unplaced / 1e6) <= nk * 1e-9,
+              "GPU time without its launch: %r vs %.3f us" % (x["gpu_unplaced_s"], unplaced))
         check("Step phases" in p.stdout and "Optimizer.step" in p.stdout, "text section")
         with open(os.path.join(tmp, "r.html")) as f:
             check('id="phases"' in f.read(), "HTML section")
