@@ -546,6 +546,8 @@ enum cs__fact_kind {
                            * launch's first record): np2p */
     CS__FACT_GPU_WAIT,    /* GPU rank `rank` waited for its point-to-point partner on comm over
                            * [t, e) (np2p: an NCCL send/receive pair): steps */
+    CS__FACT_GPU_EXPOSED, /* on a GPU of rank `rank`, NCCL kernels ran and no compute kernel did
+                           * over [t, e) (gpu: its sweep, in time order per GPU): phases */
 };
 struct cs__fact {
     enum cs__fact_kind kind;

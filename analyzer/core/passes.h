@@ -112,6 +112,12 @@ static inline void cs__phases_pevent(struct cs__run *run, struct cs__ev *e)
         cs__phases_event(run, e->r, e->ev, e->k, e->tb, e->te);
 }
 
+static inline void cs__phases_pfact(struct cs__run *run, const struct cs__fact *f)
+{
+    if (run->phases && f->kind == CS__FACT_GPU_EXPOSED)
+        cs__phases_exposed(run, f->rank, f->t, f->e);
+}
+
 /* events: the events CSV, a sink on the stream. */
 static inline void cs__events_pevent(struct cs__run *run, struct cs__ev *e)
 {

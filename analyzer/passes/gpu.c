@@ -56,6 +56,7 @@ struct lastl {
 };
 
 struct cs__gpu {
+    struct cs__run *run; /* for the facts of the sweep */
     struct cs__map dev_by_key; /* (rank, device) -> index + 1 */
     struct gdev *devs;
     size_t ndevs, capdevs;
@@ -76,6 +77,7 @@ static struct cs__gpu *state(struct cs__run *run)
         free(g);
         return NULL;
     }
+    g->run = run;
     run->gpu = g;
     return g;
 }
@@ -129,12 +131,28 @@ static uint64_t len_and(struct comp a, struct comp b)
     return e > s ? (uint64_t)(e - s) : 0;
 }
 
+/* Communication on [a, b) that no compute kernel covered: a fact for the rows that split it. */
+static void exposed(struct cs__gpu *g, const struct gdev *d, int64_t a, int64_t b)
+{
+    if (b > a)
+        cs__analyze_fact(g->run, &(struct cs__fact){.kind = CS__FACT_GPU_EXPOSED,
+                                                    .rank = d->rank, .t = a, .e = b});
+}
+
 /* Account coverage on [w, s): only the current pieces can reach past w. */
-static void sweep(struct gdev *d, int64_t s)
+static void sweep(struct cs__gpu *g, struct gdev *d, int64_t s)
 {
     if (!d->started || s <= d->w)
         return;
     struct comp cp = clip(d->comp, d->w, s), al = clip(d->all, d->w, s);
+    if (al.e > al.s) {
+        if (cp.e > cp.s && cp.s < al.e && cp.e > al.s) {
+            exposed(g, d, al.s, cp.s);
+            exposed(g, d, cp.e, al.e);
+        } else {
+            exposed(g, d, al.s, al.e);
+        }
+    }
     d->comp_ns += (uint64_t)(cp.e - cp.s);
     d->comm_ns += (uint64_t)(al.e - al.s);
     d->ovl_ns += len_and(cp, al);
@@ -171,7 +189,7 @@ static void place(struct cs__gpu *g, struct gdev *d, struct giv iv)
         if (iv.e <= iv.b)
             return;
     }
-    sweep(d, iv.b);
+    sweep(g, d, iv.b);
     if (iv.cls == CLS_COMPUTE) {
         extend(&d->comp, iv.b, iv.e);
     } else if (iv.cls >= 0) {
@@ -333,7 +351,7 @@ void cs__gpu_finish(struct cs__run *run)
         while (d->nh)
             place(g, d, heap_pop(d));
         int64_t end = d->comp.e > d->all.e ? d->comp.e : d->all.e;
-        sweep(d, end);
+        sweep(g, d, end);
         struct cs__rank *rk = &run->ranks[d->rank];
         rk->gpu = 1;
         rk->gpu_comm_ns += d->comm_ns;

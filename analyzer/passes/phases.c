@@ -114,10 +114,13 @@ struct prank {
     /* GPU work by the phase of its launch: of the open step, of the closed steps; the work whose
      * launch is unknown or older than the history; the history of phase changes (a ring) */
     double cur_gpu[CS_PHASE_N], gpu_ph[CS_PHASE_N], gpu_lost;
+    /* the same for GPU communication no compute covered, by the phase it ran in */
+    double cur_exp[CS_PHASE_N], exp_ph[CS_PHASE_N];
+    int gpu_exp; /* some was seen */
     int gpu_launch; /* some GPU record carried its launch time */
     uint64_t stepno; /* boundaries seen */
-    /* The phase changes of the open and the previous step, in time order (older ones are let go
-     * at each boundary: GPU work launched two steps back is unplaced). */
+    /* The phase changes, in time order (past HIST_KEEP of them, those before the previous step
+     * are let go at each boundary: GPU work launched earlier is then unplaced). */
     struct hist {
         int64_t t;
         int32_t phase; /* -1 outside steps */
@@ -224,11 +227,13 @@ static int remember(const struct cs__phases *Q, struct prank *R, int64_t t)
     return 0;
 }
 
-/* At a boundary: let go of the changes before the previous step. */
+/* At a boundary, past HIST_KEEP changes: let go of those before the previous step.  (GPU records
+ * and the GPU sweep's exposed stretches come up to a reorder window after the host events.) */
+#define HIST_KEEP 4096
 static void forget(struct prank *R)
 {
     size_t k = 0;
-    while (k < R->nhist && R->hist[k].step + 1 < R->stepno)
+    while (R->nhist > HIST_KEEP && k < R->nhist && R->hist[k].step + 1 < R->stepno)
         k++;
     if (k && k < R->nhist) {
         memmove(R->hist, R->hist + k, (R->nhist - k) * sizeof *R->hist);
@@ -269,6 +274,8 @@ static void close_step(struct cs__phases *Q, struct prank *R)
     for (int i = 0; i < CS_PHASE_N; i++) {
         R->gpu_ph[i] += R->cur_gpu[i];
         R->cur_gpu[i] = 0;
+        R->exp_ph[i] += R->cur_exp[i];
+        R->cur_exp[i] = 0;
     }
     R->dur += R->cur_dur;
     for (int i = 0; i < CS_PHASE_N; i++) {
@@ -371,12 +378,44 @@ void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, 
     }
 }
 
+void cs__phases_exposed(struct cs__run *run, int rank, int64_t t, int64_t e)
+{
+    struct cs__phases *Q = run->phases;
+    if (!Q || rank < 0 || rank >= Q->world)
+        return;
+    struct prank *R = &Q->r[rank];
+    R->gpu_exp = 1;
+    if (!R->nhist || e <= R->hist[0].t)
+        return; /* before the first step, or before the changes kept */
+    /* the latest change at or before t, then each change up to e */
+    size_t lo = 0, hi = R->nhist;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (R->hist[mid].t <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < R->nhist && R->hist[i].t < e; i++) {
+        const struct hist *h = &R->hist[i];
+        int64_t a = h->t > t ? h->t : t;
+        int64_t b = i + 1 < R->nhist && R->hist[i + 1].t < e ? R->hist[i + 1].t : e;
+        if (h->phase < 0 || b <= a)
+            continue;
+        if (h->step == (uint32_t)R->stepno && R->in_step)
+            R->cur_exp[h->phase] += (double)(b - a);
+        else
+            R->exp_ph[h->phase] += (double)(b - a);
+    }
+}
+
 void cs__phases_rank_done(struct cs__run *run, int rank)
 {
     struct cs__phases *Q = run->phases;
     if (Q && rank >= 0 && rank < Q->world) {
         clear_step(Q, &Q->r[rank]); /* the tail after the last boundary */
         memset(Q->r[rank].cur_gpu, 0, sizeof Q->r[rank].cur_gpu);
+        memset(Q->r[rank].cur_exp, 0, sizeof Q->r[rank].cur_exp);
     }
 }
 
@@ -415,6 +454,7 @@ void cs__phases_report(struct cs__run *run, struct cs_report *rep)
             x->time_s[i] = R->ph[i] / 1e9;
             x->comm_s[i] = R->gpu ? NAN : R->comm[i] / 1e9;
             x->gpu_s[i] = R->gpu_launch ? R->gpu_ph[i] / 1e9 : NAN;
+            x->gpu_exposed_comm_s[i] = R->gpu_exp ? R->exp_ph[i] / 1e9 : NAN;
         }
         x->gpu_unplaced_s = R->gpu_launch ? R->gpu_lost / 1e9 : NAN;
     }

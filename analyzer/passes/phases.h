@@ -44,6 +44,8 @@ void cs__phases_begin(struct cs__run *run);
 void cs__phases_event(struct cs__run *run, int rank, const struct cs_event *ev, enum cs_op_kind k,
                       int64_t tb, int64_t te);
 void cs__phases_rank_done(struct cs__run *run, int rank);
+/* GPU communication of rank not covered by compute over [t, e) (aligned; CS__FACT_GPU_EXPOSED). */
+void cs__phases_exposed(struct cs__run *run, int rank, int64_t t, int64_t e);
 void cs__phases_report(struct cs__run *run, struct cs_report *rep);
 void cs__phases_free(struct cs__run *run);
 void cs__phases_report_free(struct cs_report *rep);

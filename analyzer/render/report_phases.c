@@ -45,7 +45,13 @@ void cs__phases_text(const struct cs_report *rep, FILE *out)
             fprintf(out, "%-5s %6s %10s", "", "", "gpu_ms");
             for (int i = 0; i < CS_PHASE_N; i++)
                 fprintf(out, " %10s", ms(a, sizeof a, x->gpu_s[i] / n));
-            fprintf(out, "   unplaced %s ms\n", ms(a, sizeof a, x->gpu_unplaced_s * 1e0));
+            fprintf(out, "   unplaced %s ms in all\n", ms(a, sizeof a, x->gpu_unplaced_s));
+        }
+        if (isfinite(x->gpu_exposed_comm_s[0])) {
+            fprintf(out, "%-5s %6s %10s", "", "", "exposed");
+            for (int i = 0; i < CS_PHASE_N; i++)
+                fprintf(out, " %10s", ms(a, sizeof a, x->gpu_exposed_comm_s[i] / n));
+            fputs("   (GPU communication no compute covered)\n", out);
         }
     }
     fprintf(out, "%-36s %-10s %8s %12s\n", "annotation", "phase", "ranges", "time_ms");
@@ -87,6 +93,10 @@ void cs__phases_json(const struct cs_report *rep, FILE *out)
             cs__jw_num(&w, cs_phase_names[i], x->gpu_s[i]);
         cs__jw_close(&w, '}');
         cs__jw_num(&w, "gpu_unplaced_s", x->gpu_unplaced_s);
+        cs__jw_open(&w, "gpu_exposed_comm_s", '{');
+        for (int i = 0; i < CS_PHASE_N; i++)
+            cs__jw_num(&w, cs_phase_names[i], x->gpu_exposed_comm_s[i]);
+        cs__jw_close(&w, '}');
         cs__jw_close(&w, '}');
     }
     cs__jw_close(&w, ']');

@@ -203,6 +203,9 @@ struct cs_report_phase_rank {
      * unknown or too far back to place */
     double gpu_s[CS_PHASE_N];
     double gpu_unplaced_s;
+    /* GPU communication (NCCL kernels) that no compute kernel covered, by the phase the rank was
+     * in while it ran (NaN: no GPU timeline) */
+    double gpu_exposed_comm_s[CS_PHASE_N];
 };
 
 /* One annotation pattern that matched: its phase and the time it held. */
