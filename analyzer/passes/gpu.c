@@ -56,7 +56,7 @@ struct lastl {
 };
 
 struct cs__gpu {
-    struct cs__run *run; /* for the facts of the sweep */
+    struct cs__run *run;       /* for the facts of the sweep */
     struct cs__map dev_by_key; /* (rank, device) -> index + 1 */
     struct gdev *devs;
     size_t ndevs, capdevs;
@@ -135,8 +135,9 @@ static uint64_t len_and(struct comp a, struct comp b)
 static void exposed(struct cs__gpu *g, const struct gdev *d, int64_t a, int64_t b)
 {
     if (b > a)
-        cs__analyze_fact(g->run, &(struct cs__fact){.kind = CS__FACT_GPU_EXPOSED,
-                                                    .rank = d->rank, .t = a, .e = b});
+        cs__analyze_fact(
+            g->run,
+            &(struct cs__fact){.kind = CS__FACT_GPU_EXPOSED, .rank = d->rank, .t = a, .e = b});
 }
 
 /* Account coverage on [w, s): only the current pieces can reach past w. */

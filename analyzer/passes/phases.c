@@ -116,8 +116,8 @@ struct prank {
     double cur_gpu[CS_PHASE_N], gpu_ph[CS_PHASE_N], gpu_lost;
     /* the same for GPU communication no compute covered, by the phase it ran in */
     double cur_exp[CS_PHASE_N], exp_ph[CS_PHASE_N];
-    int gpu_exp; /* some was seen */
-    int gpu_launch; /* some GPU record carried its launch time */
+    int gpu_exp;     /* some was seen */
+    int gpu_launch;  /* some GPU record carried its launch time */
     uint64_t stepno; /* boundaries seen */
     /* The phase changes, in time order (past HIST_KEEP of them, those before the previous step
      * are let go at each boundary: GPU work launched earlier is then unplaced). */
@@ -125,7 +125,7 @@ struct prank {
         int64_t t;
         int32_t phase; /* -1 outside steps */
         uint32_t step; /* stepno then */
-    } *hist;
+    } * hist;
     size_t nhist, caphist;
     int hist_cut; /* older changes were let go */
 };

@@ -147,7 +147,36 @@ void cs__phases_html(const struct cs_report *rep, FILE *f)
         }
         fputs("</div></td></tr>\n", f);
     }
-    fputs("</table>\n<table class=\"facts\"><tr><th class=\"l\">annotation</th><th>phase</th>"
+    fputs("</table>\n", f);
+    /* GPU ranks: the GPU time each phase launched and the communication no compute covered. */
+    int gpu = 0;
+    for (size_t r = 0; r < P->nranks; r++)
+        gpu |= isfinite(P->ranks[r].gpu_s[0]) || isfinite(P->ranks[r].gpu_exposed_comm_s[0]);
+    if (gpu) {
+        fputs("<p>GPU ms per step: the kernels, copies and sets each phase launched (by "
+              "correlation), and the NCCL time no compute kernel covered while the rank was in "
+              "the phase.</p>\n<table class=\"facts\"><tr><th>rank</th><th></th>",
+              f);
+        for (int i = 0; i < CS_PHASE_N; i++)
+            fprintf(f, "<th>%s</th>", cs_phase_names[i]);
+        fputs("</tr>\n", f);
+        for (size_t r = 0; r < P->nranks; r++) {
+            const struct cs_report_phase_rank *x = &P->ranks[r];
+            double n = (double)x->steps;
+            const double *row[2] = {x->gpu_s, x->gpu_exposed_comm_s};
+            static const char *const what[2] = {"launched", "exposed comm"};
+            for (int k = 0; k < 2; k++) {
+                if (!isfinite(row[k][0]))
+                    continue;
+                fprintf(f, "<tr><td>%d</td><td>%s</td>", x->rank, what[k]);
+                for (int i = 0; i < CS_PHASE_N; i++)
+                    fprintf(f, "<td>%s</td>", ms(a, sizeof a, row[k][i] / n));
+                fputs("</tr>\n", f);
+            }
+        }
+        fputs("</table>\n", f);
+    }
+    fputs("<table class=\"facts\"><tr><th class=\"l\">annotation</th><th>phase</th>"
           "<th>ranges</th><th>time ms</th></tr>\n",
           f);
     for (size_t i = 0; i < P->nnames; i++) {

@@ -84,6 +84,65 @@ def gpu_by_phase(path):
     return out, unplaced, n
 
 
+def union(iv):
+    out = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def minus(A, B):
+    out = []
+    for a, b in A:
+        cur = a
+        for c, d in B:
+            if d <= cur or c >= b:
+                continue
+            if c > cur:
+                out.append((cur, c))
+            cur = max(cur, d)
+        if cur < b:
+            out.append((cur, b))
+    return out
+
+
+def exposed_by_phase(path):
+    """Independently: per GPU, the NCCL kernels' union less the compute kernels' union, each
+    stretch split by the phase the rank was in (as gpu_by_phase, at every instant), inside the
+    profiled steps; in us."""
+    with gzip.open(path) as f:
+        evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in evs
+             if e["name"].startswith("ProfilerStep#") and e.get("cat") == "user_annotation"]
+    ann = []
+    for e in evs:
+        if e.get("cat") in ("gpu_user_annotation",) + GPU_CATS:
+            continue
+        ph = next((p for prefix, _, p in KNOWN if e["name"].startswith(prefix)), None)
+        if ph:
+            ann.append((e["ts"], e["ts"] + e["dur"], ph))
+    cuts = sorted({p for a, b, _ in ann for p in (a, b)} | {p for a, b in steps for p in (a, b)})
+    devs = {}
+    for e in evs:
+        if e.get("cat") == "kernel":
+            d = devs.setdefault(e.get("args", {}).get("device", 0), ([], []))
+            d["nccl" in e["name"].lower()].append((e["ts"], e["ts"] + e["dur"]))
+    out = {}
+    for comp, comm in devs.values():
+        for a, b in minus(union(comm), union(comp)):
+            pts = [a] + [p for p in cuts if a < p < b] + [b]
+            for x, y in zip(pts, pts[1:]):
+                if not any(s <= x < t for s, t in steps):
+                    continue
+                inside = [z for z in ann if z[0] <= x < z[1]]
+                ph = max(inside, key=lambda z: z[0])[2] if inside else "other"
+                out[ph] = out.get(ph, 0.0) + (y - x)
+    return out
+
+
 def analyze(path, tmp, env=None):
     js = os.path.join(tmp, "r.json")
     p = subprocess.run([os.path.join(BIN, "commscope"), "analyze", "--from", "kineto", path,
@@ -142,6 +201,11 @@ def main():
                                                               gpu.get(phase, 0)))
         check(abs(x["gpu_unplaced_s"] - unplaced / 1e6) <= nk * 1e-9,
               "GPU time without its launch: %r vs %.3f us" % (x["gpu_unplaced_s"], unplaced))
+        exp = exposed_by_phase(path)
+        for phase in ("data", "forward", "backward", "optimizer", "other"):
+            check(abs(x["gpu_exposed_comm_s"][phase] - exp.get(phase, 0) / 1e6) <= nk * 1e-9,
+                  "exposed GPU communication in %s: %r vs %.3f us"
+                  % (phase, x["gpu_exposed_comm_s"][phase], exp.get(phase, 0)))
         check("Step phases" in p.stdout and "Optimizer.step" in p.stdout, "text section")
         with open(os.path.join(tmp, "r.html")) as f:
             check('id="phases"' in f.read(), "HTML section")
