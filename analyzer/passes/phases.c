@@ -242,15 +242,9 @@ static void forget(struct prank *R)
     }
 }
 
-/* GPU work of d ns launched at t (aligned): booked to the phase then, in the step then. */
-static void gpu_work(struct prank *R, int64_t t, double d)
+/* The index of the latest change at or before t (R->hist[0].t <= t, R->nhist > 0). */
+static size_t at_or_before(const struct prank *R, int64_t t)
 {
-    if (!R->nhist || t < R->hist[0].t) {
-        if (R->hist_cut)
-            R->gpu_lost += d; /* before the changes kept */
-        return;               /* else before the first step */
-    }
-    /* the latest change at or before t */
     size_t lo = 0, hi = R->nhist;
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
@@ -259,7 +253,18 @@ static void gpu_work(struct prank *R, int64_t t, double d)
         else
             hi = mid;
     }
-    const struct hist *h = &R->hist[lo];
+    return lo;
+}
+
+/* GPU work of d ns launched at t (aligned): booked to the phase then, in the step then. */
+static void gpu_work(struct prank *R, int64_t t, double d)
+{
+    if (!R->nhist || t < R->hist[0].t) {
+        if (R->hist_cut)
+            R->gpu_lost += d; /* before the changes kept */
+        return;               /* else before the first step */
+    }
+    const struct hist *h = &R->hist[at_or_before(R, t)];
     if (h->phase < 0)
         return; /* launched outside the steps */
     if (h->step == (uint32_t)R->stepno && R->in_step)
@@ -387,16 +392,8 @@ void cs__phases_exposed(struct cs__run *run, int rank, int64_t t, int64_t e)
     R->gpu_exp = 1;
     if (!R->nhist || e <= R->hist[0].t)
         return; /* before the first step, or before the changes kept */
-    /* the latest change at or before t, then each change up to e */
-    size_t lo = 0, hi = R->nhist;
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (R->hist[mid].t <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; i < R->nhist && R->hist[i].t < e; i++) {
+    /* from the latest change at or before t, each change up to e */
+    for (size_t i = at_or_before(R, t); i < R->nhist && R->hist[i].t < e; i++) {
         const struct hist *h = &R->hist[i];
         int64_t a = h->t > t ? h->t : t;
         int64_t b = i + 1 < R->nhist && R->hist[i + 1].t < e ? R->hist[i + 1].t : e;

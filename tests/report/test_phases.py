@@ -49,14 +49,9 @@ def sums(path):
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def gpu_by_phase(path):
-    """Independently of the import: per phase, the GPU time of the kernels, copies and sets (not
-    NCCL's) whose launching runtime call (same correlation id) lies inside a profiled step, by
-    the innermost phase annotation open on the rank at the launch (the latest begun of those
-    open; none: other); and the time of those whose launch is not in the trace.  In us, with the
-    number of records summed."""
-    with gzip.open(path) as f:
-        evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+def steps_and_phases(evs):
+    """The profiled steps [(begin, end)] and the phase annotations [(begin, end, phase)] (CPU
+    ones) of a trace's complete events, in us."""
     steps = [(e["ts"], e["ts"] + e["dur"]) for e in evs
              if e["name"].startswith("ProfilerStep#") and e.get("cat") == "user_annotation"]
     ann = []
@@ -66,6 +61,18 @@ def gpu_by_phase(path):
         ph = next((p for prefix, _, p in KNOWN if e["name"].startswith(prefix)), None)
         if ph:
             ann.append((e["ts"], e["ts"] + e["dur"], ph))
+    return steps, ann
+
+
+def gpu_by_phase(path):
+    """Independently of the import: per phase, the GPU time of the kernels, copies and sets (not
+    NCCL's) whose launching runtime call (same correlation id) lies inside a profiled step, by
+    the innermost phase annotation open on the rank at the launch (the latest begun of those
+    open; none: other); and the time of those whose launch is not in the trace.  In us, with the
+    number of records summed."""
+    with gzip.open(path) as f:
+        evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps, ann = steps_and_phases(evs)
     launch = {e["args"]["correlation"]: e["ts"] for e in evs
               if e.get("cat") in ("cuda_runtime", "cuda_driver") and
               "correlation" in e.get("args", {})}
@@ -115,15 +122,7 @@ def exposed_by_phase(path):
     profiled steps; in us."""
     with gzip.open(path) as f:
         evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    steps = [(e["ts"], e["ts"] + e["dur"]) for e in evs
-             if e["name"].startswith("ProfilerStep#") and e.get("cat") == "user_annotation"]
-    ann = []
-    for e in evs:
-        if e.get("cat") in ("gpu_user_annotation",) + GPU_CATS:
-            continue
-        ph = next((p for prefix, _, p in KNOWN if e["name"].startswith(prefix)), None)
-        if ph:
-            ann.append((e["ts"], e["ts"] + e["dur"], ph))
+    steps, ann = steps_and_phases(evs)
     cuts = sorted({p for a, b, _ in ann for p in (a, b)} | {p for a, b in steps for p in (a, b)})
     devs = {}
     for e in evs:
