@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "commscope/ops.h"
+#include "hang.h"
 #include "nodes.h"
 #include "views.h"
 
@@ -470,7 +471,11 @@ static void findings(const struct cs_report *rep, const struct cs_report_resourc
         }
         break;
     }
-    /* The least busy GPU whose rank is known, when it is busy less than half the time. */
+    /* The least busy GPU whose rank is known, when it is busy less than half the time; not for a
+     * job that hung (the hang diagnosis has withdrawn the timing sentences: no waiting share is
+     * built on a hung step). */
+    if (rep->hang && rep->hang->hung)
+        return;
     const struct cs_report_res_gpu *low = NULL;
     for (size_t g = 0; g < o->ngpus; g++)
         if (o->gpus[g].rank >= 0 && isfinite(o->gpus[g].util_mean) &&
