@@ -749,8 +749,10 @@ static void withdraw_timing(struct cs_report *rep)
     size_t k = 0;
     for (size_t i = 0; i < v->nfindings; i++) {
         enum cs_finding_kind f = v->findings[i].kind;
+        /* (Compute balance too: a stuck rank's "compute" is the time it did not call.) */
         if (f == CS_FIND_STRAGGLER || f == CS_FIND_NO_STRAGGLER || f == CS_FIND_GRAD_SYNC ||
-            f == CS_FIND_GPU_COMM || f == CS_FIND_P2P_WAIT)
+            f == CS_FIND_GPU_COMM || f == CS_FIND_P2P_WAIT || f == CS_FIND_IMBALANCE ||
+            f == CS_FIND_BALANCED)
             continue;
         /* The instances only in flight were never seen by matching: counted here. */
         if (f == CS_FIND_INCOMPLETE)

@@ -122,6 +122,10 @@ struct cs_report_timeline {
     struct cs_report_tl_row *rows;
 };
 
+/* The share of the ranks' summed wall time their compute must reach for the verdict to speak of
+ * its balance. */
+#define CS_VIEW_COMPUTE_MATERIAL 0.10
+
 /* One statement of the verdict; the renderers phrase it (report_verdict.c). */
 enum cs_finding_kind {
     CS_FIND_STRAGGLER,    /* rank, count late of total eligible, v0 others waited s, v1 % of

@@ -226,6 +226,42 @@ static void test_four_ranks(void)
     cs__run_free(&run);
 }
 
+/* Two ranks that arrive at one all-reduce after computing c0 and c1 ns (from t_init 1000); the
+ * verdict's balance statements (kinds), with compute a small or a material share. */
+static int balance_finding(uint64_t c0, uint64_t c1)
+{
+    char dir[300], err[512];
+    snprintf(dir, sizeof dir, "%s/balance-%llu-%llu", root, (unsigned long long)c0,
+             (unsigned long long)c1);
+    mkdir(dir, 0755);
+    for (int r = 0; r < 2; r++) {
+        struct wr x = begin(r, 2, 0xba1, 0);
+        ev(&x, CS_OP_ALLREDUCE, 1000 + (r ? c1 : c0), 99000, CS_COMM_WORLD_ID, 0, 8, 0, -1, 0);
+        finish(&x, dir, r, NULL);
+    }
+    struct cs__run run;
+    struct cs_report rep;
+    int kind = -1;
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    for (size_t i = 0; rep.views && i < rep.views->nfindings; i++)
+        if (rep.views->findings[i].kind == CS_FIND_IMBALANCE ||
+            rep.views->findings[i].kind == CS_FIND_BALANCED)
+            kind = (int)rep.views->findings[i].kind;
+    cs__report_free(&rep);
+    cs__run_free(&run);
+    return kind;
+}
+
+static void test_balance_material(void)
+{
+    /* compute 1000 and 3000 of 98000 + 500 wall each: 2 %, no statement (load balance 0.67) */
+    CHECK_INT(balance_finding(1000, 3000), ==, -1);
+    /* 20000 and 60000: 41 % of the wall, imbalanced */
+    CHECK_INT(balance_finding(20000, 60000), ==, (int)CS_FIND_IMBALANCE);
+    /* 60000 and 61000: balanced */
+    CHECK_INT(balance_finding(60000, 61000), ==, (int)CS_FIND_BALANCED);
+}
+
 static void test_clock_map(void)
 {
     struct cs_file_header h = {0};
@@ -818,6 +854,7 @@ int main(void)
     test_clock_map_exact();
     test_clock_map_near();
     test_four_ranks();
+    test_balance_material();
     test_causality();
     test_comm_disagreement();
     test_clock_absurd();
