@@ -351,7 +351,10 @@ static int flow_cmp(const void *a, const void *b)
 static const struct cs__klaunch *find_launch(const struct cs__kfile *f, uint64_t corr)
 {
     struct cs__klaunch key = {.corr = corr};
-    return corr ? bsearch(&key, f->launches.v, f->launches.n, sizeof key, launch_cmp) : NULL;
+    /* (bsearch wants a base even for no elements: none without launches) */
+    return corr && f->launches.n
+               ? bsearch(&key, f->launches.v, f->launches.n, sizeof key, launch_cmp)
+               : NULL;
 }
 
 /* The correlation id of a kernel without one, through its ac2g flow ('f' at the kernel). */

@@ -39,6 +39,12 @@ def main():
             step()
             p.step()
     dist.destroy_process_group()
+    # Debian's torch 1.13 sometimes hangs after this, in a destructor at interpreter teardown
+    # (a stack dump shows the main thread past main(), a native thread without Python frames):
+    # the trace is written, so the worker ends here.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
