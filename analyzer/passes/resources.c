@@ -420,23 +420,28 @@ fail:
     return NULL;
 }
 
+/* The median CPU utilisation of the ranks other than `except` (cpu_order is descending, the
+ * unknown last), NaN none. */
 static double median_util(const struct cs_report_resources *o, int except)
 {
-    double v[64];
     size_t n = 0;
-    for (size_t i = 0; i < o->nranks && n < 64; i++)
-        if (o->ranks[o->cpu_order[i]].rank != except &&
-            isfinite(o->ranks[o->cpu_order[i]].cpu_util))
-            v[n++] = o->ranks[o->cpu_order[i]].cpu_util;
+    for (size_t i = 0; i < o->nranks; i++)
+        n += o->ranks[i].rank != except && isfinite(o->ranks[i].cpu_util);
     if (!n)
         return NAN;
-    /* cpu_order is descending; v holds the busiest 64 at most: the median of the whole set is
-     * taken from the order directly when there are more. */
-    if (o->nranks > 64) {
-        size_t m = o->nranks / 2;
-        return o->ranks[o->cpu_order[m]].cpu_util;
+    /* the (n - 1) / 2-th and n / 2-th of them in descending order */
+    double lo = NAN, hi = NAN;
+    for (size_t k = 0, j = 0; k < o->nranks && j <= n / 2; k++) {
+        const struct cs_report_res_rank *x = &o->ranks[o->cpu_order[k]];
+        if (x->rank == except || !isfinite(x->cpu_util))
+            continue;
+        if (j == (n - 1) / 2)
+            hi = x->cpu_util;
+        if (j == n / 2)
+            lo = x->cpu_util;
+        j++;
     }
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return (lo + hi) / 2;
 }
 
 /* The verdict's sentences: the straggler's CPU use, the least busy GPU with its rank's data
