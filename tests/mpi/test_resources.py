@@ -132,7 +132,7 @@ def case_train(tmp):
         if check(m is not None and 1 in by_rank and 0 in by_rank, "figures in %r" % v[i:i + 2]):
             check(m.group(1) == "%.2f" % by_rank[1]["cpu_util"] and
                   m.group(2) == "%.2f" % by_rank[0]["cpu_util"],
-                  "rank 1's utilisation and the others' median (rank 0's): %r" % m.groups())
+                  "rank 1's utilisation and the others' median (rank 0's): %r" % (m.groups(),))
     with open(os.path.join(rundir, "report.html")) as f:
         html = f.read()
     check('id="resources"' in html and "CPU utilisation" in html and "GPU utilisation" in html,
