@@ -469,14 +469,18 @@ static void build_findings(const struct cs_report *rep, struct cs_report_views *
         add_finding(o, (struct cs_report_finding){.kind = CS_FIND_NO_COMM, .rank = -1});
     }
     cs__views_gpu_finding(rep, o);
-    /* One rank is balanced with itself: no statement then; nor when computing is no material
-     * share of the ranks' time (a benchmark that mostly communicates): its balance would
-     * explain nothing. */
-    double compute = 0;
+    /* One rank is balanced with itself: no statement then; nor when the host ranks' computing
+     * is no material share of their time (a benchmark that mostly communicates): its balance
+     * would explain nothing.  (A GPU rank's compute is its kernels' time, no share of the host's
+     * wall time: its balance is always stated.) */
+    double hcompute = 0, hwall = 0;
     for (size_t i = 0; i < rep->nranks; i++)
-        compute += rep->ranks[i].compute_s;
-    if (isfinite(rep->load_balance) && rep->nranks > 1 && wall > 0 &&
-        compute >= CS_VIEW_COMPUTE_MATERIAL * wall) {
+        if (!isfinite(rep->ranks[i].gpu_comm_s)) {
+            hcompute += rep->ranks[i].compute_s;
+            hwall += rep->ranks[i].wall_s;
+        }
+    if (isfinite(rep->load_balance) && rep->nranks > 1 &&
+        !(hwall > 0 && hcompute < CS_VIEW_COMPUTE_MATERIAL * hwall)) {
         const struct cs_report_rank *m = &rep->ranks[maxc];
         struct cs_report_finding f = {.kind = rep->load_balance < 0.95 ? CS_FIND_IMBALANCE
                                                                        : CS_FIND_BALANCED,
