@@ -368,6 +368,20 @@ static void print_report(const double *all, int nv, int size, const struct opts 
             printf("cs_train: rank %d step %d time_s=%.9f grad_sync_s=%.9f\n", r, s,
                    all[(size_t)r * nv + V_STEPS + 2 * s],
                    all[(size_t)r * nv + V_STEPS + 2 * s + 1]);
+    /* After the steps: each rank's steps span (CLOCK_MONOTONIC and CPU time at both ends), then
+     * with --nvtx its phase brackets; printed here, by rank 0, so that no rank's line is cut by
+     * another's in the launcher's output. */
+    for (int r = 0; r < size; r++) {
+        const double *v = all + (size_t)r * nv + V_STEPS + 2 * o->steps;
+        printf("cs_train: rank %d steps_span t0_ns=%.0f t1_ns=%.0f cpu0_ns=%.0f cpu1_ns=%.0f\n", r,
+               v[0], v[1], v[2], v[3]);
+        for (int s = 0; o->nvtx && s < o->steps; s++)
+            for (int q = 0; q < PH_N; q++) {
+                const double *b = v + 4 + (size_t)(s * PH_N + q) * 4;
+                printf("cs_train: rank %d phase %s step %d a=%.0f b=%.0f c=%.0f d=%.0f\n", r,
+                       ph_names[q], s, b[0], b[1], b[2], b[3]);
+            }
+    }
     printf("cs_train: final_loss=%.6f\n", final_loss);
 }
 
@@ -610,7 +624,8 @@ int main(int argc, char **argv)
     step_t[o.steps - 1] = now_s() - t_step;
     step_g[o.steps - 1] = grad_s - g_step;
     long long span_c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), span_t1 = clock_ns(CLOCK_MONOTONIC);
-    const int nv = V_STEPS + 2 * o.steps;
+    /* (ns on CLOCK_MONOTONIC and of CPU time travel exactly as doubles: below 2^53) */
+    const int nv = V_STEPS + 2 * o.steps + 4 + (o.nvtx ? 4 * PH_N * o.steps : 0);
     double *mine = malloc((size_t)nv * sizeof(double));
     double *all = rank == 0 ? malloc((size_t)nv * (size_t)size * sizeof(double)) : NULL;
     if (!mine || (rank == 0 && !all)) {
@@ -631,18 +646,21 @@ int main(int argc, char **argv)
         mine[V_STEPS + 2 * s] = step_t[s];
         mine[V_STEPS + 2 * s + 1] = step_g[s];
     }
+    double *span = mine + V_STEPS + 2 * o.steps;
+    span[0] = (double)span_t0;
+    span[1] = (double)span_t1;
+    span[2] = (double)span_c0;
+    span[3] = (double)span_c1;
+    for (int s = 0; ph_on && s < o.steps; s++)
+        for (int q = 0; q < PH_N; q++)
+            for (int k = 0; k < 4; k++)
+                span[4 + (s * PH_N + q) * 4 + k] = (double)ph_t[s][q][k];
     MPI_Gather(mine, nv, MPI_DOUBLE, all, nv, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Finalize();
 
     /* Printed after MPI_Finalize so printing is outside the traced window. */
     if (rank == 0)
         print_report(all, nv, size, &o, K, P, final_loss);
-    printf("cs_train: rank %d steps_span t0_ns=%lld t1_ns=%lld cpu0_ns=%lld cpu1_ns=%lld\n", rank,
-           span_t0, span_t1, span_c0, span_c1);
-    for (int s = 0; ph_on && s < o.steps; s++)
-        for (int q = 0; q < PH_N; q++)
-            printf("cs_train: rank %d phase %s step %d a=%lld b=%lld c=%lld d=%lld\n", rank,
-                   ph_names[q], s, ph_t[s][q][0], ph_t[s][q][1], ph_t[s][q][2], ph_t[s][q][3]);
     free(ph_t);
     free(all);
     free(mine);
