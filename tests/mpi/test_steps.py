@@ -259,8 +259,8 @@ def case_replay_nb(a, tmp):
 
 def case_straggler(a, tmp):
     """What-if (a): with one rank slowed, bringing every rank's compute to the median takes most
-    of the slowed rank's excess compute off the step; in either run the estimate never lengthens
-    the step and keeps at least the median rank's compute.
+    of the slowed rank's excess compute off the step; in either run the estimate keeps at least
+    the median rank's compute.
 
     Each run is held against its own numbers only: the slowed run's step against the excess
     compute its report measured for rank 1.  (Comparing with the even run's measured step would
@@ -280,9 +280,9 @@ def case_straggler(a, tmp):
         if not w:
             continue
         T, N = w["measured_step_s"], w["no_straggler_step_s"]
-        # (JSON numbers carry nanoseconds)
-        check(N <= w["replayed_step_s"] + 1e-9, "%s: the estimate %.9f never lengthens the "
-              "replayed step %.9f" % (mode, N, w["replayed_step_s"]))
+        # (Bringing every rank's compute to the median also lengthens the ranks below it, so
+        # the estimate may exceed the replayed step; it never falls below the median compute.
+        # JSON numbers carry nanoseconds.)
         check(N >= median(comp.values()) - 1e-9, "%s: the estimate %.6f keeps the median "
               "compute %.6f" % (mode, N, median(comp.values())))
         if mode == "slow":
