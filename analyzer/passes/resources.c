@@ -30,15 +30,14 @@ struct ent {
     int32_t index, pci, speed;
     uint64_t n;
     int64_t t_first, t_last;
-    uint64_t a_first, a_last, b_first, b_last; /* the cumulative counters at both ends */
+    uint64_t a_first, a_last, b_first, b_last; /* the counters at both ends (last: the next
+                                                  interval's start) */
     double peak;                               /* highest interval rate (unit of the series) */
     double sum_b, max_b;                       /* RSS or GPU memory used */
     double sum_c, max_c, sum_d;                /* GPU power (mW), SM clock */
     uint64_t nc, nd;
     double util_sum, util_min, util_max;
     uint64_t nutil;
-    int64_t t_prev;
-    uint64_t a_prev, b_prev;
     struct bins *bins;
 };
 
@@ -135,16 +134,16 @@ static int take(void *arg, int r, const struct cs__sample *s)
             R->failed = 1;
         return 0;
     }
-    int64_t dt = e->n ? s->t - e->t_prev : 0;
+    int64_t dt = e->n ? s->t - e->t_last : 0;
     if (e->n && dt <= 0)
         return 0; /* a repeated or misordered instant: no interval */
     switch (s->op) {
     case CS_OP_SAMPLE_PROC:
         if (e->n) {
-            double rate = s->a >= e->a_prev ? (double)(s->a - e->a_prev) / (double)dt : NAN;
+            double rate = s->a >= e->a_last ? (double)(s->a - e->a_last) / (double)dt : NAN;
             if (rate > e->peak)
                 e->peak = rate;
-            spread(R, e->bins, e->t_prev, s->t, rate);
+            spread(R, e->bins, e->t_last, s->t, rate);
             R->gaps_ns += (double)dt;
             R->ngaps++;
         }
@@ -153,13 +152,13 @@ static int take(void *arg, int r, const struct cs__sample *s)
             e->max_b = (double)s->b;
         break;
     case CS_OP_SAMPLE_NIC:
-        if (e->n && s->a >= e->a_prev && s->b >= e->b_prev) {
-            double rx = (double)(s->a - e->a_prev) * 8 / (double)dt,
-                   tx = (double)(s->b - e->b_prev) * 8 / (double)dt; /* bits per ns = Gb/s */
+        if (e->n && s->a >= e->a_last && s->b >= e->b_last) {
+            double rx = (double)(s->a - e->a_last) * 8 / (double)dt,
+                   tx = (double)(s->b - e->b_last) * 8 / (double)dt; /* bits per ns = Gb/s */
             double pk = rx > tx ? rx : tx;
             if (pk > e->peak)
                 e->peak = pk;
-            spread(R, e->bins, e->t_prev, s->t, rx + tx);
+            spread(R, e->bins, e->t_last, s->t, rx + tx);
         }
         break;
     case CS_OP_SAMPLE_GPU:
@@ -171,7 +170,7 @@ static int take(void *arg, int r, const struct cs__sample *s)
             if (s->util > e->util_max)
                 e->util_max = s->util;
             if (e->n)
-                spread(R, e->bins, e->t_prev, s->t, (double)s->util);
+                spread(R, e->bins, e->t_last, s->t, (double)s->util);
         }
         if (s->a != UINT64_MAX && (double)s->a > e->max_b)
             e->max_b = (double)s->a;
@@ -190,9 +189,8 @@ static int take(void *arg, int r, const struct cs__sample *s)
         break;
     }
     e->n++;
-    e->t_prev = e->t_last = s->t;
-    e->a_prev = e->a_last = s->a;
-    e->b_prev = s->b;
+    e->t_last = s->t;
+    e->a_last = s->a;
     if (s->op != CS_OP_SAMPLE_GPU)
         e->b_last = s->b;
     return 0;
