@@ -206,6 +206,10 @@ static void passes_report(struct cs__run *run, struct cs_report *rep)
 #define CS__PASS CS__HOOK_REPORT
 #include "passes.def"
 #undef CS__PASS
+    /* The report borrows the problem list, which a report hook may have grown (or moved):
+     * every problem behind a non-zero exit is listed in the text, JSON and HTML. */
+    rep->problems = run->problems;
+    rep->nproblems = run->nproblems;
 }
 
 static inline void passes_event(struct cs__run *run, struct cs__ev *e)

@@ -102,10 +102,12 @@ struct detect {
         uint16_t op;
     } memo[64];
     int ncand;
+    uint64_t calls; /* traffic calls seen by the evaluation (position of the current one) */
     struct cand {
         int anchor;
         uint64_t m, n, occ;
-        uint64_t checks; /* complete steps seen */
+        uint64_t first, last; /* positions (in calls) of the first and last step start */
+        uint64_t checks;      /* complete steps seen */
         int started;
         uint32_t between[NSIG];
         int32_t mt[NSIG];
@@ -169,6 +171,9 @@ static void detect_eval(struct detect *d, int x)
         struct cand *c = &d->c[j];
         if (x == c->anchor) {
             if (c->occ++ % c->m == 0) {
+                if (!c->started)
+                    c->first = d->calls;
+                c->last = d->calls;
                 for (int t = 0; t < d->n && c->started; t++) {
                     if (t == c->anchor)
                         continue;
@@ -194,11 +199,40 @@ static int locked(const struct cand *c, int t)
     return t == c->anchor || (c->checks >= 2 && !c->broken[t] && c->mt[t] >= 1);
 }
 
+/* The share of the rank's traffic calls from candidate c's first step start to its last. */
+static double coverage(const struct detect *d, const struct cand *c)
+{
+    return d->calls && c->checks ? (double)(c->last - c->first) / (double)d->calls : 0;
+}
+
+static int locks(const struct detect *d, const struct cand *c)
+{
+    int score = 0;
+    for (int t = 0; t < d->n; t++)
+        score += t != c->anchor && locked(c, t);
+    return score;
+}
+
+/*
+ * Steps are a repeated structure of several calls over the run: a candidate is eligible when at
+ * least one other signature is locked to it (a call repeating alone, a barrier between
+ * irregular phases, is no step) and its step starts span at least half of the rank's traffic
+ * calls (an exact message size made in one phase only, one size of a ping-pong sweep or one
+ * neighbour-list period of a molecular-dynamics code, is no period of the run).
+ */
+#define COVER_MIN 0.5
+
+static int eligible(const struct detect *d, const struct cand *c)
+{
+    return c->checks >= 2 && coverage(d, c) >= COVER_MIN && locks(d, c) >= 1;
+}
+
 /*
  * The best candidate, or -1; *score: the other signatures locked to it; *occasional: signatures
  * locked to the candidate the rule picked first that are left out of the finer one chosen.
  *
- * The rule: the candidate that locks most signatures, then the one with most steps.  A call made
+ * Among the eligible candidates, the rule: the one that locks most signatures, then the one with
+ * most steps.  A call made
  * every few steps only (a loss all-reduce every 5 steps, a checkpoint every 100) locks to a
  * candidate of as many steps, which then locks one signature more than the true steps do; so a
  * finer candidate (steps that divide the chosen ones) is taken instead when it locks every
@@ -213,9 +247,9 @@ static int detect_best(const struct detect *d, int *score_out, int *occasional)
     int best = -1, best_score = -1;
     for (int j = 0; j < d->ncand; j++) {
         const struct cand *c = &d->c[j];
-        int score = 0;
-        for (int t = 0; t < d->n; t++)
-            score += t != c->anchor && locked(c, t);
+        if (!eligible(d, c))
+            continue;
+        int score = locks(d, c);
         if (best < 0 || score > best_score || (score == best_score && c->n > d->c[best].n)) {
             best = j;
             best_score = score;
@@ -233,7 +267,7 @@ static int detect_best(const struct detect *d, int *score_out, int *occasional)
         bytes += (double)d->s[t].count * (double)d->s[t].bytes;
     for (int j = 0; j < d->ncand; j++) {
         const struct cand *c = &d->c[j];
-        if (c->n <= d->c[fine].n || c->n % b->n)
+        if (c->n <= d->c[fine].n || c->n % b->n || !eligible(d, c))
             continue;
         int ok = 1, score = 0, dropped = 0;
         double dropped_bytes = 0;
@@ -254,6 +288,44 @@ static int detect_best(const struct detect *d, int *score_out, int *occasional)
     }
     *score_out = fine_score;
     return fine;
+}
+
+/* Why no candidate was chosen: none repeats, the repeating calls repeat alone, or the best
+ * structure of several calls spans too little of the run. */
+static void explain_none(const struct detect *d, char *buf, size_t n, const char *marker, int ref)
+{
+    int wide = -1, multi = -1;
+    for (int j = 0; j < d->ncand; j++) {
+        const struct cand *c = &d->c[j];
+        if (c->checks < 2)
+            continue;
+        if (locks(d, c) >= 1) {
+            if (multi < 0 || coverage(d, c) > coverage(d, &d->c[multi]))
+                multi = j;
+        } else if (wide < 0 || coverage(d, c) > coverage(d, &d->c[wide])) {
+            wide = j;
+        }
+    }
+    int len = snprintf(buf, n, "no steps: no step markers (%s) and ", marker);
+    if (len < 0 || (size_t)len >= n)
+        return;
+    if (multi >= 0) {
+        const struct cand *c = &d->c[multi];
+        const struct sig *a = &d->s[c->anchor];
+        snprintf(buf + len, n - (size_t)len,
+                 "no structure of several calls repeats over rank %d's run: the widest, %" PRIu64
+                 " repeats starting at %s of %" PRIu64
+                 " bytes, spans %.1f %% of its calls (a step must span half)",
+                 ref, c->n, cs_op_name(a->op), a->bytes, 100 * coverage(d, c));
+    } else if (wide >= 0) {
+        const struct sig *a = &d->s[d->c[wide].anchor];
+        snprintf(buf + len, n - (size_t)len,
+                 "no structure of several calls repeats on rank %d: calls such as %s of %" PRIu64
+                 " bytes repeat, but no other call repeats the same number of times with them",
+                 ref, cs_op_name(a->op), a->bytes);
+    } else {
+        snprintf(buf + len, n - (size_t)len, "no communication call repeats on rank %d", ref);
+    }
 }
 
 /* ---- markers and anchors ---- */
@@ -382,6 +454,7 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
             int x = sig_memo(d_eval, ev->op, c, ev->bytes, 0);
             if (x >= 0)
                 detect_eval(d_eval, x);
+            d_eval->calls++;
         }
     }
     cs_reader_rewind(rd);
@@ -538,13 +611,12 @@ int cs__steps_begin(struct cs__run *run)
                 snprintf(occ, sizeof occ, "; %d more made every few steps only", occasional);
             snprintf(S->detect.detail, sizeof S->detect.detail,
                      "%s %s of %" PRIu64 " bytes starts a step (%d other call signature%s"
-                     " repeat%s with it%s)",
+                     " repeat%s with it%s; the steps span %.0f %% of rank %d's calls)",
                      which, cs_op_name(a->op), a->bytes, score, score == 1 ? "" : "s",
-                     score == 1 ? "s" : "", occ);
+                     score == 1 ? "s" : "", occ, 100 * coverage(d, c), S->detect.ref);
         } else {
-            snprintf(S->detect.note, sizeof S->detect.note,
-                     "no steps: no step markers (%s) and no communication call repeats on rank %d",
-                     cs_op_name(S->detect.marker_op), S->detect.ref);
+            explain_none(d, S->detect.note, sizeof S->detect.note, cs_op_name(S->detect.marker_op),
+                         S->detect.ref);
         }
     }
     free(d);
@@ -1035,10 +1107,14 @@ void cs__steps_finish(struct cs__run *run)
             cs__sgpu_finish_rank(S, r, sr->fin ? sr->fin : rk->t_last_end);
         close_step(S, sr, sr->fin ? sr->fin : rk->t_last_end, 0);
         int n = sr->step + 1;
-        if (S->count_min < 0 || n < S->count_min)
+        if (S->count_min < 0 || n < S->count_min) {
             S->count_min = n;
-        if (n > S->count_max)
+            S->rank_min = r;
+        }
+        if (n > S->count_max) {
             S->count_max = n;
+            S->rank_max = r;
+        }
     }
     cs__sgpu_finish(run, S);
 }

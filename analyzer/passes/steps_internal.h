@@ -87,6 +87,7 @@ struct cs__steps {
     struct cs__budget *g; /* per step, sums over ranks */
     size_t ng, capg;
     int count_min, count_max;     /* steps per rank, over the ranks present */
+    int rank_min, rank_max;       /* the lowest ranks that found count_min, count_max */
     int tail;                     /* the reference rank's last step was still open at its end */
     struct cs__rtab reqs;         /* struct cs__sreq: requests in flight beyond the ranks' lists */
     unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */

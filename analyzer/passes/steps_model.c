@@ -232,11 +232,14 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
 
     int n = S->detect.ref >= 0 && S->detect.mode ? S->r[S->detect.ref].step + 1 : 0;
     if (S->detect.mode && S->count_min != S->count_max) {
+        /* Not a problem of the input: the structure chosen on the reference rank is made a
+         * different number of times elsewhere (a rank that computes more steps, or a pattern
+         * whose calls differ between ranks).  Said, and the steps all ranks have analysed. */
         snprintf(o->note, sizeof o->note,
-                 "ranks disagree on the number of steps (%d to %d); the first %d are analysed",
-                 S->count_min, S->count_max, S->count_min);
-        cs__problem(run, "ranks disagree on the number of steps (%d to %d)", S->count_min,
-                    S->count_max);
+                 "ranks disagree on the number of steps (%d to %d): rank %d found %d, rank %d"
+                 " found %d, the reference rank %d found %d; the first %d are analysed",
+                 S->count_min, S->count_max, S->rank_min, S->count_min, S->rank_max, S->count_max,
+                 S->detect.ref, n, S->count_min);
         if (S->count_min < n)
             n = S->count_min;
     }
