@@ -22,7 +22,7 @@ static void usage(FILE *f)
                "       commscope analyze --from kineto DIR|FILE... [the same options]\n"
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
                "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
-               "                         [--pcap FILE...] [--hung] [--quiet]\n"
+               "                         [--steps-csv FILE] [--pcap FILE...] [--hung] [--quiet]\n"
                "                         [--flops-per-step F | --params N --tokens-per-step T]\n"
                "                         [--samples-per-step S] [--gpu MODEL]\n"
                "                         [--precision P] [--peak-flops F]\n"
@@ -39,6 +39,8 @@ static void usage(FILE *f)
                "  --from kineto  read PyTorch profiler (Kineto) traces instead: one JSON file\n"
                "                 (.json or .json.gz) per rank, or directories of them\n"
                "  --json FILE    also write the JSON report to FILE ('-' for stdout)\n"
+               "  --steps-csv FILE  every step's time and its parts to FILE (CSV); the\n"
+               "                 JSON and HTML list at most 1000 steps\n"
                "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
                "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
                "  --perfetto FILE  write a Chrome/Perfetto trace (open it in ui.perfetto.dev)\n"
@@ -260,6 +262,7 @@ static int finish_stream(struct cs__outfile *o, int keep)
 int cs_cmd_analyze(int argc, char **argv)
 {
     const char *dir = NULL, *json = NULL, *events = NULL, *html = NULL, *from = NULL;
+    const char *steps_csv = NULL;
     /* --from kineto takes several inputs (argv outlives them) */
     const char *inputs[256];
     int ninputs = 0;
@@ -297,6 +300,8 @@ int cs_cmd_analyze(int argc, char **argv)
             slot = &events;
         else if (strcmp(a, "--html") == 0)
             slot = &html;
+        else if (strcmp(a, "--steps-csv") == 0)
+            slot = &steps_csv;
         else if (strcmp(a, "--perfetto") == 0)
             slot = &po.path;
         else if (strcmp(a, "--perfetto-ranks") == 0)
@@ -432,6 +437,8 @@ int cs_cmd_analyze(int argc, char **argv)
         if (json && write_report("JSON", json, rep, cs__report_json))
             status = status ? status : 1;
         if (html && write_report("HTML", html, rep, cs__report_html))
+            status = status ? status : 1;
+        if (steps_csv && write_report("step CSV", steps_csv, rep, cs__report_steps_csv))
             status = status ? status : 1;
         fflush(stdout);
     }

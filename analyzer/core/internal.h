@@ -595,6 +595,8 @@ void cs__wire_free(struct cs__run *run);
 /* Renderers. */
 void cs__report_text(const struct cs_report *rep, FILE *out);
 int cs__report_json(const struct cs_report *rep, FILE *out);
+/* Every step as CSV (render/report_steps.c; `--steps-csv FILE`). */
+int cs__report_steps_csv(const struct cs_report *rep, FILE *out);
 
 /* ---- report views, HTML, Perfetto, progress ---- */
 

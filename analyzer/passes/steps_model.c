@@ -19,6 +19,12 @@ static int dbl_cmp(const void *x, const void *y)
 /* Waiting counted in a sum of rank-steps: at most the blocked (on GPU ranks: exposed) time it
  * is part of.  Host waits never exceed their calls, so the cap only acts on GPU ranks, whose
  * waiting kernels may be hidden behind compute kernels (as in the report views). */
+static int size_cmp(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return (a > b) - (a < b);
+}
+
 static double capped(double wait, double blocked)
 {
     return wait < blocked ? wait : (blocked > 0 ? blocked : 0);
@@ -155,6 +161,76 @@ static void overlap_groups(const struct cs__steps *S, const struct cs_report *re
  * (markers: the marker op's calls; pattern: the anchor's calls of its size on its class, every
  * anchor_m-th a step).  NVTX steps and an anchor whose row mixes sizes cannot be counted: -1.
  */
+/* Which steps the JSON and HTML list (CS_REPORT_STEPS_LISTED), the representative step and the
+ * histogram of the timed steps' times. */
+static void list_steps(struct cs_report_steps *o)
+{
+    o->rep_step = -1;
+    size_t n = o->nlist, timed = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        const struct cs_report_step *p = &o->list[i];
+        if (!p->timed || !isfinite(p->time_s))
+            continue;
+        timed++;
+        lo = p->time_s < lo ? p->time_s : lo;
+        hi = p->time_s > hi ? p->time_s : hi;
+        /* the representative: the timed step nearest the median (the first of equals) */
+        if (isfinite(o->median_s) &&
+            (o->rep_step < 0 ||
+             fabs(p->time_s - o->median_s) < fabs(o->list[o->rep_step].time_s - o->median_s)))
+            o->rep_step = (long)i;
+    }
+    o->hist_lo_s = timed ? lo : NAN;
+    o->hist_hi_s = timed ? hi : NAN;
+    for (size_t i = 0; i < n && timed; i++) {
+        const struct cs_report_step *p = &o->list[i];
+        if (!p->timed || !isfinite(p->time_s))
+            continue;
+        /* log-spaced bins: a few slow steps (a checkpoint, the first after warm-up) do not
+         * squeeze the rest into one bin */
+        size_t b = hi > lo && lo > 0
+                       ? (size_t)(log(p->time_s / lo) / log(hi / lo) * CS_REPORT_STEP_BINS)
+                       : 0;
+        o->hist[b < CS_REPORT_STEP_BINS ? b : CS_REPORT_STEP_BINS - 1]++;
+    }
+    o->listed =
+        malloc((n < CS_REPORT_STEPS_LISTED ? n : CS_REPORT_STEPS_LISTED) * sizeof *o->listed + 1);
+    if (!o->listed)
+        return;
+    if (n <= CS_REPORT_STEPS_LISTED) {
+        for (size_t i = 0; i < n; i++)
+            o->listed[o->nlisted++] = i;
+        return;
+    }
+    /* The slowest timed steps (a selection by a bounded sorted list), then the representative,
+     * the first and the last, in step order. */
+    size_t k = 0, *top = o->listed;
+    for (size_t i = 0; i < n; i++) {
+        const struct cs_report_step *p = &o->list[i];
+        if (!p->timed || !isfinite(p->time_s))
+            continue;
+        if (k == CS_REPORT_STEPS_SLOWEST && p->time_s <= o->list[top[k - 1]].time_s)
+            continue;
+        size_t j = k < CS_REPORT_STEPS_SLOWEST ? k++ : k - 1;
+        while (j > 0 && o->list[top[j - 1]].time_s < p->time_s) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = i;
+    }
+    size_t extra[3] = {o->rep_step >= 0 ? (size_t)o->rep_step : 0, 0, n - 1};
+    for (int e = 0; e < 3; e++) {
+        size_t j = 0;
+        while (j < k && top[j] != extra[e])
+            j++;
+        if (j == k)
+            top[k++] = extra[e];
+    }
+    qsort(top, k, sizeof *top, size_cmp);
+    o->nlisted = k;
+}
+
 static void run_steps(struct cs__run *run, struct cs__steps *S, struct cs_report_steps *o)
 {
     o->run_count = o->count;
@@ -217,6 +293,8 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
     o->grad_share = o->grad_total_s = o->grad_exposed_s = o->grad_wait_s = o->grad_overlapped_s =
         NAN;
     o->overlap_ratio = NAN;
+    o->rep_step = -1;
+    o->hist_lo_s = o->hist_hi_s = NAN;
     o->whatif = (struct cs_report_whatif){NAN, NAN, NAN, NAN, NAN, NAN, ""};
     fill_budget(&o->total, &(struct cs__budget){0}, -1);
     pop_split(rep, o, 0, NULL);
@@ -273,6 +351,15 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
             s->time_s = g->n > 0 ? g->dur / g->n / 1e9 : NAN;
             s->overlap_ratio = g->span > 0 ? g->ovl / g->span : NAN;
             s->grad_sync_share = any_dp && g->dur > 0 ? g->grad_blocked / g->dur : NAN;
+            struct cs_report_budget pb;
+            fill_budget(&pb, g, -1);
+            s->compute_s = pb.compute_s;
+            s->grad_sync_s = pb.grad_sync_s;
+            s->comm_s = 0;
+            for (int d = 0; d < CS_DIM_N; d++)
+                s->comm_s += pb.comm_s[d];
+            s->wait_s = pb.wait_s;
+            s->other_mpi_s = pb.other_mpi_s;
             if (s->timed) {
                 t[m++] = s->time_s;
                 const double *src = (const double *)g;
@@ -293,6 +380,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
         }
     }
     free(t);
+    list_steps(o);
 
     /* The what-if replay's pass over the timed steps also measures the waits at point-to-point
      * calls (matched there); they are waiting in the budget (docs/metrics.md). */
@@ -367,6 +455,7 @@ void cs__steps_report_free(struct cs_report *rep)
     free(o->overlap);
     free(o->ranks);
     free(o->list);
+    free(o->listed);
     free(o);
     rep->steps = NULL;
 }

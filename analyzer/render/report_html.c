@@ -782,16 +782,55 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
           "be told from compute without a GPU timeline.</p>\n",
           f);
     fputs("<h3>Steps</h3>\n", f);
-    int fold_steps = s->nlist > 64;
+    if (isfinite(s->hist_lo_s)) {
+        /* the distribution of the timed steps' times */
+        uint64_t most = 1;
+        for (int b = 0; b < CS_REPORT_STEP_BINS; b++)
+            most = s->hist[b] > most ? s->hist[b] : most;
+        double r =
+            s->hist_hi_s > s->hist_lo_s && s->hist_lo_s > 0 ? s->hist_hi_s / s->hist_lo_s : 1;
+        fputs("<table id=\"stephist\"><tr><th>step time (s)</th><th>timed steps</th>"
+              "<th></th></tr>\n",
+              f);
+        for (int b = 0; b < CS_REPORT_STEP_BINS; b++) {
+            if (!s->hist[b])
+                continue;
+            fprintf(f,
+                    "<tr><td>%.6f &#8211; %.6f</td><td>%" PRIu64 "</td><td style=\"text-align:"
+                    "left\"><span class=\"bar\" style=\"display:inline-block;width:%.0fpx;"
+                    "background:#4e79a7\">&#160;</span></td></tr>\n",
+                    s->hist_lo_s * pow(r, (double)b / CS_REPORT_STEP_BINS),
+                    s->hist_lo_s * pow(r, (double)(b + 1) / CS_REPORT_STEP_BINS), s->hist[b],
+                    200.0 * (double)s->hist[b] / (double)most);
+        }
+        fputs("</table>\n", f);
+    }
+    if (s->rep_step >= 0 && (size_t)s->rep_step < s->nlist)
+        fprintf(f, "<p>Representative step (its time is nearest the median): <b>%d</b>.</p>\n",
+                s->list[s->rep_step].index);
+    int all = s->nlisted == s->nlist, fold_steps = s->nlisted > 64;
+    if (!all)
+        fprintf(f,
+                "<p>%zu steps: listed are the %d slowest timed steps, the representative step, "
+                "the first and the last; <code>commscope analyze --steps-csv FILE</code> writes "
+                "every step.</p>\n",
+                s->nlist, CS_REPORT_STEPS_SLOWEST);
     if (fold_steps)
-        fprintf(f, "<details><summary>%zu steps</summary>\n", s->nlist);
+        fprintf(f, "<details><summary>%zu steps</summary>\n", s->nlisted);
     fputs("<table id=\"steplist\"><tr><th>step</th><th>timed</th><th>time (s)</th>"
+          "<th>compute (s)</th><th>communication (s)</th><th>wait (s)</th>"
           "<th>overlap ratio</th><th>gradient sync share</th></tr>\n",
           f);
-    for (size_t i = 0; i < s->nlist; i++) {
-        const struct cs_report_step *p = &s->list[i];
+    for (size_t i = 0; i < s->nlisted; i++) {
+        const struct cs_report_step *p = &s->list[s->listed[i]];
         fprintf(f, "<tr><td>%d</td><td>%s</td><td>", p->index, p->timed ? "yes" : "no");
         num(f, "%.6f", p->time_s);
+        fputs("</td><td>", f);
+        num(f, "%.6f", p->compute_s);
+        fputs("</td><td>", f);
+        num(f, "%.6f", p->grad_sync_s + p->comm_s + p->other_mpi_s);
+        fputs("</td><td>", f);
+        num(f, "%.6f", p->wait_s);
         fputs("</td><td>", f);
         num(f, "%.4f", p->overlap_ratio);
         fputs("</td><td>", f);

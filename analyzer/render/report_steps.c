@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "internal.h"
 #include "json.h"
 #include "steps.h"
 
@@ -48,18 +49,36 @@ void cs__report_steps_json(const struct cs_report *rep, FILE *out)
     cs__jw_str(&w, "source", s->source);
     cs__jw_str_or_null(&w, "detail", s->detail);
     cs__jw_str_or_null(&w, "note", s->note);
+    cs__jw_bool(&w, "per_step_complete", s->nlisted == s->nlist);
+    if (s->rep_step >= 0 && (size_t)s->rep_step < s->nlist)
+        cs__jw_int(&w, "representative_step", s->list[s->rep_step].index);
+    else
+        cs__jw_num(&w, "representative_step", NAN);
     cs__jw_open(&w, "per_step", '[');
-    for (size_t i = 0; i < s->nlist; i++) {
-        const struct cs_report_step *p = &s->list[i];
+    for (size_t i = 0; i < s->nlisted; i++) {
+        const struct cs_report_step *p = &s->list[s->listed[i]];
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "index", p->index);
         cs__jw_bool(&w, "timed", p->timed);
         cs__jw_num(&w, "time_s", p->time_s);
+        cs__jw_num(&w, "compute_s", p->compute_s);
+        cs__jw_num(&w, "grad_sync_s", p->grad_sync_s);
+        cs__jw_num(&w, "comm_s", p->comm_s);
+        cs__jw_num(&w, "wait_s", p->wait_s);
+        cs__jw_num(&w, "other_mpi_s", p->other_mpi_s);
         cs__jw_num(&w, "overlap_ratio", p->overlap_ratio);
         cs__jw_num(&w, "grad_sync_share", p->grad_sync_share);
         cs__jw_close(&w, '}');
     }
     cs__jw_close(&w, ']');
+    cs__jw_open(&w, "histogram", '{');
+    cs__jw_num(&w, "lo_s", s->hist_lo_s);
+    cs__jw_num(&w, "hi_s", s->hist_hi_s);
+    cs__jw_open(&w, "counts", '[');
+    for (int b = 0; b < CS_REPORT_STEP_BINS && isfinite(s->hist_lo_s); b++)
+        cs__jw_num(&w, NULL, (double)s->hist[b]);
+    cs__jw_close(&w, ']');
+    cs__jw_close(&w, '}');
     cs__jw_close(&w, '}');
 
     cs__jw_open(&w, "budget", '{');
@@ -250,4 +269,28 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
             fmt(e, sizeof e, "%.6f", s->whatif.best_bandwidth_step_s));
     if (s->whatif.note[0])
         fprintf(out, "note: %s\n", s->whatif.note);
+}
+
+/* Every step, one CSV line each (`commscope analyze --steps-csv FILE`; docs/report-schema.md):
+ * what the JSON's per_step holds, for all steps.  Returns 0, or -1 on a write error. */
+int cs__report_steps_csv(const struct cs_report *rep, FILE *out)
+{
+    fputs("step,timed,time_s,compute_s,grad_sync_s,comm_s,wait_s,other_mpi_s,overlap_ratio,"
+          "grad_sync_share\n",
+          out);
+    const struct cs_report_steps *s = rep->steps;
+    for (size_t i = 0; s && i < s->nlist; i++) {
+        const struct cs_report_step *p = &s->list[i];
+        const double v[] = {p->time_s, p->compute_s,   p->grad_sync_s,   p->comm_s,
+                            p->wait_s, p->other_mpi_s, p->overlap_ratio, p->grad_sync_share};
+        fprintf(out, "%d,%d", p->index, p->timed);
+        for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) {
+            if (isfinite(v[j]))
+                fprintf(out, ",%.9g", v[j]);
+            else
+                fputs(",", out);
+        }
+        fputc('\n', out);
+    }
+    return ferror(out) ? -1 : 0;
 }

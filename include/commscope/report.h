@@ -114,7 +114,18 @@ struct cs_report_step {
     int index;
     int timed; /* used in the statistics */
     double time_s, overlap_ratio, grad_sync_share;
+    /* time_s's parts, means over the ranks (they add up to time_s): compute, gradient sync,
+     * other communication, waiting at collectives (waiting at point-to-point calls is measured
+     * over the run only: it is in comm_s here), other MPI */
+    double compute_s, grad_sync_s, comm_s, wait_s, other_mpi_s;
 };
+
+/* Reports of bounded size: the JSON and HTML list every step up to CS_REPORT_STEPS_LISTED;
+ * beyond, the slowest timed steps, the representative (median) step and the first and last
+ * (the distribution is in the histogram; `commscope analyze --steps-csv FILE` writes all). */
+#define CS_REPORT_STEPS_LISTED 1000
+#define CS_REPORT_STEPS_SLOWEST 50
+#define CS_REPORT_STEP_BINS 20
 struct cs_report_budget {
     int rank;     /* -1: all ranks */
     double steps; /* rank-steps summed */
@@ -158,6 +169,16 @@ struct cs_report_steps {
     double run_mean_s;
     struct cs_report_step *list;
     size_t nlist;
+    /* The steps the JSON and HTML list (indexes into list, in step order): all of them, or the
+     * selection above; rep_step: list index of the representative step (the timed step whose
+     * time is the median's, -1 none) */
+    size_t *listed;
+    size_t nlisted;
+    long rep_step;
+    /* Timed steps' times: CS_REPORT_STEP_BINS bins from hist_lo_s to hist_hi_s, of equal
+     * ratios (bin b: lo * (hi/lo)^(b/BINS) to lo * (hi/lo)^((b+1)/BINS)) */
+    double hist_lo_s, hist_hi_s;
+    uint64_t hist[CS_REPORT_STEP_BINS];
     /* budget */
     struct cs_report_budget total;
     struct cs_report_budget *ranks;

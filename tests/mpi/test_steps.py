@@ -6,6 +6,7 @@ Usage: test_steps.py CASE [options]; CS_BIN and CS_LIB name the build's bin/ and
 Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -198,6 +199,60 @@ def case_no_steps(a, tmp):
     check(g["share"] is None and g["note"], "no gradient-sync share, with a reason: %r" % g)
     check(all(x["role"] != "dp" for x in rep["groups"]), "no groups of one rank: %r"
           % rep["groups"])
+
+
+def case_many(a, tmp):
+    """3000 marked steps: the JSON lists a bounded selection (the 50 slowest timed steps, the
+    representative, the first and the last), --steps-csv writes every step, and the selection,
+    the representative and the histogram are those of the CSV's own numbers."""
+    n = 3000
+    rundir = os.path.join(tmp, "run")
+    t.commscope_run(rundir, t.MPIRUN + ["-np", "2", t.TRAIN, "--steps", str(n), "--hidden", "8",
+                                        "--batch", "4", "--steps-marker"])
+    csv_path = os.path.join(tmp, "steps.csv")
+    js = os.path.join(tmp, "r.json")
+    t.run([t.COMMSCOPE, "analyze", rundir, "--quiet", "--json", js, "--steps-csv", csv_path],
+          check_rc=0)
+    with open(js) as f:
+        rep = json.load(f)
+    s = rep["steps"]
+    check(s["count"] == n, "step count %r" % s["count"])
+    with open(csv_path) as f:
+        head = f.readline().strip().split(",")
+        rows = [dict(zip(head, line.strip().split(","))) for line in f]
+    check(head == ["step", "timed", "time_s", "compute_s", "grad_sync_s", "comm_s", "wait_s",
+                   "other_mpi_s", "overlap_ratio", "grad_sync_share"], "CSV columns %r" % head)
+    check([int(r["step"]) for r in rows] == list(range(n)), "the CSV has every step once")
+    for r in rows:
+        parts = sum(float(r[k]) for k in ("compute_s", "grad_sync_s", "comm_s", "wait_s",
+                                          "other_mpi_s"))
+        check(abs(parts - float(r["time_s"])) <= 1e-8 * max(1.0, float(r["time_s"])) + 1e-12,
+              "step %s: parts %.9g add up to its time %s" % (r["step"], parts, r["time_s"]))
+    timed = [(float(r["time_s"]), int(r["step"])) for r in rows if r["timed"] == "1"]
+    check(len(timed) == s["timed"], "timed steps in the CSV: %d, report %d" % (len(timed),
+                                                                               s["timed"]))
+    check(s["per_step_complete"] is False, "a selection: %r" % s["per_step_complete"])
+    listed = [p["index"] for p in s["per_step"]]
+    check(listed == sorted(listed), "listed in step order")
+    slowest = {k for _, k in sorted(timed, key=lambda x: (-x[0], x[1]))[:50]}
+    rep_k = s["representative_step"]
+    want = slowest | {0, n - 1, rep_k}
+    check(set(listed) == want, "listed: the 50 slowest, representative, first, last (%d listed,"
+          " %d expected)" % (len(listed), len(want)))
+    med = s["median_s"]
+    best = min(timed, key=lambda x: (abs(x[0] - med), x[1]))
+    # (the CSV and JSON carry 9 significant digits)
+    check(abs(float(rows[rep_k]["time_s"]) - med) <= abs(best[0] - med) + 1e-8 * med,
+          "representative step %d is nearest the median (step %d)" % (rep_k, best[1]))
+    hist = s["histogram"]
+    check(sum(hist["counts"]) == len(timed) and len(hist["counts"]) == 20,
+          "histogram counts every timed step: %r" % hist)
+    check(abs(hist["lo_s"] - min(x[0] for x in timed)) <= 1e-8 * hist["lo_s"] and
+          abs(hist["hi_s"] - max(x[0] for x in timed)) <= 1e-8 * hist["hi_s"],
+          "histogram range is the fastest to the slowest timed step")
+    check(os.path.getsize(js) < 1000000, "JSON of %d steps: %d bytes" % (n, os.path.getsize(js)))
+    hp = os.path.join(rundir, "report.html")
+    check(os.path.getsize(hp) < 1000000, "HTML of %d steps: %d bytes" % (n, os.path.getsize(hp)))
 
 
 def whatif(rep):
@@ -839,7 +894,7 @@ def case_p2p_wait(a, tmp):
           "the verdict names the point-to-point waiting (%s): %r" % (share, rep["verdict"]))
 
 
-CASES = {"groups_pp": case_groups_pp, "groups_ep": case_groups_ep, "marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
+CASES = {"many": case_many, "groups_pp": case_groups_pp, "groups_ep": case_groups_ep, "marker": case_marker, "compare": case_compare, "replay": case_replay, "straggler": case_straggler, "pattern": case_pattern, "overlap": case_overlap,
          "groups_2d": case_groups_2d, "no_steps": case_no_steps, "nvtx": case_nvtx,
          "replay_nb": case_replay_nb, "replay_sendrecv": case_replay_sendrecv,
          "p2p_wait": case_p2p_wait}
