@@ -187,6 +187,13 @@ static double per_step(const struct cs__cclass *k)
 
 static void say(struct cs__cclass *k, enum cs__dim role, int ok, int of, const char *why)
 {
+    static const char *const words[CS_DIM_N] = {[CS_DIM_DP] = "data parallel",
+                                                [CS_DIM_TP] = "tensor parallel",
+                                                [CS_DIM_PP] = "pipeline stages",
+                                                [CS_DIM_EP] = "expert parallel",
+                                                [CS_DIM_OTHER] = "other"};
+    if (role != CS_DIM_OTHER || !k->label)
+        k->label = words[role < CS_DIM_N ? role : CS_DIM_OTHER];
     k->role = role;
     k->confidence = of > 0 ? (double)ok / of : 0;
     snprintf(k->why, sizeof k->why, "%s", why);
@@ -211,11 +218,14 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
         struct cs__cclass *k = &S->groups.classes[c];
         k->role = CS_DIM_OTHER;
         k->confidence = 0;
+        k->label = NULL;
         if (k->size < 2) {
+            k->label = "one member";
             say(k, CS_DIM_OTHER, 1, 1, "one member: no communication between ranks");
             continue;
         }
         if (!k->observed || !k->calls) {
+            k->label = "no traffic";
             say(k, CS_DIM_OTHER, 0, 1, "no traffic seen on a traced member");
             continue;
         }
@@ -226,8 +236,36 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
             continue;
         }
         if (k->p2p * 2 > k->calls) {
-            say(k, CS_DIM_PP, (int)(100 * k->p2p / k->calls), 100,
-                "send/receive is the majority of its calls (pipeline stages)");
+            /* Pipeline stages only with their shape: steps, and the observed member (the
+             * lowest, a first stage) sends to and receives from one neighbour.  A member with
+             * several partners exchanges with its neighbours (a halo, a domain decomposition);
+             * without steps, two ranks that talk are a point-to-point pair. */
+            if (isfinite(cps) && k->npeers == 1) {
+                say(k, CS_DIM_PP, (int)(100 * k->p2p / k->calls), 100,
+                    "send/receive with one neighbour, repeated every step, is the majority of "
+                    "its calls (pipeline stages)");
+            } else if (k->npeers >= 2) {
+                k->label = "neighbour exchange";
+                say(k, CS_DIM_OTHER, 1, 1,
+                    "send/receive with several neighbours is the majority of its calls "
+                    "(neighbour exchange)");
+            } else {
+                k->label = "point-to-point";
+                say(k, CS_DIM_OTHER, 1, 1,
+                    isfinite(cps) ? "send/receive is the majority of its calls (point-to-point)"
+                                  : "send/receive is the majority of its calls, and no steps to "
+                                    "tell pipeline stages (point-to-point)");
+            }
+            continue;
+        }
+        /* A reduction dimension needs evidence of training steps: reductions every step, and
+         * where the steps come from the call pattern, a reduction of the same size the same
+         * number of times in every step (markers and NVTX step ranges are the program's word). */
+        int evidence = S->detect.mode != 2 || k->observed != 1 || k->red_locked;
+        if (k->red * 2 > k->calls && isfinite(cps) && cps >= 1 && !evidence) {
+            k->label = "reduction group";
+            say(k, CS_DIM_OTHER, 1, 1,
+                "reductions, but none of the same size in every step (reduction group)");
             continue;
         }
         if (k->red * 2 > k->calls && isfinite(cps) && cps >= 1) {
@@ -239,13 +277,17 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
             k->role = CS_DIM_N; /* decided below */
             continue;
         }
-        if (k->red * 2 > k->calls)
+        if (k->red * 2 > k->calls) {
+            k->label = "reduction group";
             say(k, CS_DIM_OTHER, 1, 1,
-                isfinite(cps) ? "reductions, but fewer than one per step"
-                              : "reductions, but no steps to measure them against");
-        else
+                isfinite(cps) ? "reductions, but fewer than one per step (reduction group)"
+                              : "reductions, but no steps to measure them against (reduction "
+                                "group)");
+        } else {
+            k->label = "collectives";
             say(k, CS_DIM_OTHER, 1, 1,
                 "no pattern (reductions, all-to-all, send/receive) is the majority of its calls");
+        }
     }
     for (size_t c = 0; c < S->groups.nclasses; c++) {
         struct cs__cclass *k = &S->groups.classes[c];

@@ -441,7 +441,18 @@ static uint64_t prepass(struct cs__run *run, struct cs__steps *S, int r, int pas
                 cl->calls++;
                 cl->red += is_red(ev->op);
                 cl->a2a += is_a2a(ev->op);
-                cl->p2p += k == CS_KIND_P2P || k == CS_KIND_IP2P || k == CS_KIND_NP2P;
+                int p2p = k == CS_KIND_P2P || k == CS_KIND_IP2P || k == CS_KIND_NP2P;
+                cl->p2p += p2p;
+                if (p2p && ev->peer >= 0 && ev->peer != r && cl->npeers < 3) {
+                    int seen = 0;
+                    for (int j = 0; j < cl->npeers && j < 2; j++)
+                        seen |= cl->peer[j] == ev->peer;
+                    if (!seen) {
+                        if (cl->npeers < 2)
+                            cl->peer[cl->npeers] = ev->peer;
+                        cl->npeers++;
+                    }
+                }
                 cl->coll += k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_NCOLL;
             }
         }
@@ -603,6 +614,11 @@ int cs__steps_begin(struct cs__run *run)
             S->detect.anchor_bytes = a->bytes;
             S->detect.anchor_m = c->m;
             steps = (double)c->n;
+            /* Evidence for reduction roles: the classes whose reductions repeat with the steps. */
+            for (int x = 0; x < d->n; x++)
+                if (locked(c, x) && is_red(d->s[x].op) && d->s[x].cls >= 0 &&
+                    (size_t)d->s[x].cls < S->groups.nclasses)
+                    S->groups.classes[d->s[x].cls].red_locked = 1;
             snprintf(S->detect.source, sizeof S->detect.source, "pattern");
             char which[32] = "each", occ[64] = "";
             if (c->m != 1)

@@ -58,10 +58,15 @@ struct cs__cclass {
     int observed;
     double steps; /* steps on the observed member (0: none detected) */
     uint64_t calls, red, a2a, p2p, coll;
+    int32_t peer[2]; /* the first distinct point-to-point peers (world ranks) of that member */
+    int npeers;      /* how many distinct peers it had, counted up to 3 */
+    int red_locked;  /* one of its reductions repeats with the chosen step pattern (same size,
+                        same count in every step) */
     /* the inference */
     enum cs__dim role;
     double confidence;
     char why[160];
+    const char *label; /* the words reports use: "data parallel", "neighbour exchange", ... */
 };
 
 /* One communicator as the step analysis knows it. */

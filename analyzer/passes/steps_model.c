@@ -141,6 +141,7 @@ static void overlap_groups(const struct cs__steps *S, const struct cs_report *re
         gr->size = sc->size;
         gr->confidence = cl->confidence;
         snprintf(gr->why, sizeof gr->why, "%s", cl->why);
+        snprintf(gr->label, sizeof gr->label, "%s", cl->label ? cl->label : "other");
         struct cs_report_dim *dm = &o->dims[gr->role];
         dm->comms++;
         dm->time_s += sc->blocked / 1e9;

@@ -147,6 +147,7 @@ enum cs_finding_kind {
     CS_FIND_GPU_COMM,     /* v0 GPU communication s (ranks with GPU records), v1 % of it
                              overlapped by compute kernels, v2 exposed s (views_gpu.c) */
     CS_FIND_P2P_WAIT,     /* v0 % of each step waiting at point-to-point calls, rank with most,
+                             note "pp" when a group is pipeline stages,
                              v1 its %, v2 s per rank-step; count: 1 + the rank its partners
                              waited for most (0 unknown), v3 that wait over the run, s
                              (views_steps.c) */

@@ -222,6 +222,10 @@ static void step_findings(struct cs__run *run, struct cs_report *rep)
             .kind = CS_FIND_P2P_WAIT,
             .rank = -1,
             .v = {100.0 * tb->p2p_wait_s / tb->step_s, 0, tb->p2p_wait_s}};
+        /* note "pp": a group has the pipeline's shape (the verdict then names its bubbles) */
+        for (size_t i = 0; i < st->ngroups; i++)
+            if (st->groups[i].role == CS_DIM_PP)
+                snprintf(x.note, sizeof x.note, "pp");
         for (size_t i = 0; i < st->nranks; i++) {
             const struct cs_report_budget *b = &st->ranks[i];
             double pct = b->step_s > 0 ? 100.0 * b->p2p_wait_s / b->step_s : 0;

@@ -853,7 +853,8 @@ static void sec_groups(const struct cs_report *rep, FILE *f)
         fputs("<p>No communicator with more than one member was used.</p>\n", f);
         return;
     }
-    fputs("<table id=\"grouplist\"><tr><th>communicator</th><th>role</th><th>size</th>"
+    fputs("<table id=\"grouplist\"><tr><th>communicator</th><th>role</th><th>what it is</th>"
+          "<th>size</th>"
           "<th>ranks</th><th>confidence</th><th>why</th></tr>\n",
           f);
     size_t shown = s->ngroups < 256 ? s->ngroups : 256;
@@ -861,8 +862,10 @@ static void sec_groups(const struct cs_report *rep, FILE *f)
         const struct cs_report_group *g = &s->groups[i];
         fputs("<tr><td>", f);
         esc(f, g->comm);
-        fprintf(f, "</td><td class=\"role\">%s</td><td>%d</td><td style=\"text-align:left\">",
-                cs__dim_names[g->role < CS_DIM_N ? g->role : CS_DIM_OTHER], g->size);
+        fprintf(f, "</td><td class=\"role\">%s</td><td>",
+                cs__dim_names[g->role < CS_DIM_N ? g->role : CS_DIM_OTHER]);
+        esc(f, g->label);
+        fprintf(f, "</td><td>%d</td><td style=\"text-align:left\">", g->size);
         for (int32_t j = 0; j < g->size && j < 32; j++)
             fprintf(f, "%s%d", j ? "," : "", g->ranks[j]);
         fprintf(f, "%s</td><td>%.2f</td><td style=\"text-align:left\">", g->size > 32 ? ",..." : "",

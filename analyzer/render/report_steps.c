@@ -117,6 +117,7 @@ void cs__report_steps_json(const struct cs_report *rep, FILE *out)
         cs__jw_open(&w, NULL, '{');
         cs__jw_str(&w, "comm", g->comm);
         cs__jw_str(&w, "role", cs__dim_names[g->role]);
+        cs__jw_str(&w, "label", g->label);
         cs__jw_open(&w, "ranks", '[');
         for (int32_t j = 0; j < g->size; j++)
             cs__jw_int(&w, NULL, g->ranks[j]);
@@ -242,8 +243,8 @@ void cs__report_steps_text(const struct cs_report *rep, FILE *out)
     fprintf(out, "\n@--- Parallelism groups %s\n", "----------------------------------------");
     for (size_t i = 0; i < s->ngroups; i++) {
         const struct cs_report_group *g = &s->groups[i];
-        fprintf(out, "%-21s %-5s confidence %.2f ranks", g->comm, cs__dim_names[g->role],
-                g->confidence);
+        fprintf(out, "%-21s %-5s %-18s confidence %.2f ranks", g->comm, cs__dim_names[g->role],
+                g->label, g->confidence);
         for (int32_t j = 0; j < g->size && j < 16; j++)
             fprintf(out, "%s%d", j ? "," : " ", g->ranks[j]);
         fprintf(out, "%s  (%s)\n", g->size > 16 ? ",..." : "", g->why);

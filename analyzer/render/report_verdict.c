@@ -103,8 +103,9 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
             snprintf(buf, n,
                      "At point-to-point calls the ranks wait for their partners %.1f %% of each "
                      "step (%.6f s; most: rank %d on %s, %.1f %%): receives posted before their "
-                     "sends, sends held until their receives (in a pipeline, its bubbles).",
-                     f->v[0], f->v[2], f->rank, f->host, f->v[1]);
+                     "sends, sends held until their receives%s.",
+                     f->v[0], f->v[2], f->rank, f->host, f->v[1],
+                     strcmp(f->note, "pp") == 0 ? " (in the pipeline, its bubbles)" : "");
         if (f->count && k > 0 && (size_t)k < n)
             snprintf(buf + k, n - (size_t)k,
                      " The partners waited longest for rank %" PRIu64 ": %.6f s over the run.",

@@ -136,6 +136,7 @@ struct cs_report_budget {
 struct cs_report_group {
     char comm[40];
     enum cs__dim role;
+    char label[24]; /* the words for it: "data parallel", "neighbour exchange", ... */
     int32_t size;
     int32_t *ranks; /* owned */
     double confidence;

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Real programs from Debian, unchanged, under `commscope run`: LAMMPS (lmp), NetPIPE
+(NPopenmpi) and HPCC (hpcc), each a small input under a minute.  Checked: exit status 0, the
+call counts against what the programs print or are known to do, the report sizes, the step
+structure and the words the report uses, and LAMMPS's communication share against its own
+timing breakdown.
+
+Usage: test_real.py lammps|netpipe|hpcc; CS_BIN and CS_LIB name the build's bin/ and lib/.
+Exit 0 pass, 1 fail, 77 skip (the program is not installed: scripts/test.sh installs them).
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mpi"))
+import test_mpi as t  # noqa: E402  (run, commscope_run, check, MPIRUN)
+
+check = t.check
+HTML_MAX = 5 * 1000 * 1000
+JSON_MAX = 20 * 1000 * 1000
+
+# LAMMPS's LJ melt benchmark (its bench/in.lj), 32,000 atoms, 400 steps, neighbour lists rebuilt
+# every 20 steps without a check (so the builds are known), thermo output every 50.
+LAMMPS_IN = """units lj
+atom_style atomic
+lattice fcc 0.8442
+region box block 0 20 0 20 0 20
+create_box 1 box
+create_atoms 1 box
+mass 1 1.0
+velocity all create 3.0 87287 loop geom
+pair_style lj/cut 2.5
+pair_coeff 1 1 1.0 1.0 2.5
+neighbor 0.3 bin
+neigh_modify every 20 delay 0 check no
+fix 1 all nve
+thermo 50
+run 400
+"""
+
+
+def need(prog):
+    path = shutil.which(prog)
+    if not path:
+        print("SKIP: %s is not installed (Debian package; scripts/test.sh installs it)" % prog)
+        raise SystemExit(77)
+    return path
+
+
+def analyse(rundir, tmp, extra=None):
+    """The run's report (JSON) and its events CSV, analysed again with --events."""
+    js = os.path.join(tmp, "again.json")
+    ev = os.path.join(tmp, "events.csv")
+    t.run([t.COMMSCOPE, "analyze", rundir, "--quiet", "--json", js, "--events", ev] + (extra or []),
+          check_rc=0)
+    with open(js) as f:
+        rep = json.load(f)
+    return rep, ev
+
+
+def check_sizes(rundir):
+    for name, cap in (("report.html", HTML_MAX), ("report.json", JSON_MAX)):
+        size = os.path.getsize(os.path.join(rundir, name))
+        check(size <= cap, "%s: %d bytes, at most %d" % (name, size, cap))
+
+
+def op_calls(rep, op):
+    return sum(o["calls"] for o in rep["ops"] if o["op"] == op)
+
+
+def check_words(rep, what):
+    """No data-parallel group nor gradient synchronisation without evidence, no pipeline."""
+    roles = {g["comm"]: g["role"] for g in rep["groups"]}
+    check(all(r not in ("dp", "tp", "pp") for r in roles.values()),
+          "%s: no data-, tensor- or pipeline-parallel group: %r" % (what, roles))
+    text = " ".join(rep["verdict"])
+    for word in ("radient sync", "pipeline", "bubble"):
+        check(word not in text, "%s: the verdict does not speak of %r: %r" % (what, word, text))
+
+
+def case_lammps(tmp):
+    need("lmp")
+    inp = os.path.join(tmp, "in.melt")
+    with open(inp, "w") as f:
+        f.write(LAMMPS_IN)
+    rundir = os.path.join(tmp, "run")
+    p = t.commscope_run(rundir, t.MPIRUN + ["-np", "4", "lmp", "-in", inp, "-log", "none"])
+    out = p.stdout
+    grid = re.search(r"(\d+) by (\d+) by (\d+) MPI processor grid", out)
+    builds = re.search(r"Neighbor list builds = (\d+)", out)
+    steps = re.search(r"Loop time of ([0-9.eE+-]+) on 4 procs for (\d+) steps", out)
+    comm = re.search(r"^Comm\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|"
+                     r"\s*([0-9.]+)\s*\|\s*([0-9.]+)", out, re.M)
+    thermo = re.findall(r"^\s+(\d+)\s+[-0-9.]+\s+[-0-9.]+\s+[-0-9.]+\s+[-0-9.]+\s+[-0-9.]+\s*$",
+                        out, re.M)
+    check(grid and builds and steps and comm and thermo, "LAMMPS printed its grid, builds, loop "
+          "time, timing breakdown and thermo lines:\n" + out[-3000:])
+    dims = [int(grid.group(i)) for i in (1, 2, 3)]
+    check(all(d in (1, 2) for d in dims), "a grid of 1s and 2s: %r" % dims)
+    d = sum(1 for x in dims if x == 2)
+    b, n = int(builds.group(1)), int(steps.group(2))
+    # LAMMPS's Comm class (comm_brick.cpp), per rank, along each dimension of 2 ranks: exchange()
+    # sends one count (MPI_Sendrecv) and the atoms (MPI_Irecv, MPI_Send, MPI_Wait) to one
+    # neighbour; borders() makes two swaps, each a count and the atoms; forward_comm() and
+    # reverse_comm() two swaps of atoms each (a dimension of 1 rank copies, no MPI).  Set-up and
+    # every re-neighbouring step run exchange + borders (borders replaces forward_comm there);
+    # every step and the set-up run reverse_comm.
+    sendrecv = 3 * d * (b + 1)
+    send = 3 * d * (b + 1) + 2 * d * (n - b) + 2 * d * (n + 1)
+    rep, _ = analyse(rundir, tmp)
+    got = {op: op_calls(rep, op) for op in ("MPI_Sendrecv", "MPI_Send", "MPI_Irecv", "MPI_Wait")}
+    want = {"MPI_Sendrecv": 4 * sendrecv, "MPI_Send": 4 * send, "MPI_Irecv": 4 * send,
+            "MPI_Wait": 4 * send}
+    check(got == want, "LAMMPS's calls: commscope %r, known from its grid %r, %d builds and %d "
+          "steps: %r" % (got, dims, b, n, want))
+    # The steps: one per thermo output (its energy all-reduce), on every rank.
+    s = rep["steps"]
+    check(s["source"] == "pattern" and s["count"] == len(thermo),
+          "steps: %r %r, LAMMPS printed %d thermo lines" % (s["source"], s["count"], len(thermo)))
+    check("MPI_Allreduce" in (s["detail"] or ""), "the step anchor: %r" % s["detail"])
+    check("disagree" not in (s["note"] or ""), "ranks agree on the steps: %r" % s["note"])
+    # Communication share: LAMMPS's Comm section (its avg time over the loop time) against the
+    # ranks' mean time in communication calls over the same loop time: within 3 points (LAMMPS
+    # also times the packing inside its Comm routines, commscope only the MPI calls, plus the
+    # set-up's calls before the loop).
+    loop = float(steps.group(1))
+    lmp_share = 100 * float(comm.group(2)) / loop
+    ranks = rep["ranks"]
+    cs_share = 100 * sum(r["comm_s"] for r in ranks) / len(ranks) / loop
+    check(abs(cs_share - lmp_share) <= 3, "communication share: commscope %.2f %%, LAMMPS %.2f %%"
+          % (cs_share, lmp_share))
+    check_sizes(rundir)
+    check_words(rep, "LAMMPS")
+    print("LAMMPS: %r; steps %d; comm share %.2f %% vs LAMMPS %.2f %%" % (got, s["count"],
+                                                                         cs_share, lmp_share))
+
+
+def case_netpipe(tmp):
+    need("NPopenmpi")
+    rundir = os.path.join(tmp, "run")
+    npout = os.path.join(tmp, "np.out")
+    t.commscope_run(rundir, t.MPIRUN + ["-np", "2", "NPopenmpi", "-u", "65536", "-n", "50",
+                                        "-o", npout])
+    sizes = []
+    with open(npout) as f:
+        for line in f:
+            if line.strip():
+                sizes.append(int(line.split()[0]))
+    check(len(sizes) > 20, "NetPIPE printed its sizes: %d" % len(sizes))
+    rep, ev = analyse(rundir, tmp)
+    # The events, read independently: every send has its receive of the same size on the other
+    # rank (a ping-pong), and each size NetPIPE printed was sent both ways.
+    sends, recvs = {}, {}
+    with open(ev) as f:
+        for e in csv.DictReader(f):
+            r = int(e["rank"])
+            if e["op"] == "MPI_Send":
+                key = (r, int(e["bytes"]))
+                sends[key] = sends.get(key, 0) + 1
+            elif e["op"] == "MPI_Recv":  # (what arrived: bytes_recv)
+                key = (r, int(e["bytes_recv"]))
+                recvs[key] = recvs.get(key, 0) + 1
+    for (r, size), c in sends.items():
+        check(recvs.get((1 - r, size), 0) == c, "rank %d's %d sends of %d bytes: rank %d "
+              "received %d" % (r, c, size, 1 - r, recvs.get((1 - r, size), 0)))
+    for size in sizes:
+        check(sends.get((0, size), 0) > 0 and sends.get((1, size), 0) > 0,
+              "size %d, printed by NetPIPE, sent both ways" % size)
+    check(op_calls(rep, "MPI_Send") == sum(sends.values()), "per-op totals: %d sends, events %d"
+          % (op_calls(rep, "MPI_Send"), sum(sends.values())))
+    s = rep["steps"]
+    check(s["count"] <= len(sizes) + 1, "a sweep of %d sizes is not %r steps" % (len(sizes),
+                                                                                s["count"]))
+    check_sizes(rundir)
+    check_words(rep, "NetPIPE")
+    print("NetPIPE: %d sizes, %d sends, steps %r (%s)" % (len(sizes), sum(sends.values()),
+                                                          s["count"], s["note"] or s["detail"]))
+
+
+def hpcc_results(path):
+    """HPCC's deterministic results: the HPL run's size and residual and each test's success."""
+    keep = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"^(HPL_N|HPL_rnorm1|HPL_rnorm2|HPL_Anorm1|HPL_Xnorm1|"
+                         r"Success|Failure|PTRANS_residual|MPIRandomAccess_ErrorsFraction)=(.*)$",
+                         line.strip())
+            if m:
+                keep[m.group(1)] = m.group(2)
+    return keep
+
+
+def case_hpcc(tmp):
+    need("hpcc")
+    src = "/usr/share/doc/hpcc/examples/_hpccinf.txt"
+    if not os.path.exists(src):
+        print("SKIP: %s is missing" % src)
+        raise SystemExit(77)
+    results = {}
+    for mode in ("plain", "traced"):
+        wd = os.path.join(tmp, mode)
+        os.makedirs(wd)
+        shutil.copy(src, os.path.join(wd, "hpccinf.txt"))
+        argv = t.MPIRUN + ["-np", "4", "hpcc"]
+        if mode == "traced":
+            argv = [t.COMMSCOPE, "run", "-o", os.path.join(wd, "run"), "--quiet", "--"] + argv
+        p = subprocess.run(argv, cwd=wd, capture_output=True, text=True, timeout=170)
+        check(p.returncode == 0, "HPCC %s: exit status %d\n%s" % (mode, p.returncode,
+                                                               p.stderr[-2000:]))
+        results[mode] = hpcc_results(os.path.join(wd, "hpccoutf.txt"))
+    check(results["plain"].get("Success") == "1" and results["plain"] == results["traced"],
+          "HPCC's results are the same traced: %r" % results)
+    rundir = os.path.join(tmp, "traced", "run")
+    rep, _ = analyse(rundir, tmp)
+    check_sizes(rundir)
+    check_words(rep, "HPCC")
+    print("HPCC: results %r; steps %r (%s)" % (results["traced"], rep["steps"]["count"],
+                                               rep["steps"]["note"] or rep["steps"]["detail"]))
+
+
+CASES = {"lammps": case_lammps, "netpipe": case_netpipe, "hpcc": case_hpcc}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    a = ap.parse_args()
+    if os.environ.get("CS_MPI_FAMILY", "openmpi") != "openmpi":
+        print("SKIP: Debian builds these programs for Open MPI")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="cs-real-")
+    ok = False
+    try:
+        CASES[a.case](tmp)
+        ok = not t.failures
+    finally:
+        if ok:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("kept", tmp)
+    if not ok:
+        print("%d checks failed" % len(t.failures), file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
