@@ -272,6 +272,9 @@ void cs__report_free(struct cs_report *rep)
     free(rep->missing);
     free(rep->partial);
     free(rep->ops);
+    free(rep->comms);
+    rep->comms = NULL;
+    rep->ncomms = 0;
     cs__report_views_free(rep->views);
     rep->views = NULL;
     cs__wire_report_free(rep->wire);

@@ -58,7 +58,12 @@ int cs__comms_build(struct cs__run *run)
             struct cs__comm *c = calloc(1, sizeof *c);
             if (!c)
                 return CS_ENOMEM;
-            *c = (struct cs__comm){.id = rec->id, .size = rec->size, .members = rec->members};
+            *c = (struct cs__comm){.id = rec->id,
+                                   .size = rec->size,
+                                   .members = rec->members,
+                                   .parent = rec->parent,
+                                   .op = rec->op,
+                                   .color = rec->color};
             if (cs__comm_register(run, c)) {
                 free(c);
                 return CS_ENOMEM;
@@ -93,4 +98,95 @@ const struct cs__comm *cs__comm_get(struct cs__run *run, uint64_t id)
         return NULL;
     }
     return p;
+}
+
+/* "ranks 0,2,5", "ranks 0-7" (contiguous), or "16 ranks from 3" (n bytes of buf). */
+static void ranks_words(const struct cs__comm *c, char *buf, size_t n)
+{
+    int contiguous = c->size > 1;
+    for (int32_t i = 1; i < c->size && contiguous; i++)
+        contiguous = c->members[i] == c->members[i - 1] + 1;
+    if (c->size <= 0 || c->members[0] < 0)
+        snprintf(buf, n, "%" PRId32 " ranks", c->size);
+    else if (contiguous && c->size > 2)
+        snprintf(buf, n, "ranks %" PRId32 "-%" PRId32, c->members[0], c->members[c->size - 1]);
+    else if (c->size <= 6) {
+        int k = snprintf(buf, n, "rank%s", c->size > 1 ? "s " : " ");
+        for (int32_t i = 0; i < c->size && k > 0 && (size_t)k < n; i++)
+            k += snprintf(buf + k, n - (size_t)k, "%s%" PRId32, i ? "," : "", c->members[i]);
+    } else
+        snprintf(buf, n, "%" PRId32 " ranks from %" PRId32, c->size, c->members[0]);
+}
+
+/* How communicator c was made from its parent, as one path element ("split colour 1"). */
+static void step_words(struct cs__run *run, const struct cs__comm *c, char *buf, size_t n)
+{
+    switch (c->op) {
+    case CS_OP_COMM_SPLIT:
+        snprintf(buf, n, "split colour %" PRId32, c->color);
+        break;
+    case CS_OP_COMM_SPLIT_TYPE:
+        snprintf(buf, n, "split %s", c->color == 0 ? "by shared memory" : "by type");
+        break;
+    case CS_OP_COMM_DUP: {
+        /* #k: the k-th dup of the same parent with the same members (in id order) */
+        int k = 1;
+        for (size_t i = 0; i < run->ncomms; i++) {
+            const struct cs__comm *o = run->comms[i];
+            k += o->op == CS_OP_COMM_DUP && o->parent == c->parent && o->id < c->id &&
+                 o->size == c->size && !o->nccl &&
+                 memcmp(o->members, c->members, (size_t)c->size * sizeof *c->members) == 0;
+        }
+        snprintf(buf, n, "dup #%d", k);
+        break;
+    }
+    case CS_OP_COMM_CREATE:
+        snprintf(buf, n, "create");
+        break;
+    default:
+        snprintf(buf, n, "%s", c->op ? cs_op_name(c->op) : "?");
+        break;
+    }
+}
+
+/* The path of communicator id from world ("world / split colour 0 / dup #2"), at most 4 steps
+ * (older ones: "..."); returns the length written. */
+static int path_words(struct cs__run *run, uint64_t id, char *buf, size_t n, int depth)
+{
+    const struct cs__comm *c = cs__comm_get(run, id);
+    if (id == CS_COMM_WORLD_ID || !c || c->nccl || !c->parent || depth == 4) {
+        char b[40];
+        return snprintf(buf, n, "%s",
+                        id == CS_COMM_WORLD_ID ? "world"
+                        : depth == 4           ? "..."
+                                               : cs__comm_label(id, b, sizeof b));
+    }
+    int k = path_words(run, c->parent, buf, n, depth + 1);
+    if (k < 0 || (size_t)k >= n)
+        return k;
+    char w[48];
+    step_words(run, c, w, sizeof w);
+    return k + snprintf(buf + k, n - (size_t)k, " / %s", w);
+}
+
+const char *cs__comm_name(struct cs__run *run, uint64_t id, char *buf, size_t n)
+{
+    if (id == CS_COMM_WORLD_ID ||
+        (id >= CS_COMM_SELF_BASE && id < CS_COMM_SELF_BASE + (1ull << 32)))
+        return cs__comm_label(id, buf, n);
+    const struct cs__comm *c = cs__comm_get(run, id);
+    if (!c)
+        return cs__comm_label(id, buf, n);
+    char who[64];
+    ranks_words(c, who, sizeof who);
+    if (c->nccl) {
+        snprintf(buf, n, "NCCL comm of %s", who);
+        return buf;
+    }
+    if (!c->parent)
+        return cs__comm_label(id, buf, n);
+    int k = path_words(run, id, buf, n, 0);
+    if (k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ": %s", who);
+    return buf;
 }

@@ -282,6 +282,10 @@ struct cs__comm {
     const int32_t *members; /* world rank of comm rank i (points into a mapping or run->ident) */
     int32_t *owned;         /* members copy owned by the run (synthesised comms) or NULL */
     struct cs__inst *spare; /* closed instances kept for reuse (all of this comm's size) */
+    uint64_t parent;        /* how it was made (its record): the communicator it came from, */
+    uint16_t op;            /* the creating op (0 world/self/unknown), */
+    int32_t color;          /* split colour or type, */
+    unsigned char nccl;     /* an NCCL communicator */
     int incomplete;         /* NCCL: some members unknown (members[i] == -1) */
     int multi;              /* NCCL: one process holds several members (ncclCommInitAll) */
     /* Open instances by sequence number mod CS__RING (match.c): a communicator's instances open
@@ -330,6 +334,9 @@ struct cs__rank {
     /* metrics */
     int64_t t_first, t_last_end; /* aligned */
     uint64_t comm_ns, calls, bytes;
+    /* The last wait/test call, booked on no communicator until the first request it completed
+     * names one (metrics.c): its row + 1 (0 none) and duration. */
+    uint64_t wait_row1, wait_dur;
     /* Sums of waits (each >= 0 and < 2^63): unsigned, so a damaged trace's absurd times wrap
      * (after 584 years of waiting) instead of overflowing. */
     uint64_t wait_ns;
@@ -562,6 +569,9 @@ struct cs__fact {
 /* run.c: the name of communicator id in reports: "world", "self" or "comm-<16 hex digits>";
  * returns buf. */
 const char *cs__comm_label(uint64_t id, char *buf, size_t n);
+/* A communicator's name by how it was made (comms.c): "world", "split of world (colour 1): ranks
+ * 0,2", "dup of world #2", "NCCL comm of ranks 0-7"; its label when nothing is known. */
+const char *cs__comm_name(struct cs__run *run, uint64_t id, char *buf, size_t n);
 
 /* report_events.c: the CSV header, then one line per event with times on rank 0's clock. */
 void cs__events_csv_header(FILE *f);

@@ -34,7 +34,13 @@ int cs__nccl_comm_add(struct cs__run *run, int rank, const struct cs_comm_record
         }
         for (int32_t i = 0; i < rec->size; i++)
             m[i] = -1;
-        *c = (struct cs__comm){.id = rec->id, .size = rec->size, .members = m, .owned = m};
+        *c = (struct cs__comm){.id = rec->id,
+                               .size = rec->size,
+                               .members = m,
+                               .owned = m,
+                               .parent = rec->parent,
+                               .op = rec->op,
+                               .nccl = 1};
         if (cs__comm_register(run, c)) {
             free(m);
             free(c);

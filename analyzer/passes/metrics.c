@@ -56,6 +56,23 @@ size_t cs__row_get(struct cs__run *run, uint16_t op, uint64_t comm)
     return row_get(run, op, comm);
 }
 
+/* Move the rank's last wait/test call from its row on no communicator to the row of (its op,
+ * comm). */
+static void wait_to_comm(struct cs__run *run, struct cs__rank *rk, uint64_t comm)
+{
+    size_t from = rk->wait_row1 - 1;
+    if (from >= run->nrows)
+        return;
+    size_t to = row_get(run, run->rows[from].op, comm);
+    if (to == SIZE_MAX)
+        return; /* (out of memory: it stays where it was) */
+    struct cs__oprow *a = &run->rows[from], *b = &run->rows[to];
+    a->calls--;
+    a->time_ns -= rk->wait_dur;
+    b->calls++;
+    b->time_ns += rk->wait_dur;
+}
+
 static int is_comm_kind(enum cs_op_kind k)
 {
     return k == CS_KIND_COLL || k == CS_KIND_ICOLL || k == CS_KIND_P2P || k == CS_KIND_IP2P ||
@@ -68,6 +85,13 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
     struct cs__rank *rk = &run->ranks[rank];
     if (te > rk->t_last_end)
         rk->t_last_end = te;
+    if (rk->wait_row1 && (k != CS_KIND_DONE || ev->comm)) {
+        /* A wait/test call counts on the communicator of the first request it completed (the
+         * collector records the call before its completions). */
+        if (k == CS_KIND_DONE)
+            wait_to_comm(run, rk, ev->comm);
+        rk->wait_row1 = 0;
+    }
     if (!is_comm_kind(k))
         return k == CS_KIND_NCOLL || k == CS_KIND_NP2P ? cs__nccl_metrics_event(run, rank, ev)
                                                        : SIZE_MAX;
@@ -84,6 +108,10 @@ size_t cs__metrics_event(struct cs__run *run, int rank, const struct cs_event *e
     r->calls++;
     r->bytes += b;
     r->time_ns += dur;
+    if (k == CS_KIND_WAIT && !ev->comm) {
+        rk->wait_row1 = row + 1;
+        rk->wait_dur = dur;
+    }
     if (k == CS_KIND_P2P) {
         r->p2p_bytes += (double)(ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv);
         r->p2p_ns += (double)dur;
@@ -438,11 +466,18 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         qsort(run->rows, run->nrows, sizeof *run->rows, row_cmp);
     for (size_t i = 0; i < run->nrows; i++) {
         const struct cs__oprow *r = &run->rows[i];
+        if (!r->calls && !r->time_ns && !r->bytes && !r->instances)
+            continue; /* (every call moved to its communicator's row: a wait's) */
         struct cs_report_op *o = &rep->ops[rep->nops++];
         const struct cs_op_info *oi = cs_op_info(r->op);
         const struct cs__comm *c = cs__comm_get(run, r->comm);
         snprintf(o->op, sizeof o->op, "%s", cs_op_name(r->op));
-        cs__comm_label(r->comm, o->comm, sizeof o->comm);
+        /* wait/test calls whose communicator is not known: no request completed (null or
+         * inactive ones), or outside a ring-mode window (the collector's totals) */
+        if (r->comm)
+            cs__comm_label(r->comm, o->comm, sizeof o->comm);
+        else
+            snprintf(o->comm, sizeof o->comm, "unattributed");
         o->comm_size = c ? c->size : 0;
         o->calls = r->calls;
         o->bytes = r->bytes;
@@ -477,4 +512,16 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
     rep->problems = run->problems;
     rep->nproblems = run->nproblems;
     snprintf(rep->source, sizeof rep->source, "%s", run->source[0] ? run->source : "commscope");
+    /* The communicators by name: world, then every one the records name (not self). */
+    rep->comms = calloc(run->ncomms + 1, sizeof *rep->comms);
+    for (size_t i = 0; rep->comms && i <= run->ncomms; i++) {
+        uint64_t id = i ? run->comms[i - 1]->id : CS_COMM_WORLD_ID;
+        if (i && (id == CS_COMM_WORLD_ID || id >= CS_COMM_SELF_BASE))
+            continue;
+        struct cs_report_comm *o = &rep->comms[rep->ncomms++];
+        cs__comm_label(id, o->comm, sizeof o->comm);
+        cs__comm_name(run, id, o->name, sizeof o->name);
+        const struct cs__comm *c = cs__comm_get(run, id);
+        o->size = c ? c->size : 0;
+    }
 }

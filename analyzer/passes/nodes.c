@@ -357,7 +357,9 @@ void cs__nodes_report(struct cs__run *run, struct cs_report *rep)
                 sc->ns += row->inst_ns;
                 sc->bus_bytes += row->inst_bytes * cs_op_busbw_factor(row->op, op->comm_size);
             }
-        } else if (kind == CS_KIND_P2P || kind == CS_KIND_IP2P) {
+        } else if ((kind == CS_KIND_P2P || kind == CS_KIND_IP2P) && row->op != CS_OP_RECV &&
+                   row->op != CS_OP_IRECV) {
+            /* point-to-point bytes counted once, at the sender (a receive's are the same) */
             for (int s = 0; s < 2; s++) {
                 struct cs_report_scope *sc = &nd->scope[s][1];
                 sc->bytes += row->p2p_scope_bytes[s];

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flops.h"
@@ -412,6 +413,29 @@ static void sec_p2p(const struct cs_report *rep, FILE *f)
     fputs("</svg>\n", f);
 }
 
+/* After a communicator's label: its name by how it was made, when that says more. */
+static void comm_name(const struct cs_report *rep, FILE *f, const char *label)
+{
+    const char *name = cs_report_comm_name(rep, label);
+    if (strcmp(name, label) == 0)
+        return;
+    fputs("<br><small>", f);
+    esc(f, name);
+    fputs("</small>", f);
+}
+
+/* The bandwidth chart draws the curves that moved the most bytes; the legend names them and
+ * groups the rest (report.json has every curve). */
+#define BW_CURVES 8
+
+static double curve_bytes(const struct cs_report_bw_curve *cv)
+{
+    double b = 0;
+    for (size_t i = 0; i < cv->npoints; i++)
+        b += cv->pt[i].mean_bytes * (double)cv->pt[i].samples;
+    return b;
+}
+
 static void sec_bw(const struct cs_report *rep, FILE *f)
 {
     const struct cs_report_views *v = rep->views;
@@ -419,10 +443,27 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
         na(f, "no transfer with a payload was measured");
         return;
     }
+    /* drawn[c]: curve c is among the BW_CURVES that moved the most bytes */
+    unsigned char *drawn = calloc(v->nbw, 1);
+    if (!drawn) {
+        na(f, "out of memory drawing the chart");
+        return;
+    }
+    size_t ndrawn = 0;
+    for (size_t c = 0; c < v->nbw; c++) {
+        size_t above = 0;
+        double bc = curve_bytes(&v->bw[c]);
+        for (size_t d = 0; d < v->nbw && above < BW_CURVES; d++) {
+            double bd = curve_bytes(&v->bw[d]);
+            above += bd > bc || (bd == bc && d < c);
+        }
+        drawn[c] = above < BW_CURVES;
+        ndrawn += drawn[c];
+    }
     int ncap = 0;
     double ymax = 0;
     for (size_t c = 0; c < v->nbw; c++)
-        if (isfinite(v->bw[c].capacity_gbps) && v->bw[c].capacity_gbps > 0) {
+        if (drawn[c] && isfinite(v->bw[c].capacity_gbps) && v->bw[c].capacity_gbps > 0) {
             ncap++;
             if (v->bw[c].capacity_gbps > ymax)
                 ymax = v->bw[c].capacity_gbps;
@@ -440,7 +481,7 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
               f);
     int kmin = CS_VIEW_BW_BUCKETS, kmax = 0;
     for (size_t c = 0; c < v->nbw; c++)
-        for (size_t i = 0; i < v->bw[c].npoints; i++) {
+        for (size_t i = 0; drawn[c] && i < v->bw[c].npoints; i++) {
             const struct cs_report_bw_point *p = &v->bw[c].pt[i];
             if (p->log2_size < kmin)
                 kmin = p->log2_size;
@@ -482,9 +523,11 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
             "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">message size "
             "(bytes, log scale)</text>\n",
             lw + pw / 2, top + ph + 32);
-    for (size_t c = 0; c < v->nbw; c++) {
+    for (size_t c = 0, shown = 0; c < v->nbw; c++) {
+        if (!drawn[c])
+            continue;
         const struct cs_report_bw_curve *cv = &v->bw[c];
-        const char *col = cs__html_palette[c % CS__HTML_PALETTE];
+        const char *col = cs__html_palette[shown++ % CS__HTML_PALETTE];
         fprintf(f,
                 "<g class=\"curve\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
                 "points=\"",
@@ -508,7 +551,7 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
                     top + ph - (double)ph * clamp0(p->busbw_gbps) / ymax, col);
             esc(f, cv->op);
             fputs(" on ", f);
-            esc(f, cv->comm);
+            esc(f, cs_report_comm_name(rep, cv->comm));
             fprintf(f,
                     ", %.0f bytes (mean of %" PRIu64 "): busbw %.3f GB/s, algbw %.3f GB/s"
                     "</title></circle>",
@@ -530,14 +573,27 @@ static void sec_bw(const struct cs_report *rep, FILE *f)
         }
     }
     fputs("</svg>\n<p class=\"legend\">", f);
-    for (size_t c = 0; c < v->nbw; c++) {
-        fprintf(f, "<span><i style=\"background:%s\"></i>", cs__html_palette[c % CS__HTML_PALETTE]);
+    for (size_t c = 0, shown = 0; c < v->nbw; c++) {
+        if (!drawn[c])
+            continue;
+        fprintf(f, "<span><i style=\"background:%s\"></i>",
+                cs__html_palette[shown++ % CS__HTML_PALETTE]);
         esc(f, v->bw[c].op);
         fputs(" on ", f);
-        esc(f, v->bw[c].comm);
+        esc(f, cs_report_comm_name(rep, v->bw[c].comm));
         fputs("</span> ", f);
     }
+    if (ndrawn < v->nbw) {
+        double rest = 0;
+        for (size_t c = 0; c < v->nbw; c++)
+            rest += drawn[c] ? 0 : curve_bytes(&v->bw[c]);
+        fprintf(f,
+                "<span>and %zu more (op, communicator) curves, %.3g bytes in all, not drawn: "
+                "report.json has every curve</span>",
+                v->nbw - ndrawn, rest);
+    }
     fputs("</p>\n", f);
+    free(drawn);
 }
 
 /* Colours of the timeline: calls by kind, collectives by the communicator's parallelism role. */
@@ -671,6 +727,7 @@ static void sec_overlap(const struct cs_report *rep, FILE *f)
         const struct cs_report_overlap *o = &s->overlap[i];
         fputs("<tr><td>", f);
         esc(f, o->comm);
+        comm_name(rep, f, o->comm);
         fputs("</td><td>", f);
         num(f, "%.4f", o->ratio);
         fprintf(f, "</td><td>%.6f</td><td>%.6f</td></tr>\n", o->overlapped_s, o->in_flight_s);
@@ -862,6 +919,7 @@ static void sec_groups(const struct cs_report *rep, FILE *f)
         const struct cs_report_group *g = &s->groups[i];
         fputs("<tr><td>", f);
         esc(f, g->comm);
+        comm_name(rep, f, g->comm);
         fprintf(f, "</td><td class=\"role\">%s</td><td>",
                 cs__dim_names[g->role < CS_DIM_N ? g->role : CS_DIM_OTHER]);
         esc(f, g->label);
@@ -963,6 +1021,7 @@ static void sec_ops(const struct cs_report *rep, FILE *f)
         esc(f, o->op);
         fputs("</td><td>", f);
         esc(f, o->comm);
+        comm_name(rep, f, o->comm);
         fprintf(f, "</td><td>%d</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%.6f</td><td>",
                 o->comm_size, o->calls, o->bytes, o->time_s);
         num(f, "%.3f", o->algbw_gbps);

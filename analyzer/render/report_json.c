@@ -54,6 +54,16 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     }
     cs__jw_close(&w, ']');
 
+    cs__jw_open(&w, "communicators", '[');
+    for (size_t i = 0; i < rep->ncomms; i++) {
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_str(&w, "comm", rep->comms[i].comm);
+        cs__jw_str(&w, "name", rep->comms[i].name);
+        cs__jw_int(&w, "size", rep->comms[i].size);
+        cs__jw_close(&w, '}');
+    }
+    cs__jw_close(&w, ']');
+
     cs__jw_open(&w, "ops", '[');
     for (size_t i = 0; i < rep->nops; i++) {
         const struct cs_report_op *o = &rep->ops[i];

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "flops.h"
 #include "phases.h"
@@ -66,7 +67,20 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
                 o->comm, o->comm_size, o->calls, o->bytes, o->time_s,
                 num(a, sizeof a, "%.3f", o->algbw_gbps), num(b, sizeof b, "%.3f", o->busbw_gbps));
     }
-    fprintf(out, "(AlgBW, BusBW in GB/s, nccl-tests definitions; '-' = not measurable)\n");
+    fprintf(out, "(AlgBW, BusBW in GB/s, nccl-tests definitions; '-' = not measurable; Bytes: "
+                 "what a send or collective call sent, what a receive received; a wait/test call "
+                 "counts on the communicator of the first request it completed, 'unattributed' "
+                 "where none is known)\n");
+    if (rep->ncomms > 1) {
+        fprintf(out, "Communicators:");
+        size_t shown = rep->ncomms < 32 ? rep->ncomms : 32;
+        for (size_t i = 0; i < shown; i++)
+            if (strcmp(rep->comms[i].comm, rep->comms[i].name) != 0)
+                fprintf(out, "\n  %-21s %s", rep->comms[i].comm, rep->comms[i].name);
+        if (shown < rep->ncomms)
+            fprintf(out, "\n  (%zu more in the JSON report's communicators)", rep->ncomms - shown);
+        fputc('\n', out);
+    }
 
     fprintf(out, "\n@--- Collective instances %s\n", "--------------------------------------");
     fprintf(out, "matched %" PRIu64 "  incomplete %" PRIu64 "  mean_skew_s %s  max_skew_s %s\n",

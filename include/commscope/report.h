@@ -349,6 +349,12 @@ struct cs_report_op {
     uint64_t calls, bytes;
     double time_s, algbw_gbps, busbw_gbps;
 };
+/* A communicator named by how it was made (docs/metrics.md "Communicator names"). */
+struct cs_report_comm {
+    char comm[40];  /* its label, as everywhere else in the report */
+    char name[128]; /* "world", "split of world (colour 1): ranks 0,2", "NCCL comm of ranks 0-7" */
+    int32_t size;
+};
 struct cs_report_straggler {
     int rank;
     char host[CS_HOST_MAX];
@@ -401,6 +407,17 @@ struct cs_report {
     struct cs_report_flops *flops;   /* achieved FLOP/s and MFU (flops.c); owned, or NULL */
     struct cs_report_phases *phases; /* step phases (phases.c); owned, or NULL */
     struct cs_report_resources *resources; /* resource use (resources.c); owned, or NULL */
+    struct cs_report_comm *comms;          /* every communicator the run names; owned */
+    size_t ncomms;
 };
+
+/* The readable name of a communicator label (label itself when the report has none). */
+static inline const char *cs_report_comm_name(const struct cs_report *rep, const char *label)
+{
+    for (size_t i = 0; rep && i < rep->ncomms; i++)
+        if (__builtin_strcmp(rep->comms[i].comm, label) == 0)
+            return rep->comms[i].name;
+    return label;
+}
 
 #endif

@@ -346,9 +346,15 @@ def check_html(exe, path, rep, shot=None):
         check(int(m.group(7)) == r["calls"] and int(m.group(8)) == r["bytes"],
               "%s: rank %d calls/bytes %s/%s vs %d/%d" % (path, r["rank"], m.group(7), m.group(8),
                                                          r["calls"], r["bytes"]))
+    names = {c["comm"]: c["name"] for c in rep.get("communicators", [])}
     for o in rep["ops"]:
-        m = re.search(r"<tr><td>%s</td><td>%s</td><td>-?\d+</td><td>(\d+)</td><td>(\d+)</td>"
-                      r"<td>([\d.]+)</td>" % (re.escape(o["op"]), re.escape(o["comm"])), dom)
+        # (the label, then the communicator's name when it says more: report.json's)
+        name = names.get(o["comm"], o["comm"])
+        tail = ("" if name == o["comm"] else
+                "<br><small>%s</small>" % htmlmod.escape(name, quote=False))
+        m = re.search(r"<tr><td>%s</td><td>%s%s</td><td>-?\d+</td><td>(\d+)</td><td>(\d+)</td>"
+                      r"<td>([\d.]+)</td>" % (re.escape(o["op"]), re.escape(o["comm"]),
+                                              re.escape(tail)), dom)
         if check(m, "%s: no table row for %s on %s" % (path, o["op"], o["comm"])):
             check((int(m.group(1)), int(m.group(2))) == (o["calls"], o["bytes"]) and
                   abs(float(m.group(3)) - o["time_s"]) <= 5e-7 + 1e-12,
@@ -744,7 +750,8 @@ def case_html_train2d(tmp):
         want = "communication calls for %.1f %% of each step" % (100 * g)
         check(want in text, "verdict states the gradient-sync share: %r" % want)
     # Group roles: the page's table agrees with report.json, and with the program's own groups.
-    shown = dict(re.findall(r'<tr><td>([\w-]+)</td><td class="role">(\w+)</td>', dom))
+    shown = dict(re.findall(r'<tr><td>([\w-]+)(?:<br><small>[^<]*</small>)?</td>'
+                            r'<td class="role">(\w+)</td>', dom))
     check(shown == {x["comm"]: x["role"] for x in rep["groups"]},
           "group roles in the page %r vs report.json" % shown)
     truth = {}
