@@ -220,6 +220,24 @@ def case_hpcc(tmp):
     rep, _ = analyse(rundir, tmp)
     check_sizes(rundir)
     check_words(rep, "HPCC")
+    # Names a person can read: every derived communicator by how it was made, and the bandwidth
+    # chart's legend capped (HPCC uses some 30 communicators).
+    derived = [c for c in rep["communicators"] if c["comm"] not in ("world", "self")]
+    check(len(derived) >= 10, "HPCC's communicators: %r" % derived)
+    for c in derived:
+        check(re.match(r"^world( / (split colour -?\d+|split by \w+( \w+)?|dup #\d+|create))+: "
+                       r"(ranks? [\d,-]+|\d+ ranks from \d+)$", c["name"]) is not None,
+              "communicator %s named by how it was made: %r" % (c["comm"], c["name"]))
+    with open(os.path.join(rundir, "report.html")) as f:
+        page = f.read()
+    sec = page[page.find("Bandwidth against message size"):]
+    legend = sec[sec.find('<p class="legend">'):]
+    legend = legend[:legend.find("</p>")]
+    curves = legend.count("<i style=")
+    more = "more (op, communicator) curves" in legend
+    check(1 <= curves <= 8 and (curves == 8 or not more),
+          "the bandwidth legend names at most 8 curves and groups the rest: %d" % curves)
+    check("comm-0" not in legend, "the legend names communicators, not ids")
     print("HPCC: results %r; steps %r (%s)" % (results["traced"], rep["steps"]["count"],
                                                rep["steps"]["note"] or rep["steps"]["detail"]))
 
