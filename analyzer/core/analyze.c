@@ -275,6 +275,9 @@ void cs__report_free(struct cs_report *rep)
     free(rep->comms);
     rep->comms = NULL;
     rep->ncomms = 0;
+    free(rep->p2p_bw);
+    rep->p2p_bw = NULL;
+    rep->np2p_bw = 0;
     cs__report_views_free(rep->views);
     rep->views = NULL;
     cs__wire_report_free(rep->wire);

@@ -92,6 +92,13 @@ struct cs__steps {
     struct cs__rtab reqs;         /* struct cs__sreq: requests in flight beyond the ranks' lists */
     unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */
     struct cs__budget sink;       /* where a rank's adds go outside its steps (never read) */
+    /* Point-to-point transfers of matched pairs with a blocking receive, by the message size's
+     * log2 bucket (whatif/pair.h), and the pairs whose receive was non-blocking (not measured). */
+    struct cs__xfer {
+        uint64_t pairs;
+        double bytes, xfer_ns, send_ns, recv_ns;
+    } xfer[CS_REPORT_P2P_BUCKETS];
+    uint64_t xfer_nb;
     /* The communicators' roles and classes (groups.c). */
     struct cs__groups {
         struct cs__map comm_idx; /* (id, 0) -> index + 1 */

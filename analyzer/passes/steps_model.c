@@ -162,6 +162,25 @@ static void overlap_groups(const struct cs__steps *S, const struct cs_report *re
  * (markers: the marker op's calls; pattern: the anchor's calls of its size on its class, every
  * anchor_m-th a step).  NVTX steps and an anchor whose row mixes sizes cannot be counted: -1.
  */
+/* The point-to-point transfers the what-if pass measured, by size bucket (report.h). */
+static void p2p_buckets(const struct cs__steps *S, struct cs_report *rep)
+{
+    rep->p2p_bw_unmeasured = S->xfer_nb;
+    rep->p2p_bw = calloc(CS_REPORT_P2P_BUCKETS, sizeof *rep->p2p_bw);
+    for (int k = 0; rep->p2p_bw && k < CS_REPORT_P2P_BUCKETS; k++) {
+        const struct cs__xfer *x = &S->xfer[k];
+        if (!x->pairs)
+            continue;
+        struct cs_report_p2p_bucket *o = &rep->p2p_bw[rep->np2p_bw++];
+        o->log2_size = k;
+        o->pairs = x->pairs;
+        o->mean_bytes = x->bytes / (double)x->pairs;
+        o->transfer_gbps = x->xfer_ns > 0 ? x->bytes / x->xfer_ns : NAN;
+        o->recv_call_gbps = x->recv_ns > 0 ? x->bytes / x->recv_ns : NAN;
+        o->send_call_gbps = x->send_ns > 0 ? x->bytes / x->send_ns : NAN;
+    }
+}
+
 /* Which steps the JSON and HTML list (CS_REPORT_STEPS_LISTED), the representative step and the
  * histogram of the timed steps' times. */
 static void list_steps(struct cs_report_steps *o)
@@ -413,6 +432,7 @@ void cs__steps_report(struct cs__run *run, struct cs_report *rep)
             memcpy(run->p2p_wait, prun, 2 * (size_t)run->world * sizeof *prun);
     }
     cs__whatif_gpu(run, S, o->warmup_excluded, usable, o->mean_s, &o->whatif);
+    p2p_buckets(S, rep);
     for (int r = 0; r < run->world && pw; r++)
         for (int d = 0; d < CS_DIM_N; d++) {
             tot.wait[d] += pw[(size_t)r * CS_DIM_N + d];

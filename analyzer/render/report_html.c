@@ -1037,6 +1037,33 @@ static void sec_ops(const struct cs_report *rep, FILE *f)
     fputs(" s, max ", f);
     num(f, "%.9f", rep->max_skew_s);
     fputs(" s.</p>\n", f);
+    if (!rep->np2p_bw && !rep->p2p_bw_unmeasured)
+        return;
+    fputs("<h3>Point-to-point bandwidth by message size</h3>\n<table id=\"p2pbw\"><tr><th>size "
+          "(bytes)</th><th>pairs</th><th>mean bytes</th><th>transfer (GB/s)</th><th>receive "
+          "call (GB/s)</th><th>send call (GB/s)</th></tr>\n",
+          f);
+    for (size_t i = 0; i < rep->np2p_bw; i++) {
+        const struct cs_report_p2p_bucket *b = &rep->p2p_bw[i];
+        fprintf(f,
+                "<tr><td>2<sup>%d</sup>&#8211;2<sup>%d</sup></td><td>%" PRIu64
+                "</td><td>%.0f</td><td>",
+                b->log2_size, b->log2_size + 1, b->pairs, b->mean_bytes);
+        num(f, "%.3f", b->transfer_gbps);
+        fputs("</td><td>", f);
+        num(f, "%.3f", b->recv_call_gbps);
+        fputs("</td><td>", f);
+        num(f, "%.3f", b->send_call_gbps);
+        fputs("</td></tr>\n", f);
+    }
+    fprintf(f,
+            "</table>\n<p class=\"legend\">Over matched send/receive pairs whose receive is a "
+            "blocking call. Transfer: bytes / (the receive's end &#8722; the later of the two "
+            "calls' begins), the rate the message moved at. The call columns divide the same "
+            "bytes by the calls' durations: an eager send returns before its message arrives "
+            "(faster than the wire), a receive includes waiting for its sender. %" PRIu64
+            " pairs with a non-blocking receive are not measured.</p>\n",
+            rep->p2p_bw_unmeasured);
 }
 
 static void sec_stragglers(const struct cs_report *rep, FILE *f)

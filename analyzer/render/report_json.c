@@ -64,6 +64,23 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     }
     cs__jw_close(&w, ']');
 
+    cs__jw_open(&w, "p2p_bandwidth", '{');
+    cs__jw_u64(&w, "unmeasured_pairs", rep->p2p_bw_unmeasured);
+    cs__jw_open(&w, "buckets", '[');
+    for (size_t i = 0; i < rep->np2p_bw; i++) {
+        const struct cs_report_p2p_bucket *b = &rep->p2p_bw[i];
+        cs__jw_open(&w, NULL, '{');
+        cs__jw_int(&w, "log2_size", b->log2_size);
+        cs__jw_u64(&w, "pairs", b->pairs);
+        cs__jw_num(&w, "mean_bytes", b->mean_bytes);
+        cs__jw_num(&w, "transfer_gbps", b->transfer_gbps);
+        cs__jw_num(&w, "recv_call_gbps", b->recv_call_gbps);
+        cs__jw_num(&w, "send_call_gbps", b->send_call_gbps);
+        cs__jw_close(&w, '}');
+    }
+    cs__jw_close(&w, ']');
+    cs__jw_close(&w, '}');
+
     cs__jw_open(&w, "ops", '[');
     for (size_t i = 0; i < rep->nops; i++) {
         const struct cs_report_op *o = &rep->ops[i];

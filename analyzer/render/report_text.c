@@ -30,7 +30,7 @@ static const char *num(char *buf, size_t n, const char *fmt, double v)
 
 void cs__report_text(const struct cs_report *rep, FILE *out)
 {
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], b2[32], c2[32];
     fprintf(out, "@ commscope analysis\n");
     fprintf(out, "@ Run directory  : %s\n", rep->dir);
     fprintf(out, "@ Program        : %s\n", rep->program[0] ? rep->program : "-");
@@ -80,6 +80,28 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
         if (shown < rep->ncomms)
             fprintf(out, "\n  (%zu more in the JSON report's communicators)", rep->ncomms - shown);
         fputc('\n', out);
+    }
+
+    if (rep->np2p_bw || rep->p2p_bw_unmeasured) {
+        fprintf(out, "\n@--- Point-to-point bandwidth by message size %s\n", "-------------------");
+        fprintf(out, "%-14s %10s %14s %12s %12s %12s\n", "Size", "Pairs", "Mean_bytes", "Transfer",
+                "Recv_call", "Send_call");
+        for (size_t i = 0; i < rep->np2p_bw; i++) {
+            const struct cs_report_p2p_bucket *q = &rep->p2p_bw[i];
+            char sz[32];
+            snprintf(sz, sizeof sz, "[2^%d,2^%d)", q->log2_size, q->log2_size + 1);
+            fprintf(out, "%-14s %10" PRIu64 " %14.0f %12s %12s %12s\n", sz, q->pairs, q->mean_bytes,
+                    num(a, sizeof a, "%.3f", q->transfer_gbps),
+                    num(b2, sizeof b2, "%.3f", q->recv_call_gbps),
+                    num(c2, sizeof c2, "%.3f", q->send_call_gbps));
+        }
+        fprintf(out,
+                "(GB/s over matched send/receive pairs with a blocking receive: Transfer = bytes / "
+                "(receive end - the later of the two begins); Recv_call, Send_call = bytes / the "
+                "calls' durations (an eager send returns before its message arrives, a receive "
+                "includes waiting for its sender); %" PRIu64
+                " pairs with a non-blocking receive not measured)\n",
+                rep->p2p_bw_unmeasured);
     }
 
     fprintf(out, "\n@--- Collective instances %s\n", "--------------------------------------");

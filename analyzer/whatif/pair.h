@@ -53,6 +53,31 @@ static inline void p2p_x(struct replay *P, struct item *it, const struct item *o
                         cs__wi_item_rank(P, (int32_t)(o - P->it)));
 }
 
+/* A matched pair's transfer: with a blocking receive rv (on rank r) of sd's message, the time
+ * from the later of the two begins to the receive's end, by the message size's bucket, beside
+ * both calls' durations; a non-blocking receive's completion is elsewhere: counted as not
+ * measured. */
+static inline void p2p_transfer(struct replay *P, const struct item *rv, const struct item *sd,
+                                int32_t r)
+{
+    if (r < 0 || r >= P->world || P->S->r[r].gpu)
+        return;
+    if (rv->nbp) {
+        P->S->xfer_nb++;
+        return;
+    }
+    double b = rv->bytes, t0 = sd->a > rv->a ? sd->a : rv->a;
+    int k = 0;
+    for (double x = b; x >= 2 && k < CS_REPORT_P2P_BUCKETS - 1; x /= 2)
+        k++;
+    struct cs__xfer *x = &P->S->xfer[k];
+    x->pairs++;
+    x->bytes += b;
+    x->xfer_ns += rv->e > t0 ? rv->e - t0 : 0;
+    x->send_ns += sd->e - sd->a;
+    x->recv_ns += rv->e - rv->a;
+}
+
 /* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
  * dst); linked both ways with its partner when that was read before it.  0, or -1 out of
  * memory.  Inline: the window reader calls it for every point-to-point event. */
@@ -77,6 +102,7 @@ static inline __attribute__((always_inline)) int cs__wi_pair_p2p(struct replay *
         struct item *it = &P->it[g], *o = &P->it[og];
         it->pg = og;
         p2p_x(P, it, o, send ? src : dst);
+        p2p_transfer(P, send ? o : it, send ? it : o, dst);
         if (o->pg < 0) {
             o->pg = g;
             p2p_x(P, o, it, send ? dst : src);

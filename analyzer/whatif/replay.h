@@ -18,6 +18,7 @@ struct item {
     double a, e;      /* measured, ns after the run's origin */
     double gap;       /* a minus the previous item's e */
     double x;         /* measured time after its dependencies were met */
+    double bytes;     /* blocking send / receive: its message's bytes (received: bytes_recv) */
     int32_t inst;     /* collective instance in the window, -1 none */
     int32_t pg;       /* point-to-point partner item (in P->it) waited for, -1 none */
     int32_t dn, doff; /* completion call: its dependencies P->dep[doff .. doff + dn) */
@@ -286,6 +287,7 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     it->e = e;
     it->gap = a - w->prev_e;
     it->x = e - a;
+    it->bytes = 0;
     it->inst = it->pg = -1;
     it->dn = 0;
     it->op = op;

@@ -299,6 +299,7 @@ __attribute__((noinline)) int cs__wi_read_window(struct replay *P, int r, int fi
             int send = (f & F_SEND) != 0;
             int32_t src = send ? r : ev->peer, dst = send ? ev->peer : r;
             it->dim = cs__wi_p2p_dim(P, ev->comm);
+            it->bytes = (double)(send ? ev->bytes : ev->bytes_recv);
             if (cs__wi_pair_p2p(P, (int32_t)(P->nit - 1), ev->comm, ev->aux, src, dst, send))
                 goto fail;
         } else if ((f & F_IP2P) && nbp_linkable(P, ev)) {

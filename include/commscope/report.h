@@ -349,6 +349,19 @@ struct cs_report_op {
     uint64_t calls, bytes;
     double time_s, algbw_gbps, busbw_gbps;
 };
+/* Point-to-point bandwidth by message size (docs/metrics.md "Point-to-point bandwidth"): per
+ * log2 bucket of the message's bytes, over matched send/receive pairs whose receive is a
+ * blocking call: the transfer (receive end minus the later of the two begins) beside the raw
+ * call times. */
+#define CS_REPORT_P2P_BUCKETS 48
+struct cs_report_p2p_bucket {
+    int log2_size; /* messages of [2^k, 2^(k+1)) bytes (k = 0: 0 or 1 byte) */
+    uint64_t pairs;
+    double mean_bytes;
+    double transfer_gbps;                  /* sum of bytes / sum of transfers (GB/s) */
+    double recv_call_gbps, send_call_gbps; /* sum of bytes / sum of the calls' durations */
+};
+
 /* A communicator named by how it was made (docs/metrics.md "Communicator names"). */
 struct cs_report_comm {
     char comm[40];  /* its label, as everywhere else in the report */
@@ -409,6 +422,9 @@ struct cs_report {
     struct cs_report_resources *resources; /* resource use (resources.c); owned, or NULL */
     struct cs_report_comm *comms;          /* every communicator the run names; owned */
     size_t ncomms;
+    struct cs_report_p2p_bucket *p2p_bw; /* buckets with pairs, by size; owned */
+    size_t np2p_bw;
+    uint64_t p2p_bw_unmeasured; /* matched pairs with a non-blocking receive */
 };
 
 /* The readable name of a communicator label (label itself when the report has none). */

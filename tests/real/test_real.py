@@ -174,6 +174,28 @@ def case_netpipe(tmp):
               "size %d, printed by NetPIPE, sent both ways" % size)
     check(op_calls(rep, "MPI_Send") == sum(sends.values()), "per-op totals: %d sends, events %d"
           % (op_calls(rep, "MPI_Send"), sum(sends.values())))
+    # Point-to-point bandwidth by size: every pair a blocking MPI_Recv, each bucket's pairs at
+    # most its sends, its mean size inside it, and the transfer never slower than the receive
+    # call it is part of.
+    pb = rep["p2p_bandwidth"]
+    by_bucket = {}
+    for (r, size), c in sends.items():
+        k = max(size, 1).bit_length() - 1
+        by_bucket[k] = by_bucket.get(k, 0) + c
+    check(len(pb["buckets"]) >= 10 and pb["unmeasured_pairs"] == 0,
+          "NetPIPE's pairs measured by size: %r" % pb)
+    check(sum(b["pairs"] for b in pb["buckets"]) >= 0.9 * sum(sends.values()),
+          "most pairs measured: %d of %d sends" % (sum(b["pairs"] for b in pb["buckets"]),
+                                                   sum(sends.values())))
+    for b in pb["buckets"]:
+        k = b["log2_size"]
+        check(b["pairs"] <= by_bucket.get(k, 0), "bucket %d: %d pairs, %d sends" %
+              (k, b["pairs"], by_bucket.get(k, 0)))
+        check((2 ** k if k else 0) <= b["mean_bytes"] < 2 ** (k + 1), "bucket %d mean %r" %
+              (k, b["mean_bytes"]))
+        check(b["transfer_gbps"] >= b["recv_call_gbps"] * (1 - 1e-8),
+              "bucket %d: transfer %r GB/s at least the receive call's %r" %
+              (k, b["transfer_gbps"], b["recv_call_gbps"]))
     s = rep["steps"]
     check(s["count"] <= len(sizes) + 1, "a sweep of %d sizes is not %r steps" % (len(sizes),
                                                                                 s["count"]))
