@@ -162,6 +162,20 @@ static void overlap_groups(const struct cs__steps *S, const struct cs_report *re
  * (markers: the marker op's calls; pattern: the anchor's calls of its size on its class, every
  * anchor_m-th a step).  NVTX steps and an anchor whose row mixes sizes cannot be counted: -1.
  */
+/* A timed step by (time, index): the order of the representative step's choice. */
+struct timed_step {
+    double t;
+    size_t i; /* list index (its step index rises with it) */
+};
+
+static int by_time(const void *x, const void *y)
+{
+    const struct timed_step *a = x, *b = y;
+    if (a->t != b->t)
+        return (a->t > b->t) - (a->t < b->t);
+    return (a->i > b->i) - (a->i < b->i);
+}
+
 /* The point-to-point transfers the what-if pass measured, by size bucket (report.h). */
 static void p2p_buckets(const struct cs__steps *S, struct cs_report *rep)
 {
@@ -188,19 +202,24 @@ static void list_steps(struct cs_report_steps *o)
     o->rep_step = -1;
     size_t n = o->nlist, timed = 0;
     double lo = INFINITY, hi = -INFINITY;
+    /* the representative: the median timed step, the lower middle one for an even count (by
+     * time, then index) */
+    struct timed_step *by = malloc((n + 1) * sizeof *by);
     for (size_t i = 0; i < n; i++) {
         const struct cs_report_step *p = &o->list[i];
         if (!p->timed || !isfinite(p->time_s))
             continue;
+        if (by)
+            by[timed] = (struct timed_step){p->time_s, i};
         timed++;
         lo = p->time_s < lo ? p->time_s : lo;
         hi = p->time_s > hi ? p->time_s : hi;
-        /* the representative: the timed step nearest the median (the first of equals) */
-        if (isfinite(o->median_s) &&
-            (o->rep_step < 0 ||
-             fabs(p->time_s - o->median_s) < fabs(o->list[o->rep_step].time_s - o->median_s)))
-            o->rep_step = (long)i;
     }
+    if (by && timed) {
+        qsort(by, timed, sizeof *by, by_time);
+        o->rep_step = (long)by[(timed - 1) / 2].i;
+    }
+    free(by);
     o->hist_lo_s = timed ? lo : NAN;
     o->hist_hi_s = timed ? hi : NAN;
     for (size_t i = 0; i < n && timed; i++) {

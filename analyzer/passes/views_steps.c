@@ -256,32 +256,12 @@ struct tl_build {
     double merge_s; /* calls closer than this are merged */
 };
 
-static int dbl_idx_cmp(const void *x, const void *y)
-{
-    const double *a = x, *b = y;
-    return (a[0] > b[0]) - (a[0] < b[0]);
-}
-
-/* The median timed step (the lower middle one for an even count), -1 none. */
+/* The median timed step (the lower middle one for an even count), -1 none: the step report's
+ * representative step. */
 static int median_step(const struct cs_report_steps *st)
 {
-    double(*t)[2] = calloc(st->nlist + 1, sizeof *t);
-    size_t m = 0;
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < st->nlist; i++)
-        if (st->list[i].timed && isfinite(st->list[i].time_s)) {
-            t[m][0] = st->list[i].time_s;
-            t[m][1] = st->list[i].index;
-            m++;
-        }
-    int k = -1;
-    if (m) {
-        qsort(t, m, sizeof *t, dbl_idx_cmp);
-        k = (int)t[(m - 1) / 2][1];
-    }
-    free(t);
-    return k;
+    return st->rep_step >= 0 && (size_t)st->rep_step < st->nlist ? st->list[st->rep_step].index
+                                                                 : -1;
 }
 
 /* Add [t0, t1] (ns from the rank's step begin) to the row, merging with its last segment. */

@@ -863,7 +863,7 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
         fputs("</table>\n", f);
     }
     if (s->rep_step >= 0 && (size_t)s->rep_step < s->nlist)
-        fprintf(f, "<p>Representative step (its time is nearest the median): <b>%d</b>.</p>\n",
+        fprintf(f, "<p>Representative step (the median timed step): <b>%d</b>.</p>\n",
                 s->list[s->rep_step].index);
     int all = s->nlisted == s->nlist, fold_steps = s->nlisted > 64;
     if (!all)

@@ -171,8 +171,8 @@ struct cs_report_steps {
     struct cs_report_step *list;
     size_t nlist;
     /* The steps the JSON and HTML list (indexes into list, in step order): all of them, or the
-     * selection above; rep_step: list index of the representative step (the timed step whose
-     * time is the median's, -1 none) */
+     * selection above; rep_step: list index of the representative step (the median timed step,
+     * the lower middle one; -1 none) */
     size_t *listed;
     size_t nlisted;
     long rep_step;
