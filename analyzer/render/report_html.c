@@ -424,6 +424,43 @@ static void comm_name(const struct cs_report *rep, FILE *f, const char *label)
     fputs("</small>", f);
 }
 
+/* Per-rank tables of bounded size: up to HTML_RANK_ROWS ranks all rows, beyond that the half
+ * with the largest key and the half with the smallest (the outliers both ways), in rank order;
+ * report.json has every rank.  Returns the mask of rows to show (NULL: all, or out of memory). */
+#define HTML_RANK_ROWS 512
+
+static int key_cmp(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static unsigned char *rank_rows(const double *key, size_t n)
+{
+    if (n <= HTML_RANK_ROWS)
+        return NULL;
+    double *k = malloc(n * sizeof *k);
+    unsigned char *show = calloc(n, 1);
+    if (!k || !show) {
+        free(k);
+        free(show);
+        return NULL;
+    }
+    memcpy(k, key, n * sizeof *k);
+    qsort(k, n, sizeof *k, key_cmp);
+    double lo = k[HTML_RANK_ROWS / 2 - 1], hi = k[n - HTML_RANK_ROWS / 2];
+    size_t nlo = 0, nhi = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* (ties at a cut: the lowest ranks, so at most HTML_RANK_ROWS rows) */
+        if (key[i] < lo || (key[i] == lo && nlo < HTML_RANK_ROWS / 2))
+            show[i] = 1, nlo++;
+        else if (key[i] > hi || (key[i] == hi && nhi < HTML_RANK_ROWS / 2))
+            show[i] = 1, nhi++;
+    }
+    free(k);
+    return show;
+}
+
 /* The bandwidth chart draws the curves that moved the most bytes; the legend names them and
  * groups the rest (report.json has every curve). */
 #define BW_CURVES 8
@@ -827,12 +864,25 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
     int fold = s->nranks > CS_VIEW_RANK_BARS;
     if (fold)
         fputs("</table><details><summary>per rank</summary><table>\n", f);
+    double *key = malloc((s->nranks + 1) * sizeof *key);
+    for (size_t i = 0; key && i < s->nranks; i++)
+        key[i] = s->ranks[i].step_s;
+    unsigned char *show = key ? rank_rows(key, s->nranks) : NULL;
     for (size_t i = 0; i < s->nranks; i++) {
+        if (show && !show[i])
+            continue;
         char who[16];
         snprintf(who, sizeof who, "%d", s->ranks[i].rank);
         budget_row(f, who, &s->ranks[i]);
     }
     fputs(fold ? "</table></details>\n" : "</table>\n", f);
+    if (show)
+        fprintf(f,
+                "<p>%zu ranks: listed are the %d with the longest and the %d with the shortest "
+                "step; report.json has every rank.</p>\n",
+                s->nranks, HTML_RANK_ROWS / 2, HTML_RANK_ROWS / 2);
+    free(show);
+    free(key);
     fputs("<p class=\"legend\">Gradient sync and the communication columns leave out waiting "
           "for other ranks, which is in wait: at collectives for their last member, at "
           "point-to-point calls for the partner (late senders and receivers); idle time cannot "
@@ -1107,8 +1157,14 @@ static void sec_ranks(const struct cs_report *rep, FILE *f)
           "<th title=\"its point-to-point partners' waits for it, over the whole run\">"
           "partners waited for it (s)</th><th>calls</th><th>bytes</th><th>partial</th></tr>\n",
           f);
+    double *key = malloc((rep->nranks + 1) * sizeof *key);
+    for (size_t i = 0; key && i < rep->nranks; i++)
+        key[i] = rep->ranks[i].compute_s;
+    unsigned char *show = key ? rank_rows(key, rep->nranks) : NULL;
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
+        if (show && !show[i])
+            continue;
         fprintf(f, "<tr><td>%d</td><td>", r->rank);
         esc(f, r->host);
         fprintf(f, "</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>%.6f</td><td>", r->wall_s,
@@ -1122,6 +1178,13 @@ static void sec_ranks(const struct cs_report *rep, FILE *f)
     fputs("</table>\n", f);
     if (fold)
         fputs("</details>\n", f);
+    if (show)
+        fprintf(f,
+                "<p>%zu ranks: listed are the %d that computed most and the %d that computed "
+                "least; report.json has every rank.</p>\n",
+                rep->nranks, HTML_RANK_ROWS / 2, HTML_RANK_ROWS / 2);
+    free(show);
+    free(key);
 }
 
 static void fact(FILE *f, const char *k, const char *v)
