@@ -451,10 +451,15 @@ static unsigned char *rank_rows(const double *key, size_t n)
     double lo = k[HTML_RANK_ROWS / 2 - 1], hi = k[n - HTML_RANK_ROWS / 2];
     size_t nlo = 0, nhi = 0;
     for (size_t i = 0; i < n; i++) {
-        /* (ties at a cut: the lowest ranks, so at most HTML_RANK_ROWS rows) */
-        if (key[i] < lo || (key[i] == lo && nlo < HTML_RANK_ROWS / 2))
+        show[i] = key[i] < lo || key[i] > hi;
+        nlo += key[i] < lo;
+        nhi += key[i] > hi;
+    }
+    /* ties at a cut: the lowest ranks, up to HTML_RANK_ROWS rows in all */
+    for (size_t i = 0; i < n; i++) {
+        if (key[i] == lo && nlo < HTML_RANK_ROWS / 2 && !show[i])
             show[i] = 1, nlo++;
-        else if (key[i] > hi || (key[i] == hi && nhi < HTML_RANK_ROWS / 2))
+        else if (key[i] == hi && nhi < HTML_RANK_ROWS / 2 && !show[i])
             show[i] = 1, nhi++;
     }
     free(k);
