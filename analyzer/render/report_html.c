@@ -466,6 +466,20 @@ static unsigned char *rank_rows(const double *key, size_t n)
     return show;
 }
 
+/* After a table of rank_rows' rows: say which were listed (when not all), free the mask and
+ * the keys. */
+static void rank_rows_done(FILE *f, unsigned char *show, double *key, size_t n, const char *most,
+                           const char *least)
+{
+    if (show)
+        fprintf(f,
+                "<p>%zu ranks: listed are the %d %s and the %d %s; report.json has every "
+                "rank.</p>\n",
+                n, HTML_RANK_ROWS / 2, most, HTML_RANK_ROWS / 2, least);
+    free(show);
+    free(key);
+}
+
 /* The bandwidth chart draws the curves that moved the most bytes; the legend names them and
  * groups the rest (report.json has every curve). */
 #define BW_CURVES 8
@@ -881,13 +895,7 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
         budget_row(f, who, &s->ranks[i]);
     }
     fputs(fold ? "</table></details>\n" : "</table>\n", f);
-    if (show)
-        fprintf(f,
-                "<p>%zu ranks: listed are the %d with the longest and the %d with the shortest "
-                "step; report.json has every rank.</p>\n",
-                s->nranks, HTML_RANK_ROWS / 2, HTML_RANK_ROWS / 2);
-    free(show);
-    free(key);
+    rank_rows_done(f, show, key, s->nranks, "with the longest", "with the shortest step");
     fputs("<p class=\"legend\">Gradient sync and the communication columns leave out waiting "
           "for other ranks, which is in wait: at collectives for their last member, at "
           "point-to-point calls for the partner (late senders and receivers); idle time cannot "
@@ -1183,13 +1191,7 @@ static void sec_ranks(const struct cs_report *rep, FILE *f)
     fputs("</table>\n", f);
     if (fold)
         fputs("</details>\n", f);
-    if (show)
-        fprintf(f,
-                "<p>%zu ranks: listed are the %d that computed most and the %d that computed "
-                "least; report.json has every rank.</p>\n",
-                rep->nranks, HTML_RANK_ROWS / 2, HTML_RANK_ROWS / 2);
-    free(show);
-    free(key);
+    rank_rows_done(f, show, key, rep->nranks, "that computed most", "that computed least");
 }
 
 static void fact(FILE *f, const char *k, const char *v)
