@@ -51,6 +51,14 @@ int cs__grow(void **p, size_t *cap, size_t need, size_t elem);
 int cs__msg_vadd(char ***v, size_t *n, size_t *cap, const char *fmt, va_list ap);
 /* Pointer to the value for (a, b), inserting 0 when absent (*fresh = 1).  NULL: out of memory. */
 uint64_t *cs__map_put(struct cs__map *m, uint64_t a, uint64_t b, int *fresh);
+/* A message size's bucket: floor(log2(bytes)) (0 for fewer than 2 bytes), at most n - 1 (the
+ * bandwidth chart's and the point-to-point transfers' buckets). */
+static inline int cs__log2_bucket(uint64_t bytes, int n)
+{
+    int k = bytes < 2 ? 0 : 63 - __builtin_clzll(bytes);
+    return k < n ? k : n - 1;
+}
+
 static inline uint64_t cs__map_hash(uint64_t a, uint64_t b)
 {
     uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull + (a << 6) + (a >> 2));

@@ -148,8 +148,7 @@ static inline size_t heat_bin(struct cs__views *v, int64_t t)
 /* floor(log2(bytes)) (0 for fewer than 2 bytes), at most the last bucket. */
 static inline int size_bucket_u(uint64_t b)
 {
-    int k = b < 2 ? 0 : 63 - __builtin_clzll(b);
-    return k < CS_VIEW_BW_BUCKETS ? k : CS_VIEW_BW_BUCKETS - 1;
+    return cs__log2_bucket(b, CS_VIEW_BW_BUCKETS);
 }
 
 /* size_bucket_u of the bytes truncated to an integer (saturated), from the double's exponent:

@@ -67,10 +67,7 @@ static inline void p2p_transfer(struct replay *P, const struct item *rv, const s
         return;
     }
     double b = rv->bytes, t0 = sd->a > rv->a ? sd->a : rv->a;
-    int k = 0;
-    for (double x = b; x >= 2 && k < CS_REPORT_P2P_BUCKETS - 1; x /= 2)
-        k++;
-    struct cs__xfer *x = &P->S->xfer[k];
+    struct cs__xfer *x = &P->S->xfer[cs__log2_bucket((uint64_t)b, CS_REPORT_P2P_BUCKETS)];
     x->pairs++;
     x->bytes += b;
     x->xfer_ns += rv->e > t0 ? rv->e - t0 : 0;
