@@ -185,15 +185,16 @@ static double per_step(const struct cs__cclass *k)
     return k->steps > 0 ? (double)(k->coll + k->p2p) / k->steps : (double)NAN;
 }
 
-static void say(struct cs__cclass *k, enum cs__dim role, int ok, int of, const char *why)
+/* The class's role and its words: label, or NULL for the role's own ("data parallel", ...). */
+static void say(struct cs__cclass *k, enum cs__dim role, const char *label, int ok, int of,
+                const char *why)
 {
     static const char *const words[CS_DIM_N] = {[CS_DIM_DP] = "data parallel",
                                                 [CS_DIM_TP] = "tensor parallel",
                                                 [CS_DIM_PP] = "pipeline stages",
                                                 [CS_DIM_EP] = "expert parallel",
                                                 [CS_DIM_OTHER] = "other"};
-    if (role != CS_DIM_OTHER || !k->label)
-        k->label = words[role < CS_DIM_N ? role : CS_DIM_OTHER];
+    k->label = label ? label : words[role < CS_DIM_N ? role : CS_DIM_OTHER];
     k->role = role;
     k->confidence = of > 0 ? (double)ok / of : 0;
     snprintf(k->why, sizeof k->why, "%s", why);
@@ -218,20 +219,17 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
         struct cs__cclass *k = &S->groups.classes[c];
         k->role = CS_DIM_OTHER;
         k->confidence = 0;
-        k->label = NULL;
         if (k->size < 2) {
-            k->label = "one member";
-            say(k, CS_DIM_OTHER, 1, 1, "one member: no communication between ranks");
+            say(k, CS_DIM_OTHER, "one member", 1, 1, "one member: no communication between ranks");
             continue;
         }
         if (!k->observed || !k->calls) {
-            k->label = "no traffic";
-            say(k, CS_DIM_OTHER, 0, 1, "no traffic seen on a traced member");
+            say(k, CS_DIM_OTHER, "no traffic", 0, 1, "no traffic seen on a traced member");
             continue;
         }
         double cps = per_step(k);
         if (k->a2a * 2 > k->calls) {
-            say(k, CS_DIM_EP, (int)(100 * k->a2a / k->calls), 100,
+            say(k, CS_DIM_EP, NULL, (int)(100 * k->a2a / k->calls), 100,
                 "all-to-all is the majority of its calls (expert parallelism)");
             continue;
         }
@@ -241,17 +239,15 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
              * several partners exchanges with its neighbours (a halo, a domain decomposition);
              * without steps, two ranks that talk are a point-to-point pair. */
             if (isfinite(cps) && k->npeers == 1) {
-                say(k, CS_DIM_PP, (int)(100 * k->p2p / k->calls), 100,
+                say(k, CS_DIM_PP, NULL, (int)(100 * k->p2p / k->calls), 100,
                     "send/receive with one neighbour, repeated every step, is the majority of "
                     "its calls (pipeline stages)");
             } else if (k->npeers >= 2) {
-                k->label = "neighbour exchange";
-                say(k, CS_DIM_OTHER, 1, 1,
+                say(k, CS_DIM_OTHER, "neighbour exchange", 1, 1,
                     "send/receive with several neighbours is the majority of its calls "
                     "(neighbour exchange)");
             } else {
-                k->label = "point-to-point";
-                say(k, CS_DIM_OTHER, 1, 1,
+                say(k, CS_DIM_OTHER, "point-to-point", 1, 1,
                     isfinite(cps) ? "send/receive is the majority of its calls (point-to-point)"
                                   : "send/receive is the majority of its calls, and no steps to "
                                     "tell pipeline stages (point-to-point)");
@@ -263,8 +259,7 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
          * number of times in every step (markers and NVTX step ranges are the program's word). */
         int evidence = S->detect.mode != 2 || k->observed != 1 || k->red_locked;
         if (k->red * 2 > k->calls && isfinite(cps) && cps >= 1 && !evidence) {
-            k->label = "reduction group";
-            say(k, CS_DIM_OTHER, 1, 1,
+            say(k, CS_DIM_OTHER, "reduction group", 1, 1,
                 "reductions, but none of the same size in every step (reduction group)");
             continue;
         }
@@ -278,14 +273,12 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
             continue;
         }
         if (k->red * 2 > k->calls) {
-            k->label = "reduction group";
-            say(k, CS_DIM_OTHER, 1, 1,
+            say(k, CS_DIM_OTHER, "reduction group", 1, 1,
                 isfinite(cps) ? "reductions, but fewer than one per step (reduction group)"
                               : "reductions, but no steps to measure them against (reduction "
                                 "group)");
         } else {
-            k->label = "collectives";
-            say(k, CS_DIM_OTHER, 1, 1,
+            say(k, CS_DIM_OTHER, "collectives", 1, 1,
                 "no pattern (reductions, all-to-all, send/receive) is the majority of its calls");
         }
     }
@@ -300,7 +293,7 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
              * which the data cannot tell apart from DP over a subset: say so by the confidence). */
             int ok = 2, of = 3; /* reductions dominate; at least one per step */
             ok += k->world || k->stride > 1;
-            say(k, CS_DIM_DP, ok, of,
+            say(k, CS_DIM_DP, NULL, ok, of,
                 k->world ? "the only reduction dimension, over all ranks: data parallel"
                          : "the only reduction dimension: read as data parallel");
             continue;
@@ -318,7 +311,7 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
                      "%s ranks, %.3g collectives per step (most of the reduction dimensions)%s",
                      contiguous ? "contiguous" : "non-contiguous", cps,
                      hosts_differ ? (k->one_host ? ", inside one host" : ", across hosts") : "");
-            say(k, CS_DIM_TP, tp, tp_of, why);
+            say(k, CS_DIM_TP, NULL, tp, tp_of, why);
         } else {
             snprintf(why, sizeof why,
                      "%s ranks, %.3g collectives per step (fewest of the reduction dimensions)%s",
@@ -327,7 +320,7 @@ void cs__groups_infer(struct cs__run *run, struct cs__steps *S)
                                    : "irregular",
                      cps,
                      hosts_differ ? (k->one_host ? ", inside one host" : ", across hosts") : "");
-            say(k, CS_DIM_DP, dp, dp_of, why);
+            say(k, CS_DIM_DP, NULL, dp, dp_of, why);
         }
     }
     (void)max_cps;
