@@ -278,6 +278,9 @@ void cs__report_free(struct cs_report *rep)
     free(rep->p2p_bw);
     rep->p2p_bw = NULL;
     rep->np2p_bw = 0;
+    free(rep->rank_listed);
+    rep->rank_listed = NULL;
+    rep->nrank_listed = 0;
     cs__report_views_free(rep->views);
     rep->views = NULL;
     cs__wire_report_free(rep->wire);

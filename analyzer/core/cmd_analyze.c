@@ -22,7 +22,8 @@ static void usage(FILE *f)
                "       commscope analyze --from kineto DIR|FILE... [the same options]\n"
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
                "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
-               "                         [--steps-csv FILE] [--pcap FILE...] [--hung] [--quiet]\n"
+               "                         [--steps-csv FILE] [--ranks-csv FILE] [--pcap FILE...]\n"
+               "                         [--hung] [--quiet]\n"
                "                         [--flops-per-step F | --params N --tokens-per-step T]\n"
                "                         [--samples-per-step S] [--gpu MODEL]\n"
                "                         [--precision P] [--peak-flops F]\n"
@@ -41,6 +42,9 @@ static void usage(FILE *f)
                "  --json FILE    also write the JSON report to FILE ('-' for stdout)\n"
                "  --steps-csv FILE  every step's time and its parts to FILE (CSV); the\n"
                "                 JSON and HTML list at most 1000 steps\n"
+               "  --ranks-csv FILE  every rank's figures to FILE (CSV); beyond 4096 ranks\n"
+               "                 the JSON lists the ranks at the extremes (commscope run\n"
+               "                 then writes ranks.csv beside it)\n"
                "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
                "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
                "  --perfetto FILE  write a Chrome/Perfetto trace (open it in ui.perfetto.dev)\n"
@@ -262,7 +266,7 @@ static int finish_stream(struct cs__outfile *o, int keep)
 int cs_cmd_analyze(int argc, char **argv)
 {
     const char *dir = NULL, *json = NULL, *events = NULL, *html = NULL, *from = NULL;
-    const char *steps_csv = NULL;
+    const char *steps_csv = NULL, *ranks_csv = NULL, *ranks_csv_capped = NULL;
     /* --from kineto takes several inputs (argv outlives them) */
     const char *inputs[256];
     int ninputs = 0;
@@ -302,6 +306,10 @@ int cs_cmd_analyze(int argc, char **argv)
             slot = &html;
         else if (strcmp(a, "--steps-csv") == 0)
             slot = &steps_csv;
+        else if (strcmp(a, "--ranks-csv") == 0)
+            slot = &ranks_csv;
+        else if (strcmp(a, "--ranks-csv-capped") == 0) /* commscope run's: only when capped */
+            slot = &ranks_csv_capped;
         else if (strcmp(a, "--perfetto") == 0)
             slot = &po.path;
         else if (strcmp(a, "--perfetto-ranks") == 0)
@@ -439,6 +447,10 @@ int cs_cmd_analyze(int argc, char **argv)
         if (html && write_report("HTML", html, rep, cs__report_html))
             status = status ? status : 1;
         if (steps_csv && write_report("step CSV", steps_csv, rep, cs__report_steps_csv))
+            status = status ? status : 1;
+        if (!ranks_csv && rep->rank_listed)
+            ranks_csv = ranks_csv_capped;
+        if (ranks_csv && write_report("rank CSV", ranks_csv, rep, cs__report_ranks_csv))
             status = status ? status : 1;
         fflush(stdout);
     }

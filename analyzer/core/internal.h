@@ -615,6 +615,8 @@ void cs__report_text(const struct cs_report *rep, FILE *out);
 int cs__report_json(const struct cs_report *rep, FILE *out);
 /* Every step as CSV (render/report_steps.c; `--steps-csv FILE`). */
 int cs__report_steps_csv(const struct cs_report *rep, FILE *out);
+/* Every rank as CSV (render/report_json.c; `--ranks-csv FILE`). */
+int cs__report_ranks_csv(const struct cs_report *rep, FILE *out);
 
 /* ---- report views, HTML, Perfetto, progress ---- */
 

@@ -291,6 +291,62 @@ static int strag_cmp(const void *x, const void *y)
     return a->rank - b->rank;
 }
 
+/* A rank's figure for the listing below: by value, ties by rank. */
+struct keyed {
+    double v;
+    int rank;
+};
+
+static int keyed_cmp(const void *x, const void *y)
+{
+    const struct keyed *a = x, *b = y;
+    if (a->v != b->v)
+        return a->v < b->v ? -1 : 1;
+    return a->rank - b->rank;
+}
+
+/* Which ranks the JSON's per-rank arrays list (report.h, CS_REPORT_RANKS_LISTED): every rank
+ * up to the bound; beyond, the CS_REPORT_RANKS_EXTREME highest and lowest by wall, compute,
+ * communication and waiting time (ranks without the figure not counted), those that made the
+ * others wait longest, and rank 0. */
+static void list_ranks(struct cs__run *run, struct cs_report *rep)
+{
+    rep->nrank_listed = rep->nranks;
+    if (rep->nranks <= CS_REPORT_RANKS_LISTED)
+        return;
+    struct keyed *k = malloc(rep->nranks * sizeof *k);
+    rep->rank_listed = calloc((size_t)rep->world_size, 1);
+    if (!k || !rep->rank_listed) {
+        free(k);
+        free(rep->rank_listed);
+        rep->rank_listed = NULL; /* every rank, then: complete rather than bounded */
+        cs__problem(run, "out of memory choosing the ranks the JSON lists: it lists all");
+        return;
+    }
+    const size_t E = CS_REPORT_RANKS_EXTREME;
+    for (int f = 0; f < 4; f++) {
+        size_t n = 0;
+        for (size_t i = 0; i < rep->nranks; i++) {
+            const struct cs_report_rank *o = &rep->ranks[i];
+            double v = f == 0 ? o->wall_s : f == 1 ? o->compute_s : f == 2 ? o->comm_s : o->wait_s;
+            if (isfinite(v))
+                k[n++] = (struct keyed){v, o->rank};
+        }
+        qsort(k, n, sizeof *k, keyed_cmp);
+        for (size_t i = 0; i < n; i++)
+            if (i < E || i + E >= n)
+                rep->rank_listed[k[i].rank] = 1;
+    }
+    for (size_t i = 0; i < rep->nstragglers && i < E; i++)
+        rep->rank_listed[rep->stragglers[i].rank] = 1;
+    if (run->ranks[0].present)
+        rep->rank_listed[0] = 1;
+    free(k);
+    rep->nrank_listed = 0;
+    for (int r = 0; r < rep->world_size; r++)
+        rep->nrank_listed += rep->rank_listed[r];
+}
+
 static double ns_s(double ns)
 {
     return ns / 1e9;
@@ -450,6 +506,7 @@ void cs__report_build(struct cs__run *run, struct cs_report *rep)
         }
     }
     qsort(rep->stragglers, rep->nstragglers, sizeof *rep->stragglers, strag_cmp);
+    list_ranks(run, rep);
     rep->ranks_expected = run->world;
     rep->ranks_found = (int)rep->nranks;
     rep->hosts = count_hosts(run, rep);

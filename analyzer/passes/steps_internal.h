@@ -92,11 +92,13 @@ struct cs__steps {
     struct cs__rtab reqs;         /* struct cs__sreq: requests in flight beyond the ranks' lists */
     unsigned char opf[CS_OP_MAX]; /* CS__OPF_* by op */
     struct cs__budget sink;       /* where a rank's adds go outside its steps (never read) */
-    /* Point-to-point transfers of matched pairs with a blocking receive, by the message size's
-     * log2 bucket (whatif/pair.h), and the pairs whose receive was non-blocking (not measured). */
+    /* Point-to-point transfers of matched pairs, by the message size's log2 bucket
+     * (whatif/pair.h; send_bytes: of the pairs whose send call has a duration of its own, not a
+     * half of MPI_Sendrecv), and the pairs not measured (a receive that never completed in the
+     * window that paired it). */
     struct cs__xfer {
         uint64_t pairs;
-        double bytes, xfer_ns, send_ns, recv_ns;
+        double bytes, xfer_ns, send_ns, recv_ns, send_bytes;
     } xfer[CS_REPORT_P2P_BUCKETS];
     uint64_t xfer_nb;
     /* The communicators' roles and classes (groups.c). */

@@ -191,7 +191,7 @@ static void p2p_buckets(const struct cs__steps *S, struct cs_report *rep)
         o->mean_bytes = x->bytes / (double)x->pairs;
         o->transfer_gbps = x->xfer_ns > 0 ? x->bytes / x->xfer_ns : NAN;
         o->recv_call_gbps = x->recv_ns > 0 ? x->bytes / x->recv_ns : NAN;
-        o->send_call_gbps = x->send_ns > 0 ? x->bytes / x->send_ns : NAN;
+        o->send_call_gbps = x->send_ns > 0 ? x->send_bytes / x->send_ns : NAN;
     }
 }
 

@@ -36,6 +36,8 @@ void cs__report_gpu_json(const struct cs_report *rep, FILE *out)
     cs__jw_open(&w, "devices", '[');
     for (size_t i = 0; i < g->ndevs; i++) {
         const struct cs_report_gpu_dev *d = &g->devs[i];
+        if (!cs_report_rank_listed(rep, d->rank))
+            continue;
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "rank", d->rank);
         cs__jw_int(&w, "device", d->device);
@@ -114,6 +116,8 @@ void cs__report_kineto_json(const struct cs_report *rep, FILE *out)
     cs__jw_open(&w, "ranks", '[');
     for (size_t i = 0; i < k->nranks; i++) {
         const struct cs_report_kineto_rank *r = &k->ranks[i];
+        if (!cs_report_rank_listed(rep, r->rank))
+            continue;
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "rank", r->rank);
         cs__jw_str(&w, "file", r->file);

@@ -468,14 +468,14 @@ static unsigned char *rank_rows(const double *key, size_t n)
 
 /* After a table of rank_rows' rows: say which were listed (when not all), free the mask and
  * the keys. */
-static void rank_rows_done(FILE *f, unsigned char *show, double *key, size_t n, const char *most,
-                           const char *least)
+static void rank_rows_done(const struct cs_report *rep, FILE *f, unsigned char *show, double *key,
+                           size_t n, const char *most, const char *least)
 {
     if (show)
-        fprintf(f,
-                "<p>%zu ranks: listed are the %d %s and the %d %s; report.json has every "
-                "rank.</p>\n",
-                n, HTML_RANK_ROWS / 2, most, HTML_RANK_ROWS / 2, least);
+        fprintf(f, "<p>%zu ranks: listed are the %d %s and the %d %s; %s has every rank.</p>\n", n,
+                HTML_RANK_ROWS / 2, most, HTML_RANK_ROWS / 2, least,
+                rep->rank_listed ? "ranks.csv (<code>commscope analyze --ranks-csv FILE</code>)"
+                                 : "report.json");
     free(show);
     free(key);
 }
@@ -895,7 +895,7 @@ static void sec_steps(const struct cs_report *rep, FILE *f)
         budget_row(f, who, &s->ranks[i]);
     }
     fputs(fold ? "</table></details>\n" : "</table>\n", f);
-    rank_rows_done(f, show, key, s->nranks, "with the longest", "with the shortest step");
+    rank_rows_done(rep, f, show, key, s->nranks, "with the longest", "with the shortest step");
     fputs("<p class=\"legend\">Gradient sync and the communication columns leave out waiting "
           "for other ranks, which is in wait: at collectives for their last member, at "
           "point-to-point calls for the partner (late senders and receivers); idle time cannot "
@@ -1120,12 +1120,15 @@ static void sec_ops(const struct cs_report *rep, FILE *f)
         fputs("</td></tr>\n", f);
     }
     fprintf(f,
-            "</table>\n<p class=\"legend\">Over matched send/receive pairs whose receive is a "
-            "blocking call. Transfer: bytes / (the receive's end &#8722; the later of the two "
-            "calls' begins), the rate the message moved at. The call columns divide the same "
-            "bytes by the calls' durations: an eager send returns before its message arrives "
-            "(faster than the wire), a receive includes waiting for its sender. %" PRIu64
-            " pairs with a non-blocking receive are not measured.</p>\n",
+            "</table>\n<p class=\"legend\">Over matched send/receive pairs. Transfer: bytes / "
+            "(the receive's completion &#8722; the later of the two calls' begins), the rate the "
+            "message moved at; an MPI_Irecv completes at the end of the wait or test that "
+            "completed it. The call columns divide the same bytes by the receive's time from "
+            "its begin to its completion and by the send call's duration: an eager send returns "
+            "before its message arrives (faster than the wire), a receive includes waiting for "
+            "its sender. %" PRIu64
+            " pairs whose receive did not complete in the step window that paired them are not "
+            "measured.</p>\n",
             rep->p2p_bw_unmeasured);
 }
 
@@ -1191,7 +1194,7 @@ static void sec_ranks(const struct cs_report *rep, FILE *f)
     fputs("</table>\n", f);
     if (fold)
         fputs("</details>\n", f);
-    rank_rows_done(f, show, key, rep->nranks, "that computed most", "that computed least");
+    rank_rows_done(rep, f, show, key, rep->nranks, "that computed most", "that computed least");
 }
 
 static void fact(FILE *f, const char *k, const char *v)

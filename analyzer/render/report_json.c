@@ -2,6 +2,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "flops.h"
 #include "phases.h"
@@ -31,9 +33,15 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_str(&w, "run_id", buf);
     cs__jw_close(&w, '}');
 
+    /* Beyond CS_REPORT_RANKS_LISTED ranks the per-rank arrays list the ranks at the extremes
+     * (cs_report_rank_listed); --ranks-csv has every rank. */
+    cs__jw_bool(&w, "ranks_complete", !rep->rank_listed);
+    cs__jw_u64(&w, "ranks_listed", rep->nrank_listed);
     cs__jw_open(&w, "ranks", '[');
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
+        if (!cs_report_rank_listed(rep, r->rank))
+            continue;
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "rank", r->rank);
         cs__jw_str(&w, "host", r->host);
@@ -120,6 +128,8 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_open(&w, "stragglers", '[');
     for (size_t i = 0; i < rep->nstragglers; i++) {
         const struct cs_report_straggler *s = &rep->stragglers[i];
+        if (!cs_report_rank_listed(rep, s->rank))
+            continue;
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "rank", s->rank);
         cs__jw_str(&w, "host", s->host);
@@ -136,6 +146,8 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_open(&w, "ranks", '[');
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
+        if (!cs_report_rank_listed(rep, r->rank))
+            continue;
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "rank", r->rank);
         cs__jw_num(&w, "offset_init_s", r->offset_init_s);
@@ -182,6 +194,8 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
                                                       [CS_SEG_WAIT] = "waiting_s"};
         cs__jw_open(&w, "breakdown", '[');
         for (size_t i = 0; i < rep->nranks; i++) {
+            if (!cs_report_rank_listed(rep, rep->ranks[i].rank))
+                continue;
             cs__jw_open(&w, NULL, '{');
             cs__jw_int(&w, "rank", rep->ranks[i].rank);
             for (int s = 0; s < CS_SEG_N; s++)
@@ -219,4 +233,97 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     cs__jw_close(&w, '}');
     fputc('\n', out);
     return ferror(out) ? CS_EIO : 0;
+}
+
+/* A CSV field: text, quoted when it holds a comma, a quote or a line break. */
+static void csv_str(FILE *out, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+/* A CSV field: a number, empty for none. */
+static void csv_num(FILE *out, double v)
+{
+    if (isfinite(v))
+        fprintf(out, ",%.9g", v);
+    else
+        fputc(',', out);
+}
+
+/* Every rank, one CSV line each (`commscope analyze --ranks-csv FILE`; docs/report-schema.md):
+ * what the JSON's per-rank arrays hold (ranks, stragglers, clock.ranks, breakdown,
+ * steps.budget.ranks), for every rank, listed or not.  Returns 0, or -1 on a write error. */
+int cs__report_ranks_csv(const struct cs_report *rep, FILE *out)
+{
+    fputs("rank,host,wall_s,comm_s,compute_s,wait_s,p2p_wait_s,p2p_caused_s,calls,bytes,partial,"
+          "overlap_ratio,exposed_comm_s,gpu_comm_s,gpu_overlapped_s,late_arrivals,"
+          "others_waited_s,offset_init_s,offset_final_s,drift_ppm,rtt_s,"
+          "breakdown_compute_s,breakdown_collective_s,breakdown_p2p_s,breakdown_completion_s,"
+          "breakdown_waiting_s,eligible_instances,budget_steps,budget_step_s,budget_compute_s,"
+          "budget_gradient_sync_s",
+          out);
+    for (int d = 0; d < CS_DIM_N; d++)
+        fprintf(out, ",budget_comm_%s_s", cs__dim_names[d]);
+    fputs(",budget_wait_s,budget_p2p_wait_s,budget_other_mpi_s,budget_idle_s\n", out);
+    /* the stragglers and budgets by rank (both hold a subset of the ranks, in their order) */
+    size_t w = rep->world_size > 0 ? (size_t)rep->world_size : 0;
+    const struct cs_report_straggler **st = calloc(w + 1, sizeof *st);
+    const struct cs_report_budget **bu = calloc(w + 1, sizeof *bu);
+    if (!st || !bu) {
+        free(st);
+        free(bu);
+        return -1;
+    }
+    for (size_t i = 0; i < rep->nstragglers; i++)
+        if ((size_t)rep->stragglers[i].rank < w)
+            st[rep->stragglers[i].rank] = &rep->stragglers[i];
+    for (size_t i = 0; rep->steps && i < rep->steps->nranks; i++)
+        if (rep->steps->ranks[i].rank >= 0 && (size_t)rep->steps->ranks[i].rank < w)
+            bu[rep->steps->ranks[i].rank] = &rep->steps->ranks[i];
+    for (size_t i = 0; i < rep->nranks; i++) {
+        const struct cs_report_rank *r = &rep->ranks[i];
+        fprintf(out, "%d,", r->rank);
+        csv_str(out, r->host);
+        const double a[] = {r->wall_s,          r->comm_s,         r->compute_s,
+                            r->wait_s,          r->p2p_wait_s,     r->p2p_caused_s,
+                            (double)r->calls,   (double)r->bytes,  (double)r->partial,
+                            r->overlap_ratio,   r->exposed_comm_s, r->gpu_comm_s,
+                            r->gpu_overlapped_s};
+        for (size_t j = 0; j < sizeof a / sizeof a[0]; j++)
+            csv_num(out, a[j]);
+        const struct cs_report_straggler *s = (size_t)r->rank < w ? st[r->rank] : NULL;
+        fprintf(out, ",%" PRIu64, s ? s->late_arrivals : 0);
+        csv_num(out, s ? s->others_waited_s : 0);
+        const double c[] = {r->offset_init_s, r->offset_final_s, r->drift_ppm, r->rtt_s};
+        for (size_t j = 0; j < sizeof c / sizeof c[0]; j++)
+            csv_num(out, c[j]);
+        for (int k = 0; k < CS_SEG_N; k++)
+            csv_num(out, rep->views ? rep->views->seg_s[i][k] : NAN);
+        csv_num(out, rep->views ? (double)rep->views->eligible[i] : NAN);
+        const struct cs_report_budget *b = (size_t)r->rank < w ? bu[r->rank] : NULL;
+        csv_num(out, b ? b->steps : NAN);
+        csv_num(out, b ? b->step_s : NAN);
+        csv_num(out, b ? b->compute_s : NAN);
+        csv_num(out, b ? b->grad_sync_s : NAN);
+        for (int d = 0; d < CS_DIM_N; d++)
+            csv_num(out, b ? b->comm_s[d] : NAN);
+        csv_num(out, b ? b->wait_s : NAN);
+        csv_num(out, b ? b->p2p_wait_s : NAN);
+        csv_num(out, b ? b->other_mpi_s : NAN);
+        csv_num(out, b ? b->idle_s : NAN);
+        fputc('\n', out);
+    }
+    free(st);
+    free(bu);
+    return ferror(out) ? -1 : 0;
 }

@@ -76,6 +76,8 @@ void cs__phases_json(const struct cs_report *rep, FILE *out)
     cs__jw_open(&w, "ranks", '[');
     for (size_t r = 0; r < P->nranks; r++) {
         const struct cs_report_phase_rank *x = &P->ranks[r];
+        if (!cs_report_rank_listed(rep, x->rank))
+            continue;
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "rank", x->rank);
         cs__jw_u64(&w, "steps", x->steps);

@@ -107,6 +107,8 @@ void cs__res_json(const struct cs_report *rep, FILE *out)
     cs__jw_open(&w, "ranks", '[');
     for (size_t i = 0; i < o->nranks; i++) {
         const struct cs_report_res_rank *x = &o->ranks[i];
+        if (!cs_report_rank_listed(rep, x->rank))
+            continue;
         cs__jw_open(&w, NULL, '{');
         cs__jw_int(&w, "rank", x->rank);
         cs__jw_str(&w, "host", x->host);

@@ -85,7 +85,8 @@ void cs__report_steps_json(const struct cs_report *rep, FILE *out)
     budget(&w, "total", &s->total);
     cs__jw_open(&w, "ranks", '[');
     for (size_t i = 0; i < s->nranks; i++)
-        budget(&w, NULL, &s->ranks[i]);
+        if (cs_report_rank_listed(rep, s->ranks[i].rank))
+            budget(&w, NULL, &s->ranks[i]);
     cs__jw_close(&w, ']');
     cs__jw_close(&w, '}');
 

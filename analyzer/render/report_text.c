@@ -96,11 +96,13 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
                     num(c2, sizeof c2, "%.3f", q->send_call_gbps));
         }
         fprintf(out,
-                "(GB/s over matched send/receive pairs with a blocking receive: Transfer = bytes / "
-                "(receive end - the later of the two begins); Recv_call, Send_call = bytes / the "
-                "calls' durations (an eager send returns before its message arrives, a receive "
-                "includes waiting for its sender); %" PRIu64
-                " pairs with a non-blocking receive not measured)\n",
+                "(GB/s over matched send/receive pairs: Transfer = bytes / (the receive's "
+                "completion - the later of the two begins; MPI_Irecv: the end of the wait that "
+                "completed it); Recv_call = bytes / (receive begin to completion), Send_call = "
+                "bytes / the send call's duration (an eager send returns before its message "
+                "arrives, a receive includes waiting for its sender); %" PRIu64
+                " pairs whose receive did not complete in the step window that paired them not "
+                "measured)\n",
                 rep->p2p_bw_unmeasured);
     }
 

@@ -269,6 +269,7 @@ int cs__wi_link_nbp(struct replay *P, int r, struct item *it, const struct cs_ev
     int32_t g = (int32_t)(it - P->it);
     it->nbp = 1;
     it->dim = cs__wi_p2p_dim(P, ev->comm);
+    it->bytes = (double)(send ? ev->bytes : ev->bytes_recv); /* receive: the posted size */
     if (cs__wi_pair_p2p(P, g, ev->comm, ev->aux, src, dst, send))
         return -1;
     int fresh;
@@ -288,6 +289,7 @@ int cs__wi_anysrc_post(struct replay *P, int r, struct item *it, const struct cs
         return -1;
     it->nbp = 1;
     it->dim = cs__wi_p2p_dim(P, ev->comm);
+    it->bytes = (double)ev->bytes_recv; /* the posted size */
     *q = ((uint64_t)1 << 63 | ANYSRC_BIT | (uint32_t)(it - P->it)) + 1;
     P->nreq_p2p++;
     return 0;

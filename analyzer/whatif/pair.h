@@ -53,26 +53,52 @@ static inline void p2p_x(struct replay *P, struct item *it, const struct item *o
                         cs__wi_item_rank(P, (int32_t)(o - P->it)));
 }
 
-/* A matched pair's transfer: with a blocking receive rv (on rank r) of sd's message, the time
- * from the later of the two begins to the receive's end, by the message size's bucket, beside
- * both calls' durations; a non-blocking receive's completion is elsewhere: counted as not
- * measured. */
-static inline void p2p_transfer(struct replay *P, const struct item *rv, const struct item *sd,
-                                int32_t r)
+/* A matched pair's transfer (docs/metrics.md, "Point-to-point bandwidth"): receive rv (on rank
+ * r) of sd's message, from the later of the two begins to the receive's completion -- a blocking
+ * receive's end; a non-blocking one's (MPI_Irecv, MPI_Sendrecv's receive half) the end of the
+ * call that completed it --, by the message size's bucket, beside the send call's duration (none
+ * for MPI_Sendrecv's send half) and the receive's, from its post to its completion.  A non-blocking
+ * receive paired before it completed is counted not measured until it completes (nbp_recv_done). */
+static inline void p2p_transfer(struct replay *P, struct item *rv, const struct item *sd, int32_t r)
 {
     if (r < 0 || r >= P->world || P->S->r[r].gpu)
         return;
-    if (rv->nbp) {
+    if (rv->nbp && rv->done < 0) {
         P->S->xfer_nb++;
+        rv->xp = 1;
         return;
     }
-    double b = rv->bytes, t0 = sd->a > rv->a ? sd->a : rv->a;
+    double b = rv->bytes, end = rv->nbp ? rv->done : rv->e;
+    double t0 = sd->a > rv->a ? sd->a : rv->a;
     struct cs__xfer *x = &P->S->xfer[cs__log2_bucket((uint64_t)b, CS_REPORT_P2P_BUCKETS)];
     x->pairs++;
     x->bytes += b;
-    x->xfer_ns += rv->e > t0 ? rv->e - t0 : 0;
-    x->send_ns += sd->e - sd->a;
-    x->recv_ns += rv->e - rv->a;
+    x->xfer_ns += end > t0 ? end - t0 : 0;
+    if (sd->e > sd->a) { /* (a half of MPI_Sendrecv has none of its own) */
+        x->send_ns += sd->e - sd->a;
+        x->send_bytes += b;
+    }
+    x->recv_ns += end - rv->a;
+}
+
+/* Non-blocking receive g of rank r (an item of this window) completed at te (record ev): its
+ * transfer is measured now if it was paired before. */
+static inline void nbp_recv_done(struct replay *P, int r, const struct wrank *w, uint32_t g,
+                                 const struct cs_event *ev, double te)
+{
+    if (g < w->off || g >= w->off + w->n)
+        return;
+    struct item *it = &P->it[g];
+    if (it->op != CS_OP_IRECV || (ev->flags & (CS_EV_PROC_NULL | CS_EV_CANCELLED | CS_EV_ERROR)))
+        return;
+    it->done = te;
+    if (ev->bytes_recv) /* the bytes received (else the posted size stays) */
+        it->bytes = (double)ev->bytes_recv;
+    if (it->xp && it->pg >= 0) {
+        it->xp = 0;
+        P->S->xfer_nb--;
+        p2p_transfer(P, it, &P->it[it->pg], r);
+    }
 }
 
 /* Point-to-point pairing: item g is the next send (or receive) on the channel (comm, tag, src,
@@ -172,6 +198,9 @@ cs__wi_done_record(struct replay *P, int r, struct wrank *w, const struct cs_eve
         if (anysrc_link(P, r, w, (uint32_t)v, ev))
             return -1;
     }
+    if (v >> 63)
+        nbp_recv_done(P, r, w, (uint32_t)v, ev,
+                      (double)map_t(w, &P->run->ranks[r].clk, ev->t_end) - P->origin);
     int rc = cs__wi_done_dep(P, r, w, ev,
                              v >> 63 /* a non-blocking send or receive: its initiation item */
                                  ? (struct wdep){DEP_P2P, (int32_t)(uint32_t)v}

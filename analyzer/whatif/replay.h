@@ -33,6 +33,10 @@ struct item {
     signed char bnd;    /* 1 starts a step, -1 ends one, 2 MPI_Finalize */
     unsigned char out;  /* its gap is outside a step (after an end marker): never scaled */
     unsigned char dim;  /* point-to-point items: the budget's dimension of their communicator */
+    unsigned char xp;   /* non-blocking receive paired before it completed: its transfer is
+                         * counted not measured until then (p2p_transfer) */
+    double done;        /* non-blocking receive: when it completed (the end of the call that
+                         * completed it, or of MPI_Sendrecv), -1 not yet */
 };
 
 struct wrank {
@@ -292,7 +296,8 @@ static inline struct item *add_item(struct replay *P, struct wrank *w, double a,
     it->dn = 0;
     it->op = op;
     it->comm = (unsigned char)comm;
-    it->init = it->nbp = it->arr = 0;
+    it->init = it->nbp = it->arr = it->xp = 0;
+    it->done = -1;
     it->wk = W_NONE;
     it->bnd = (signed char)bnd;
     it->out = (unsigned char)w->ended; /* the first item: the last window's end marker */

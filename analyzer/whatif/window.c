@@ -167,7 +167,7 @@ static int anysrc_irecv(const struct replay *P, const struct cs_event *ev)
  * the call itself as the completion of both.  The receive side is known from traces that record
  * it (seq = source + 1, request = tag + 1; docs/trace-format.md). */
 static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, double a,
-                   int send)
+                   double e, int send)
 {
     if (cs__grow((void **)&P->dep, &P->capdep, P->ndep + 1, sizeof *P->dep))
         return -1;
@@ -176,6 +176,10 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
         return -1;
     it->nbp = 1;
     it->dim = cs__wi_p2p_dim(P, ev->comm);
+    if (!send) { /* the receive half completes with the call */
+        it->done = e;
+        it->bytes = (double)ev->bytes_recv;
+    }
     int32_t src = send ? r : (int32_t)ev->seq - 1, dst = send ? ev->peer : r;
     int32_t tag = send ? ev->aux : (int32_t)(ev->request - 1);
     int32_t g = (int32_t)(P->nit - 1);
@@ -188,7 +192,7 @@ static int sr_half(struct replay *P, int r, struct wrank *w, const struct cs_eve
 /* The halves of a Sendrecv event before its item; *doff, *dn: their dependencies (dn 0: the call
  * is not linked).  0, or -1 out of memory. */
 static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_event *ev, double a,
-                     int32_t *doff, int32_t *dn)
+                     double e, int32_t *doff, int32_t *dn)
 {
     *dn = 0;
     if (ev->flags & CS_EV_ERROR)
@@ -200,7 +204,7 @@ static int sr_halves(struct replay *P, int r, struct wrank *w, const struct cs_e
     if (!send && !recv)
         return 0;
     *doff = (int32_t)P->ndep;
-    if ((send && sr_half(P, r, w, ev, a, 1)) || (recv && sr_half(P, r, w, ev, a, 0)))
+    if ((send && sr_half(P, r, w, ev, a, e, 1)) || (recv && sr_half(P, r, w, ev, a, e, 0)))
         return -1;
     *dn = send + recv;
     return 0;
@@ -279,7 +283,7 @@ __attribute__((noinline)) int cs__wi_read_window(struct replay *P, int r, int fi
                     break;
                 }
             }
-            if ((f & F_SR) && sr_halves(P, r, w, ev, a, &sr_off, &sr_n))
+            if ((f & F_SR) && sr_halves(P, r, w, ev, a, e, &sr_off, &sr_n))
                 goto fail;
         }
         struct item *it = add_item(P, w, a, e, ev->op, (f & F_COMM) != 0, b);

@@ -126,6 +126,14 @@ struct cs_report_step {
 #define CS_REPORT_STEPS_LISTED 1000
 #define CS_REPORT_STEPS_SLOWEST 50
 #define CS_REPORT_STEP_BINS 20
+
+/* Reports of bounded size at any rank count: the JSON lists every rank up to
+ * CS_REPORT_RANKS_LISTED ranks; beyond, its per-rank arrays list the ranks at the extremes
+ * (struct cs_report's rank_listed: the CS_REPORT_RANKS_EXTREME highest and lowest by wall,
+ * compute, communication and waiting time, the CS_REPORT_RANKS_EXTREME that made the others
+ * wait longest, and rank 0), and `commscope analyze --ranks-csv FILE` writes every rank. */
+#define CS_REPORT_RANKS_LISTED 4096
+#define CS_REPORT_RANKS_EXTREME 256
 struct cs_report_budget {
     int rank;     /* -1: all ranks */
     double steps; /* rank-steps summed */
@@ -425,7 +433,17 @@ struct cs_report {
     struct cs_report_p2p_bucket *p2p_bw; /* buckets with pairs, by size; owned */
     size_t np2p_bw;
     uint64_t p2p_bw_unmeasured; /* matched pairs with a non-blocking receive */
+    /* [world_size] the JSON's per-rank arrays list rank r (CS_REPORT_RANKS_LISTED); NULL:
+     * every rank; owned */
+    unsigned char *rank_listed;
+    size_t nrank_listed; /* ranks listed (nranks when rank_listed is NULL) */
 };
+
+/* Whether the JSON's per-rank arrays list rank r. */
+static inline int cs_report_rank_listed(const struct cs_report *rep, int r)
+{
+    return !rep->rank_listed || (r >= 0 && r < rep->world_size && rep->rank_listed[r]);
+}
 
 /* The readable name of a communicator label (label itself when the report has none). */
 static inline const char *cs_report_comm_name(const struct cs_report *rep, const char *label)

@@ -119,6 +119,27 @@ def case_lammps(tmp):
             "MPI_Wait": 4 * send}
     check(got == want, "LAMMPS's calls: commscope %r, known from its grid %r, %d builds and %d "
           "steps: %r" % (got, dims, b, n, want))
+    # Point-to-point bandwidth: every message is received by an MPI_Irecv (completed by its
+    # MPI_Wait) or a Sendrecv's receive half, paired with its MPI_Send or send half.  Each pair is
+    # measured, or counted not measured (its wait in a later step window); the bytes measured are
+    # the bytes received; a transfer is never longer than its receive.
+    pb = rep["p2p_bandwidth"]
+    pairs = sum(x["pairs"] for x in pb["buckets"])
+    # LAMMPS completes every exchange before the energy all-reduce that ends a step, so no pair
+    # is left to a later step window: all are measured.
+    check(pairs == 4 * (send + sendrecv) and pb["unmeasured_pairs"] == 0,
+          "pairs measured %d, not measured %d, of %d messages"
+          % (pairs, pb["unmeasured_pairs"], 4 * (send + sendrecv)))
+    sent = sum(o["bytes"] for o in rep["ops"] if o["op"] in ("MPI_Send", "MPI_Sendrecv"))
+    got_b = sum(x["pairs"] * x["mean_bytes"] for x in pb["buckets"])
+    check(abs(got_b - sent) <= 1e-8 * sent, "bytes measured %r, sent %d" % (got_b, sent))
+    for x in pb["buckets"]:
+        check(x["transfer_gbps"] >= x["recv_call_gbps"] * (1 - 1e-8),
+              "bucket %d: transfer %r GB/s at least the receive's %r"
+              % (x["log2_size"], x["transfer_gbps"], x["recv_call_gbps"]))
+        check(2 ** x["log2_size"] <= x["mean_bytes"] < 2 ** (x["log2_size"] + 1) or
+              (x["log2_size"] == 0 and x["mean_bytes"] < 2),
+              "bucket %d: mean %r bytes inside it" % (x["log2_size"], x["mean_bytes"]))
     # The steps: one per thermo output (its energy all-reduce), on every rank.
     s = rep["steps"]
     check(s["source"] == "pattern" and s["count"] == len(thermo),
@@ -137,8 +158,9 @@ def case_lammps(tmp):
           % (cs_share, lmp_share))
     check_sizes(rundir)
     check_words(rep, "LAMMPS")
-    print("LAMMPS: %r; steps %d; comm share %.2f %% vs LAMMPS %.2f %%" % (got, s["count"],
-                                                                         cs_share, lmp_share))
+    print("LAMMPS: %r; steps %d; comm share %.2f %% vs LAMMPS %.2f %%; point-to-point pairs "
+          "measured %d, not measured %d" % (got, s["count"], cs_share, lmp_share, pairs,
+                                            pb["unmeasured_pairs"]))
 
 
 def case_netpipe(tmp):

@@ -9,6 +9,8 @@ Usage: test_reports.py CASE; CS_BIN names the build's bin/ folder.  Cases:
   perfetto_example     cs_train under `commscope run` (blocking and --overlap), 4 ranks
   html_example         cs_train's report.html from `commscope run` in Chromium, plus a screenshot
   html_train2d         cs_train2d (TP x DP): steps, gradient sync, groups, the step timeline
+  ranks_bounded        16,384 synthetic ranks: the JSON lists the ranks at the extremes (the
+                       rule checked against ranks.csv), both reports within their bounds
 Exit 0 pass, 1 fail, 77 skip (no Chromium / no mpirun).
 """
 import html as htmlmod
@@ -796,6 +798,86 @@ def case_html_train2d(tmp):
     check(st and st[0]["rank"] == 3, "rank 3 is the straggler: %r" % st[:1])
     check(re.search(r"Rank 3 on \S+ arrives last at .* the other ranks wait [\d.]+ % of each "
                     r"step for it", text), "verdict in step time names rank 3")
+    return 0
+
+
+def case_ranks_bounded(tmp):
+    """Beyond 4096 ranks the JSON's per-rank arrays list the ranks at the extremes (report.h,
+    CS_REPORT_RANKS_LISTED) and --ranks-csv has every rank: the listed set is checked against
+    the rule applied to the CSV's own figures, the listed figures against the CSV's, and the
+    report sizes against the bounds (HTML 5 MB, JSON 20 MB)."""
+    import csv
+    n, extreme = 16384, 256
+    d = synthetic(tmp, "many%d" % n)
+    js, h, cap = (os.path.join(tmp, x) for x in ("big.json", "big.html", "capped.csv"))
+    p = must([COMMSCOPE, "analyze", d, "--json", js, "--html", h, "--ranks-csv-capped", cap])
+    check(os.path.getsize(js) <= 20 << 20, "JSON %d bytes <= 20 MB" % os.path.getsize(js))
+    check(os.path.getsize(h) <= 5 << 20, "HTML %d bytes <= 5 MB" % os.path.getsize(h))
+    check("Rank 5 on host000 arrives last" in p.stdout, "the verdict still names rank 5")
+    rep = json.load(open(js))
+    rows = list(csv.DictReader(open(cap)))
+    check(len(rows) == n and [int(r["rank"]) for r in rows] == list(range(n)),
+          "ranks.csv (written because the JSON is capped) has every rank: %d rows" % len(rows))
+    check(rep["ranks_complete"] is False, "ranks_complete false")
+    listed = [r["rank"] for r in rep["ranks"]]
+    check(rep["ranks_listed"] == len(listed) < n, "ranks_listed %d = %d listed < %d"
+          % (rep["ranks_listed"], len(listed), n))
+    for name, arr in (("clock.ranks", rep["clock"]["ranks"]), ("breakdown", rep["breakdown"])):
+        check([r["rank"] for r in arr] == listed, "%s lists the same ranks as ranks" % name)
+    check(set(s["rank"] for s in rep["stragglers"]) <= set(listed), "stragglers listed ⊆ ranks")
+    # The rule on the CSV's figures (9 significant digits, as in the JSON): every rank beyond a
+    # cut (strictly) is listed, and every listed rank is at or beyond some cut (ties at a cut go
+    # either way, as the rounding hides their order).
+    lo_hi = {}
+    for k in ("wall_s", "compute_s", "comm_s", "wait_s"):
+        v = sorted(float(r[k]) for r in rows if r[k] != "")
+        lo_hi[k] = (v[extreme - 1], v[len(v) - extreme])
+    ow = sorted((float(r["others_waited_s"]) for r in rows if int(r["late_arrivals"])),
+                reverse=True)
+    ow_cut = ow[min(extreme, len(ow)) - 1] if ow else float("inf")
+    lset = set(listed)
+    must_list, may_list = {0}, {0}
+    for r in rows:
+        rk = int(r["rank"])
+        for k, (lo, hi) in lo_hi.items():
+            v = float(r[k])
+            if v < lo or v > hi:
+                must_list.add(rk)
+            if v <= lo or v >= hi:
+                may_list.add(rk)
+        if int(r["late_arrivals"]):
+            w = float(r["others_waited_s"])
+            if w > ow_cut:
+                must_list.add(rk)
+            if w >= ow_cut:
+                may_list.add(rk)
+    check(must_list <= lset, "ranks beyond a cut listed: %d missing" % len(must_list - lset))
+    check(lset <= may_list, "listed ranks are at the extremes: %d are not" % len(lset - may_list))
+    check(len(lset) <= 4 * 2 * extreme + extreme + 1, "at most %d ranks listed" % len(lset))
+    # The listed ranks' figures are the CSV's.
+    byrank = {int(r["rank"]): r for r in rows}
+    bad = 0
+    for r in rep["ranks"]:
+        c = byrank[r["rank"]]
+        for k in ("wall_s", "comm_s", "compute_s", "wait_s"):
+            bad += abs(r[k] - float(c[k])) > 1e-8 * max(1e-12, abs(r[k]))
+        bad += r["calls"] != int(float(c["calls"])) or r["host"] != c["host"]
+    for r in rep["clock"]["ranks"]:
+        c = byrank[r["rank"]]
+        bad += abs(r["offset_final_s"] - float(c["offset_final_s"])) > 1e-8 * max(
+            1e-12, abs(r["offset_final_s"]))
+    check(bad == 0, "listed figures equal the CSV's: %d differ" % bad)
+    page = open(h).read()
+    check("ranks.csv" in page and "--ranks-csv" in page, "the page says where every rank is")
+
+    # Up to the bound every rank is listed, and the capped-only CSV is not written.
+    d = synthetic(tmp, "many1024")
+    js2, cap2 = os.path.join(tmp, "small.json"), os.path.join(tmp, "small.csv")
+    must([COMMSCOPE, "analyze", d, "-q", "--json", js2, "--ranks-csv-capped", cap2])
+    rep = json.load(open(js2))
+    check(rep["ranks_complete"] is True and rep["ranks_listed"] == 1024 == len(rep["ranks"]),
+          "1024 ranks: all listed")
+    check(not os.path.exists(cap2), "no ranks.csv when the JSON lists every rank")
     return 0
 
 

@@ -17,6 +17,7 @@
  * step 1 takes 950, after which it is held to rank 1's pace, 980 per step.  Mean over the timed
  * steps: ((950 + 980) / 2 + 980 + 980) / 3 = 975.  Had the Wait not waited for the Isend, rank
  * 0's steps would take 190 + 150 = 340 and the mean 660.
+ * The point-to-point bandwidth measures the transfer from the later begin to the completion.
  */
 static void step(struct tw *w, int r, uint64_t o)
 {
@@ -30,6 +31,9 @@ int main(void)
         return 1;
     whatif_write(root, 0x4e42, 90, step);
     whatif_check(root, 975, 600);
+    /* One transfer per step: 48 bytes from the Isend's arrival (800) to the Wait's end (850);
+     * the receive from its post (0) to then, 850; the Isend's call 10. */
+    whatif_check_transfer(root, STEPS, 48, 50, 850, 10);
     tw_rmtree(root);
     return cs_test_result();
 }

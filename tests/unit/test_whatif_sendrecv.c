@@ -63,11 +63,16 @@ int main(void)
         return 1;
     whatif_write(root, 0x5352, 80, step_sendrecv);
     whatif_check(root, 980, 580);
+    /* Two transfers per step, each from the later begin (780) to the call's end (800), 4096
+     * bytes; the receives take 600 (rank 0) and 20 (rank 1); a half of MPI_Sendrecv has no send
+     * call of its own. */
+    whatif_check_transfer(root, 2 * STEPS, 4096, 20, 310, 0);
     char dir[256];
     snprintf(dir, sizeof dir, "%.200s/anysrc", root);
     mkdir(dir, 0700);
     whatif_write(dir, 0x4153, 60, step_anysrc);
     whatif_check(dir, 975, 600);
+    whatif_check_transfer(dir, STEPS, 48, 50, 850, 10);
     tw_rmtree(root);
     return cs_test_result();
 }

@@ -8,6 +8,7 @@
 #ifndef COMMSCOPE_WHATIF_RUN_H
 #define COMMSCOPE_WHATIF_RUN_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "cs_test.h"
@@ -48,7 +49,8 @@ static void whatif_write(const char *dir, uint64_t run_id, uint64_t nonce,
  * A step of the non-blocking exchange (test_whatif_nb.c; from MPI_ANY_SOURCE in
  * test_whatif_sendrecv.c): rank 0's MPI_Irecv [0,10) (posted to rank 1, or to any source),
  * MPI_Wait [200,850) completed by rank 1's MPI_Isend at 800 (the complete record names source 1,
- * tag 5); rank 1 computes [0,800), MPI_Isend [800,810), MPI_Wait [810,820).
+ * tag 5, and 48 bytes received of the 64 posted); rank 1 computes [0,800), MPI_Isend [800,810),
+ * MPI_Wait [810,820).
  */
 static void whatif_nb_step(struct tw *w, int r, uint64_t o, int any_source)
 {
@@ -65,7 +67,15 @@ static void whatif_nb_step(struct tw *w, int r, uint64_t o, int any_source)
                               .aux = 5};
         tw_event(w, 0, &ev);
         put(w, CS_OP_WAIT, o + 200, o + 850, -1, req, 1);
-        put(w, CS_OP_COMPLETE, o + 850, o + 850, 1, req, 5);
+        struct cs_event c = {.t_begin = T0 + (o + 850) * US,
+                             .t_end = T0 + (o + 850) * US,
+                             .bytes_recv = 48, /* of the 64 posted */
+                             .comm = CS_COMM_WORLD_ID,
+                             .peer = 1,
+                             .request = req,
+                             .op = CS_OP_COMPLETE,
+                             .aux = 5};
+        tw_event(w, 0, &c);
     } else {
         put(w, CS_OP_ISEND, o + 800, o + 810, 0, req, 5);
         put(w, CS_OP_WAIT, o + 810, o + 820, -1, req, 1);
@@ -105,6 +115,35 @@ static void whatif_check(const char *dir, double full_overlap_us, double wait0_u
                        1000 * u, 1e-12);
         }
         CHECK_NEAR(s->total.wait_s, wait0_us / 2 * u, 1e-12);
+    }
+    cs__report_free(&rep);
+    cs__run_free(&run);
+}
+
+/* The point-to-point transfers measured (docs/metrics.md, "Point-to-point bandwidth"): `pairs`
+ * pairs of `bytes` each, in one size bucket, none left unmeasured, whose transfers, receives
+ * (post to completion) and send calls took xfer_us, recv_us and send_us per pair on average
+ * (send_us 0: no send call of its own, no rate). */
+static void whatif_check_transfer(const char *dir, uint64_t pairs, double bytes, double xfer_us,
+                                  double recv_us, double send_us)
+{
+    struct cs__run run;
+    struct cs_report rep;
+    char err[512];
+    CHECK_INT(cs__analyze_dir(dir, &run, &rep, err, sizeof err, NULL), ==, 0);
+    CHECK_INT(rep.p2p_bw_unmeasured, ==, 0);
+    CHECK_INT(rep.np2p_bw, ==, 1);
+    if (rep.np2p_bw == 1) {
+        const struct cs_report_p2p_bucket *b = &rep.p2p_bw[0];
+        CHECK_INT(b->log2_size, ==, cs__log2_bucket((uint64_t)bytes, CS_REPORT_P2P_BUCKETS));
+        CHECK_INT(b->pairs, ==, pairs);
+        CHECK_NEAR(b->mean_bytes, bytes, 1e-9);
+        CHECK_NEAR(b->transfer_gbps, bytes / (xfer_us * US), 1e-12);
+        CHECK_NEAR(b->recv_call_gbps, bytes / (recv_us * US), 1e-12);
+        if (send_us > 0)
+            CHECK_NEAR(b->send_call_gbps, bytes / (send_us * US), 1e-12);
+        else
+            CHECK(isnan(b->send_call_gbps));
     }
     cs__report_free(&rep);
     cs__run_free(&run);
