@@ -185,8 +185,9 @@ static inline void cs__views_pinstance(struct cs__run *run, struct cs__inst *in,
     if (!f->used || !run->views)
         return;
     cs__views_waits(run, in); /* then each member: */
-    cs__views_transfer(run, in->op, in->comm, (double)f->size,
-                       (double)(f->last_end > f->last ? f->last_end - f->last : 0));
+    if (in->n > 1)            /* (on a communicator of one rank nothing moves) */
+        cs__views_transfer(run, in->op, in->comm, (double)f->size,
+                           (double)(f->last_end > f->last ? f->last_end - f->last : 0));
 }
 
 static inline void cs__views_pmember(struct cs__run *run, const struct cs__inst *in, int32_t i)

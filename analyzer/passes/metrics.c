@@ -267,8 +267,10 @@ void cs__metrics_instance(struct cs__run *run, struct cs__inst *in, struct cs__i
     }
     if (row != SIZE_MAX) {
         struct cs__oprow *r = &run->rows[row];
-        r->inst_bytes += (double)S;
-        r->inst_ns += (double)(last_end > last ? last_end - last : 0);
+        if (n > 1) { /* (on a communicator of one rank nothing moves: no bandwidth) */
+            r->inst_bytes += (double)S;
+            r->inst_ns += (double)(last_end > last ? last_end - last : 0);
+        }
         r->instances++;
     }
 }

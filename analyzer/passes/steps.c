@@ -662,7 +662,9 @@ int cs__steps_begin(struct cs__run *run)
         if (who < 0)
             continue;
         pass++;
-        double st = S->detect.mode ? (double)prepass(run, S, who, pass, NULL, NULL, &markers) : 0;
+        /* (also without steps: the class's traffic names its group) */
+        uint64_t found = prepass(run, S, who, pass, NULL, NULL, &markers);
+        double st = S->detect.mode ? (double)found : 0;
         for (size_t j = 0; j < S->groups.nclasses; j++)
             if (S->groups.classes[j].observed == pass)
                 S->groups.classes[j].steps = st;

@@ -120,7 +120,15 @@ const char *cs__finding_sentence(const struct cs_report_finding *f, char *buf, s
         /* Computing a share c of its wall time at u cores, its compute ran at most at u / c of a
          * core (the rest of its CPU time is in communication calls). */
         double per = f->v[0] / f->v[3];
-        if (k > 0 && (size_t)k < n && isfinite(per) && f->v[3] > 0)
+        if (k > 0 && (size_t)k < n && isfinite(f->v[3]) && f->v[3] < CS_VIEW_COMPUTE_MATERIAL)
+            /* Little compute: the CPU time is the MPI library's (progress, polling while it
+             * waits), and says nothing of the compute. */
+            snprintf(buf + k, n - (size_t)k,
+                     " while it computes %.1f %% of its wall time: that CPU time is spent "
+                     "mostly inside its MPI calls (progress and polling while it waits), not in "
+                     "compute.",
+                     100 * f->v[3]);
+        else if (k > 0 && (size_t)k < n && isfinite(per) && f->v[3] > 0)
             snprintf(buf + k, n - (size_t)k,
                      per < 0.9 ? " while it computes %.0f %% of its wall time: its compute ran at "
                                  "most at %.2f of a core, so it shares its CPU or waits (I/O, "
