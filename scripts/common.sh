@@ -7,7 +7,7 @@ CS_PACKAGES=(build-essential cmake libopenmpi-dev openmpi-bin mpich libmpich-dev
              clang-format   # the format check (clang-format 14)
              python3-torch   # torchrun for the root_torchrun test (~146 MB, ~85 s to install)
              slurmctld slurmd slurm-client munge  # srun for the root_slurm test (~60 s)
-             lammps netpipe-openmpi hpcc)  # real programs for tests/real (~14 MB)
+             lammps netpipe-openmpi hpcc scalapack-mpi-test)  # real programs for tests/real (~35 MB)
 
 # Install whatever is missing: with apt-get when root, else print the exact command and exit 1.
 cs_install_packages() {
