@@ -1151,7 +1151,15 @@ static int load(struct cs_reader *r, const char *path, char *err, size_t errlen)
             /* Populated: every page is read (the CRCs below), and one call maps them for less
              * than a fault per few pages. */
             void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-            if (m == MAP_FAILED)
+            if (m == MAP_FAILED && errno == ENOMEM)
+                /* One mapping per rank: tens of thousands of ranks reach the kernel's limit on
+                 * a process's mappings before its memory runs out. */
+                rc = fail(r, err, errlen, CS_EIO,
+                          "cannot map %zu bytes: %s (each trace is one memory mapping: the "
+                          "process may be at the kernel's limit, /proc/sys/vm/max_map_count; "
+                          "raise it with sysctl -w vm.max_map_count=N above twice the ranks)",
+                          size, strerror(errno));
+            else if (m == MAP_FAILED)
                 rc =
                     fail(r, err, errlen, CS_EIO, "cannot map %zu bytes: %s", size, strerror(errno));
             else
