@@ -1,6 +1,7 @@
 /* The streaming JSON writer (json.h). */
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 
 #include "json.h"
 #include "topology.h"
@@ -92,4 +93,27 @@ void cs__jw_bool(struct cs__jw *w, const char *key, int v)
 {
     cs__jw_key(w, key);
     fputs(v ? "true" : "false", w->f);
+}
+
+void cs__csv_str(FILE *out, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+void cs__csv_num(FILE *out, double v)
+{
+    if (isfinite(v))
+        fprintf(out, ",%.9g", v);
+    else
+        fputc(',', out);
 }

@@ -33,4 +33,9 @@ void cs__jw_u64(struct cs__jw *w, const char *key, uint64_t v);
 void cs__jw_int(struct cs__jw *w, const char *key, long long v);
 void cs__jw_bool(struct cs__jw *w, const char *key, int v);
 
+/* CSV fields (the --ranks-csv and --steps-csv files): text, quoted when it holds a comma, a quote
+ * or a line break; a number preceded by its comma, 9 significant digits, empty for none. */
+void cs__csv_str(FILE *out, const char *s);
+void cs__csv_num(FILE *out, double v);
+
 #endif

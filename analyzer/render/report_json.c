@@ -235,31 +235,6 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     return ferror(out) ? CS_EIO : 0;
 }
 
-/* A CSV field: text, quoted when it holds a comma, a quote or a line break. */
-static void csv_str(FILE *out, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, out);
-        return;
-    }
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
-/* A CSV field: a number, empty for none. */
-static void csv_num(FILE *out, double v)
-{
-    if (isfinite(v))
-        fprintf(out, ",%.9g", v);
-    else
-        fputc(',', out);
-}
-
 /* Every rank, one CSV line each (`commscope analyze --ranks-csv FILE`; docs/report-schema.md):
  * what the JSON's per-rank arrays hold (ranks, stragglers, clock.ranks, breakdown,
  * steps.budget.ranks), for every rank, listed or not.  Returns 0, or -1 on a write error. */
@@ -293,34 +268,34 @@ int cs__report_ranks_csv(const struct cs_report *rep, FILE *out)
     for (size_t i = 0; i < rep->nranks; i++) {
         const struct cs_report_rank *r = &rep->ranks[i];
         fprintf(out, "%d,", r->rank);
-        csv_str(out, r->host);
+        cs__csv_str(out, r->host);
         const double a[] = {r->wall_s,          r->comm_s,         r->compute_s,
                             r->wait_s,          r->p2p_wait_s,     r->p2p_caused_s,
                             (double)r->calls,   (double)r->bytes,  (double)r->partial,
                             r->overlap_ratio,   r->exposed_comm_s, r->gpu_comm_s,
                             r->gpu_overlapped_s};
         for (size_t j = 0; j < sizeof a / sizeof a[0]; j++)
-            csv_num(out, a[j]);
+            cs__csv_num(out, a[j]);
         const struct cs_report_straggler *s = (size_t)r->rank < w ? st[r->rank] : NULL;
         fprintf(out, ",%" PRIu64, s ? s->late_arrivals : 0);
-        csv_num(out, s ? s->others_waited_s : 0);
+        cs__csv_num(out, s ? s->others_waited_s : 0);
         const double c[] = {r->offset_init_s, r->offset_final_s, r->drift_ppm, r->rtt_s};
         for (size_t j = 0; j < sizeof c / sizeof c[0]; j++)
-            csv_num(out, c[j]);
+            cs__csv_num(out, c[j]);
         for (int k = 0; k < CS_SEG_N; k++)
-            csv_num(out, rep->views ? rep->views->seg_s[i][k] : NAN);
-        csv_num(out, rep->views ? (double)rep->views->eligible[i] : NAN);
+            cs__csv_num(out, rep->views ? rep->views->seg_s[i][k] : NAN);
+        cs__csv_num(out, rep->views ? (double)rep->views->eligible[i] : NAN);
         const struct cs_report_budget *b = (size_t)r->rank < w ? bu[r->rank] : NULL;
-        csv_num(out, b ? b->steps : NAN);
-        csv_num(out, b ? b->step_s : NAN);
-        csv_num(out, b ? b->compute_s : NAN);
-        csv_num(out, b ? b->grad_sync_s : NAN);
+        cs__csv_num(out, b ? b->steps : NAN);
+        cs__csv_num(out, b ? b->step_s : NAN);
+        cs__csv_num(out, b ? b->compute_s : NAN);
+        cs__csv_num(out, b ? b->grad_sync_s : NAN);
         for (int d = 0; d < CS_DIM_N; d++)
-            csv_num(out, b ? b->comm_s[d] : NAN);
-        csv_num(out, b ? b->wait_s : NAN);
-        csv_num(out, b ? b->p2p_wait_s : NAN);
-        csv_num(out, b ? b->other_mpi_s : NAN);
-        csv_num(out, b ? b->idle_s : NAN);
+            cs__csv_num(out, b ? b->comm_s[d] : NAN);
+        cs__csv_num(out, b ? b->wait_s : NAN);
+        cs__csv_num(out, b ? b->p2p_wait_s : NAN);
+        cs__csv_num(out, b ? b->other_mpi_s : NAN);
+        cs__csv_num(out, b ? b->idle_s : NAN);
         fputc('\n', out);
     }
     free(st);

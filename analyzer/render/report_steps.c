@@ -286,12 +286,8 @@ int cs__report_steps_csv(const struct cs_report *rep, FILE *out)
         const double v[] = {p->time_s, p->compute_s,   p->grad_sync_s,   p->comm_s,
                             p->wait_s, p->other_mpi_s, p->overlap_ratio, p->grad_sync_share};
         fprintf(out, "%d,%d", p->index, p->timed);
-        for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) {
-            if (isfinite(v[j]))
-                fprintf(out, ",%.9g", v[j]);
-            else
-                fputs(",", out);
-        }
+        for (size_t j = 0; j < sizeof v / sizeof v[0]; j++)
+            cs__csv_num(out, v[j]);
         fputc('\n', out);
     }
     return ferror(out) ? -1 : 0;
