@@ -67,6 +67,25 @@ def analyse(rundir, tmp, extra=None):
     return rep, ev
 
 
+def plain_and_traced(tmp, what, argv, prepare, results):
+    """Runs argv untraced in tmp/plain and under `commscope run` (run directory traced/run) in
+    tmp/traced, each folder set up by prepare(wd); checks both exit with status 0.  Returns
+    {mode: results(wd, completed process)}."""
+    out = {}
+    for mode in ("plain", "traced"):
+        wd = os.path.join(tmp, mode)
+        os.makedirs(wd)
+        prepare(wd)
+        cmd = argv
+        if mode == "traced":
+            cmd = [t.COMMSCOPE, "run", "-o", os.path.join(wd, "run"), "--quiet", "--"] + argv
+        p = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, timeout=170)
+        check(p.returncode == 0, "%s %s: exit status %d\n%s" % (what, mode, p.returncode,
+                                                             p.stderr[-2000:]))
+        out[mode] = results(wd, p)
+    return out
+
+
 def check_sizes(rundir):
     for name, cap in (("report.html", HTML_MAX), ("report.json", JSON_MAX)):
         size = os.path.getsize(os.path.join(rundir, name))
@@ -255,18 +274,10 @@ def case_hpcc(tmp):
     if not os.path.exists(src):
         print("SKIP: %s is missing" % src)
         raise SystemExit(77)
-    results = {}
-    for mode in ("plain", "traced"):
-        wd = os.path.join(tmp, mode)
-        os.makedirs(wd)
-        shutil.copy(src, os.path.join(wd, "hpccinf.txt"))
-        argv = t.MPIRUN + ["-np", "4", "hpcc"]
-        if mode == "traced":
-            argv = [t.COMMSCOPE, "run", "-o", os.path.join(wd, "run"), "--quiet", "--"] + argv
-        p = subprocess.run(argv, cwd=wd, capture_output=True, text=True, timeout=170)
-        check(p.returncode == 0, "HPCC %s: exit status %d\n%s" % (mode, p.returncode,
-                                                               p.stderr[-2000:]))
-        results[mode] = hpcc_results(os.path.join(wd, "hpccoutf.txt"))
+    results = plain_and_traced(
+        tmp, "HPCC", t.MPIRUN + ["-np", "4", "hpcc"],
+        lambda wd: shutil.copy(src, os.path.join(wd, "hpccinf.txt")),
+        lambda wd, p: hpcc_results(os.path.join(wd, "hpccoutf.txt")))
     check(results["plain"].get("Success") == "1" and results["plain"] == results["traced"],
           "HPCC's results are the same traced: %r" % results)
     rundir = os.path.join(tmp, "traced", "run")
@@ -322,6 +333,11 @@ F                       (T or F) Test Cond. Est. and Iter. Ref. Routines
 """
 
 
+def write_lu(wd):
+    with open(os.path.join(wd, "LU.dat"), "w") as f:
+        f.write(SCALAPACK_LU)
+
+
 def scalapack_results(out):
     """xdlu's result lines without their times (M, N, NB, NRHS, NBRHS, P, Q, CHECK) and its
     summary lines."""
@@ -341,19 +357,8 @@ def case_scalapack(tmp):
     if not os.path.exists(xdlu):
         print("SKIP: %s is not installed (Debian scalapack-mpi-test)" % xdlu)
         raise SystemExit(77)
-    results = {}
-    for mode in ("plain", "traced"):
-        wd = os.path.join(tmp, mode)
-        os.makedirs(wd)
-        with open(os.path.join(wd, "LU.dat"), "w") as f:
-            f.write(SCALAPACK_LU)
-        argv = t.MPIRUN + ["-np", "2", xdlu]
-        if mode == "traced":
-            argv = [t.COMMSCOPE, "run", "-o", os.path.join(wd, "run"), "--quiet", "--"] + argv
-        p = subprocess.run(argv, cwd=wd, capture_output=True, text=True, timeout=170)
-        check(p.returncode == 0, "xdlu %s: exit status %d\n%s" % (mode, p.returncode,
-                                                                p.stderr[-2000:]))
-        results[mode] = scalapack_results(p.stdout)
+    results = plain_and_traced(tmp, "xdlu", t.MPIRUN + ["-np", "2", xdlu], write_lu,
+                               lambda wd, p: scalapack_results(p.stdout))
     rows, summary = results["plain"]
     check(len(rows) == 28 and all(r[-1] == "PASSED" for r in rows) and
           summary and summary[0].startswith("28 tests completed and passed"),
