@@ -34,7 +34,7 @@
 #include "commscope/ops.h"
 #include "tw.h"
 
-#define MAX_RANKS 4096
+#define MAX_RANKS 16384
 
 static double now_s(void)
 {
