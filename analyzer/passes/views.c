@@ -145,13 +145,7 @@ static inline size_t heat_bin(struct cs__views *v, int64_t t)
     return (size_t)b;
 }
 
-/* floor(log2(bytes)) (0 for fewer than 2 bytes), at most the last bucket. */
-static inline int size_bucket_u(uint64_t b)
-{
-    return cs__log2_bucket(b, CS_VIEW_BW_BUCKETS);
-}
-
-/* size_bucket_u of the bytes truncated to an integer (saturated), from the double's exponent:
+/* cs__log2_bucket of the bytes truncated to an integer (saturated), from the double's exponent:
  * for bytes >= 2, floor(log2) of the truncation is the exponent (2^e is an integer <= bytes). */
 static int size_bucket(double bytes)
 {
@@ -246,7 +240,8 @@ p2p_event(struct cs__views *v, int rank, const struct cs_event *ev, enum cs_op_k
          * rounds is beyond the last bucket's lower bound anyway). */
         uint64_t by = ev->bytes > ev->bytes_recv ? ev->bytes : ev->bytes_recv;
         if (by)
-            bw_add(v, ev->op, ev->comm, size_bucket_u(by), (double)by, (double)dur);
+            bw_add(v, ev->op, ev->comm, cs__log2_bucket(by, CS_VIEW_BW_BUCKETS), (double)by,
+                   (double)dur);
     }
 }
 
