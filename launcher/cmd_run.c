@@ -32,6 +32,7 @@ extern char **environ;
 #define REPORT_FILE "report.json"
 #define HTML_FILE "report.html"
 #define RANKS_CSV "ranks.csv"
+#define OPS_CSV "ops.csv"
 #define HANG_TEXT "hang.txt"
 #define HANG_JSON "hang.json"
 #define LIB_CORE "libcommscope.so"
@@ -1010,15 +1011,18 @@ int cs__cmd_run(int argc, char **argv)
     if (o.no_analyze || not_started)
         return prog_status;
 
-    char json[PATH_MAX + 32], html[PATH_MAX + 32], rcsv[PATH_MAX + 32];
+    char json[PATH_MAX + 32], html[PATH_MAX + 32], rcsv[PATH_MAX + 32], ocsv[PATH_MAX + 32];
     snprintf(json, sizeof(json), "%s/" REPORT_FILE, run_dir);
     snprintf(html, sizeof(html), "%s/" HTML_FILE, run_dir);
     snprintf(rcsv, sizeof(rcsv), "%s/" RANKS_CSV, run_dir);
+    snprintf(ocsv, sizeof(ocsv), "%s/" OPS_CSV, run_dir);
     /* A job found hung is analysed as one, whatever ended it.  Every rank's figures go to
-     * ranks.csv when report.json lists only some (CS_REPORT_RANKS_LISTED). */
-    char *aav[11] = {"analyze", run_dir, "--json", json, "--html", html, "--ranks-csv-capped",
-                     rcsv};
-    int aac = 8;
+     * ranks.csv when report.json lists only some (CS_REPORT_RANKS_LISTED), every (op,
+     * communicator) row to ops.csv when the reports fold some (CS_REPORT_COMMS_LISTED). */
+    char *aav[13] = {
+        "analyze",          run_dir, "--json", json, "--html", html, "--ranks-csv-capped", rcsv,
+        "--ops-csv-capped", ocsv};
+    int aac = 10;
     if (o.quiet)
         aav[aac++] = "--quiet";
     if (hc.fired)

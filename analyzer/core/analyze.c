@@ -258,6 +258,7 @@ void cs__passes_free(struct cs__run *run)
 /* Every section of the report model (the passes' report hooks filled them). */
 void cs__report_free(struct cs_report *rep)
 {
+    cs__bound_report_free(rep);
     cs__steps_report_free(rep);
     cs__nodes_free(rep);
     cs__gpu_report_free(rep);

@@ -22,7 +22,8 @@ static void usage(FILE *f)
                "       commscope analyze --from kineto DIR|FILE... [the same options]\n"
                "                         [--perfetto FILE [--perfetto-window FROM:TO]\n"
                "                          [--perfetto-steps A:B] [--perfetto-ranks LIST]]\n"
-               "                         [--steps-csv FILE] [--ranks-csv FILE] [--pcap FILE...]\n"
+               "                         [--steps-csv FILE] [--ranks-csv FILE] [--ops-csv FILE]\n"
+               "                         [--pcap FILE...]\n"
                "                         [--hung] [--quiet]\n"
                "                         [--flops-per-step F | --params N --tokens-per-step T]\n"
                "                         [--samples-per-step S] [--gpu MODEL]\n"
@@ -45,6 +46,10 @@ static void usage(FILE *f)
                "  --ranks-csv FILE  every rank's figures to FILE (CSV); beyond 4096 ranks\n"
                "                 the JSON lists the ranks at the extremes (commscope run\n"
                "                 then writes ranks.csv beside it)\n"
+               "  --ops-csv FILE  every (op, communicator) row to FILE (CSV); beyond 256\n"
+               "                 communicators the reports list the busiest and fold the\n"
+               "                 others into one row per op (commscope run then writes\n"
+               "                 ops.csv beside them)\n"
                "  --html FILE    also write the self-contained HTML report (charts) to FILE\n"
                "  --events FILE  write every event as CSV, times on rank 0's clock (ns)\n"
                "  --perfetto FILE  write a Chrome/Perfetto trace (open it in ui.perfetto.dev)\n"
@@ -267,6 +272,7 @@ int cs_cmd_analyze(int argc, char **argv)
 {
     const char *dir = NULL, *json = NULL, *events = NULL, *html = NULL, *from = NULL;
     const char *steps_csv = NULL, *ranks_csv = NULL, *ranks_csv_capped = NULL;
+    const char *ops_csv = NULL, *ops_csv_capped = NULL;
     /* --from kineto takes several inputs (argv outlives them) */
     const char *inputs[256];
     int ninputs = 0;
@@ -310,6 +316,10 @@ int cs_cmd_analyze(int argc, char **argv)
             slot = &ranks_csv;
         else if (strcmp(a, "--ranks-csv-capped") == 0) /* commscope run's: only when capped */
             slot = &ranks_csv_capped;
+        else if (strcmp(a, "--ops-csv") == 0)
+            slot = &ops_csv;
+        else if (strcmp(a, "--ops-csv-capped") == 0) /* commscope run's: only when folded */
+            slot = &ops_csv_capped;
         else if (strcmp(a, "--perfetto") == 0)
             slot = &po.path;
         else if (strcmp(a, "--perfetto-ranks") == 0)
@@ -451,6 +461,10 @@ int cs_cmd_analyze(int argc, char **argv)
         if (!ranks_csv && rep->rank_listed)
             ranks_csv = ranks_csv_capped;
         if (ranks_csv && write_report("rank CSV", ranks_csv, rep, cs__report_ranks_csv))
+            status = status ? status : 1;
+        if (!ops_csv && rep->ops_all)
+            ops_csv = ops_csv_capped;
+        if (ops_csv && write_report("op CSV", ops_csv, rep, cs__report_ops_csv))
             status = status ? status : 1;
         fflush(stdout);
     }

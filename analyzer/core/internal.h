@@ -617,6 +617,8 @@ int cs__report_json(const struct cs_report *rep, FILE *out);
 int cs__report_steps_csv(const struct cs_report *rep, FILE *out);
 /* Every rank as CSV (render/report_json.c; `--ranks-csv FILE`). */
 int cs__report_ranks_csv(const struct cs_report *rep, FILE *out);
+/* Every (op, communicator) row as CSV, folded or not (render/report_json.c; `--ops-csv FILE`). */
+int cs__report_ops_csv(const struct cs_report *rep, FILE *out);
 
 /* ---- report views, HTML, Perfetto, progress ---- */
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bound.h"
 #include "flops.h"
 #include "gpu.h"
 #include "hang.h"

@@ -72,6 +72,7 @@ struct cs_report_nodes {
     struct cs_report_host *hosts;
     size_t nhosts;
     struct cs_report_optopo *ops;
+    struct cs_report_optopo *ops_all;   /* parallel to cs_report.ops_all (bound.c), or NULL */
     struct cs_report_scope scope[2][2]; /* [0 intra, 1 inter][0 collectives, 1 point-to-point] */
     int hosts_with_gpus;
     struct cs_report_affinity *aff; /* ranks with a GPU in their traces */

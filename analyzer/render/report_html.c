@@ -1075,6 +1075,21 @@ static void sec_ops(const struct cs_report *rep, FILE *f)
         fputs("<p>No communication call was recorded.</p>\n", f);
         return;
     }
+    if (rep->comms_all)
+        fprintf(f,
+                "<p>The run names %zu communicators: the tables list the %zu busiest (by call "
+                "time), and",
+                rep->ncomms_all, rep->ncomms_listed);
+    else if (rep->ops_all)
+        fprintf(f,
+                "<p>The run has %zu (op, communicator) rows: the table lists the %d busiest, and",
+                rep->nops_all, CS_REPORT_OPS_LISTED);
+    if (rep->ops_all)
+        fputs(" each op's other rows are folded into one row, <code>" CS_REPORT_COMMS_OTHER
+              "</code>, that keeps their calls, bytes and time (no size and no bandwidth: its "
+              "communicators differ). ops.csv (<code>commscope analyze --ops-csv FILE</code>) has "
+              "every row.</p>\n",
+              f);
     fputs("<table><tr><th>op</th><th>communicator</th><th>size</th><th>calls</th><th>bytes</th>"
           "<th>time (s)</th><th>algbw (GB/s)</th><th>busbw (GB/s)</th></tr>\n",
           f);

@@ -14,6 +14,7 @@
 #include "internal.h"
 #include "json.h"
 #include "kineto.h"
+#include "nodes.h"
 #include "steps.h"
 #include "wire.h"
 
@@ -62,6 +63,13 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
     }
     cs__jw_close(&w, ']');
 
+    /* Beyond CS_REPORT_COMMS_LISTED communicators the per-communicator tables list the busiest,
+     * each op's others folded into one row (passes/bound.c); --ops-csv has every row. */
+    cs__jw_bool(&w, "communicators_complete", !rep->comms_all);
+    cs__jw_bool(&w, "ops_complete", !rep->ops_all);
+    cs__jw_u64(&w, "ops_total", rep->ops_all ? rep->nops_all : rep->nops);
+    cs__jw_u64(&w, "communicators_total", rep->comms_all ? rep->ncomms_all : rep->ncomms);
+    cs__jw_u64(&w, "communicators_listed", rep->ncomms_listed);
     cs__jw_open(&w, "communicators", '[');
     for (size_t i = 0; i < rep->ncomms; i++) {
         cs__jw_open(&w, NULL, '{');
@@ -104,6 +112,7 @@ int cs__report_json(const struct cs_report *rep, FILE *out)
         cs__jw_num(&w, "time_s", o->time_s);
         cs__jw_num(&w, "algbw_gbps", o->algbw_gbps);
         cs__jw_num(&w, "busbw_gbps", o->busbw_gbps);
+        cs__jw_u64(&w, "folded_comms", o->folded_comms);
         cs__jw_close(&w, '}');
     }
     cs__jw_close(&w, ']');
@@ -300,5 +309,56 @@ int cs__report_ranks_csv(const struct cs_report *rep, FILE *out)
     }
     free(st);
     free(bu);
+    return ferror(out) ? -1 : 0;
+}
+
+static int comm_by_label(const void *x, const void *y)
+{
+    return strcmp(((const struct cs_report_comm *)x)->comm,
+                  ((const struct cs_report_comm *)y)->comm);
+}
+
+/* Every (op, communicator) row, one CSV line each, folded or not (`commscope analyze --ops-csv
+ * FILE`; docs/report-schema.md): the per-op table's figures, the communicator's name and its
+ * topology row's scope, path and capacity.  Returns 0, or -1 on a write error. */
+int cs__report_ops_csv(const struct cs_report *rep, FILE *out)
+{
+    const struct cs_report_op *ops = rep->ops_all ? rep->ops_all : rep->ops;
+    size_t nops = rep->ops_all ? rep->nops_all : rep->nops;
+    const struct cs_report_nodes *nd = rep->nodes;
+    const struct cs_report_optopo *topo = !nd ? NULL : rep->ops_all ? nd->ops_all : nd->ops;
+    size_t nc = rep->comms_all ? rep->ncomms_all : rep->ncomms;
+    struct cs_report_comm *byl = calloc(nc + 1, sizeof *byl);
+    if (!byl)
+        return -1;
+    memcpy(byl, rep->comms_all ? rep->comms_all : rep->comms, nc * sizeof *byl);
+    qsort(byl, nc, sizeof *byl, comm_by_label);
+    fputs("op,comm,comm_name,comm_size,calls,bytes,time_s,algbw_gbps,busbw_gbps,scope,path,"
+          "capacity_gbps,pct_of_capacity\n",
+          out);
+    for (size_t i = 0; i < nops; i++) {
+        const struct cs_report_op *o = &ops[i];
+        struct cs_report_comm key;
+        snprintf(key.comm, sizeof key.comm, "%s", o->comm);
+        const struct cs_report_comm *c = bsearch(&key, byl, nc, sizeof *byl, comm_by_label);
+        cs__csv_str(out, o->op);
+        fputc(',', out);
+        cs__csv_str(out, o->comm);
+        fputc(',', out);
+        cs__csv_str(out, c ? c->name : o->comm);
+        cs__csv_num(out, o->comm_size > 0 ? o->comm_size : NAN);
+        fprintf(out, ",%" PRIu64 ",%" PRIu64, o->calls, o->bytes);
+        cs__csv_num(out, o->time_s);
+        cs__csv_num(out, o->algbw_gbps);
+        cs__csv_num(out, o->busbw_gbps);
+        fputc(',', out);
+        cs__csv_str(out, topo ? topo[i].scope : "");
+        fputc(',', out);
+        cs__csv_str(out, topo ? topo[i].path : "");
+        cs__csv_num(out, topo ? topo[i].capacity_gbps : NAN);
+        cs__csv_num(out, topo ? topo[i].pct_of_capacity : NAN);
+        fputc('\n', out);
+    }
+    free(byl);
     return ferror(out) ? -1 : 0;
 }

@@ -67,6 +67,11 @@ void cs__report_text(const struct cs_report *rep, FILE *out)
                 o->comm, o->comm_size, o->calls, o->bytes, o->time_s,
                 num(a, sizeof a, "%.3f", o->algbw_gbps), num(b, sizeof b, "%.3f", o->busbw_gbps));
     }
+    if (rep->ops_all)
+        fprintf(out,
+                "(%zu rows on %zu communicators: the busiest listed, each op's others folded into "
+                "its '" CS_REPORT_COMMS_OTHER "' row; --ops-csv FILE writes every row)\n",
+                rep->nops_all, rep->comms_all ? rep->ncomms_all : rep->ncomms);
     fprintf(out, "(AlgBW, BusBW in GB/s, nccl-tests definitions; '-' = not measurable; Bytes: "
                  "what a send or collective call sent, what a receive received; a wait/test call "
                  "counts on the communicator of the first request it completed, 'unattributed' "

@@ -356,6 +356,9 @@ struct cs_report_op {
     int comm_size; /* 0 unknown */
     uint64_t calls, bytes;
     double time_s, algbw_gbps, busbw_gbps;
+    /* A row of CS_REPORT_COMMS_OTHER: the communicators folded into it (else 0); its
+     * communicators differ in size, so it has no comm_size and no bandwidth */
+    uint32_t folded_comms;
 };
 /* Point-to-point bandwidth by message size (docs/metrics.md "Point-to-point bandwidth"): per
  * log2 bucket of the message's bytes, over matched send/receive pairs whose receive is a
@@ -369,6 +372,16 @@ struct cs_report_p2p_bucket {
     double transfer_gbps;                  /* sum of bytes / sum of transfers (GB/s) */
     double recv_call_gbps, send_call_gbps; /* sum of bytes / sum of the calls' durations */
 };
+
+/* Beyond CS_REPORT_COMMS_LISTED communicators (passes/bound.c) the per-communicator tables list
+ * the busiest (world, self, unattributed and the communicators of a hung collective first, then
+ * by call time), and each op's rows on the others are folded into one row, labelled
+ * CS_REPORT_COMMS_OTHER, that keeps their totals; beyond CS_REPORT_OPS_LISTED rows of listed
+ * communicators, the least busy of them are folded too.  `commscope analyze --ops-csv FILE`
+ * writes every row. */
+#define CS_REPORT_COMMS_LISTED 256
+#define CS_REPORT_OPS_LISTED 1024
+#define CS_REPORT_COMMS_OTHER "others"
 
 /* A communicator named by how it was made (docs/metrics.md "Communicator names"). */
 struct cs_report_comm {
@@ -430,6 +443,16 @@ struct cs_report {
     struct cs_report_resources *resources; /* resource use (resources.c); owned, or NULL */
     struct cs_report_comm *comms;          /* every communicator the run names; owned */
     size_t ncomms;
+    /* Where the per-communicator tables are folded (CS_REPORT_COMMS_LISTED, _OPS_LISTED; NULL:
+     * not): the op rows (ops_all) and the communicators (comms_all) before the fold, owned.
+     * ops and the topology's op rows then hold the listed rows and the folded ones; comms, the
+     * step model's groups and overlap the listed communicators (comms: and a last entry for
+     * CS_REPORT_COMMS_OTHER) */
+    struct cs_report_op *ops_all;
+    size_t nops_all;
+    struct cs_report_comm *comms_all;
+    size_t ncomms_all;
+    size_t ncomms_listed;                /* of comms_all, listed (ncomms when not folded) */
     struct cs_report_p2p_bucket *p2p_bw; /* buckets with pairs, by size; owned */
     size_t np2p_bw;
     uint64_t p2p_bw_unmeasured; /* matched pairs with a non-blocking receive */
@@ -451,6 +474,9 @@ static inline const char *cs_report_comm_name(const struct cs_report *rep, const
     for (size_t i = 0; rep && i < rep->ncomms; i++)
         if (__builtin_strcmp(rep->comms[i].comm, label) == 0)
             return rep->comms[i].name;
+    for (size_t i = 0; rep && i < rep->ncomms_all; i++)
+        if (__builtin_strcmp(rep->comms_all[i].comm, label) == 0)
+            return rep->comms_all[i].name;
     return label;
 }
 

@@ -11,6 +11,8 @@ Usage: test_reports.py CASE; CS_BIN names the build's bin/ folder.  Cases:
   html_train2d         cs_train2d (TP x DP): steps, gradient sync, groups, the step timeline
   ranks_bounded        16,384 synthetic ranks: the JSON lists the ranks at the extremes (the
                        rule checked against ranks.csv), both reports within their bounds
+  comms_bounded        1,500 synthetic communicators: the tables list the busiest and fold the
+                       others (the rule and the totals checked against ops.csv)
 Exit 0 pass, 1 fail, 77 skip (no Chromium / no mpirun).
 """
 import html as htmlmod
@@ -878,6 +880,94 @@ def case_ranks_bounded(tmp):
     check(rep["ranks_complete"] is True and rep["ranks_listed"] == 1024 == len(rep["ranks"]),
           "1024 ranks: all listed")
     check(not os.path.exists(cap2), "no ranks.csv when the JSON lists every rank")
+    return 0
+
+
+def case_comms_bounded(tmp):
+    """Beyond 256 communicators the per-communicator tables list the busiest and fold each op's
+    other rows into one row, "others" (report.h, CS_REPORT_COMMS_LISTED; passes/bound.c); ops.csv
+    has every row.  On a synthetic run of 1,500 communicators: the listed set against the rule
+    applied to the CSV's own figures, the folded rows' totals against the CSV's, the tables that
+    name communicators against the listed set, and the sizes."""
+    import csv
+    n, cap = 1500, 256
+    d = synthetic(tmp, "comms%d" % n)
+    js, h, oc = (os.path.join(tmp, x) for x in ("c.json", "c.html", "ops.csv"))
+    p = must([COMMSCOPE, "analyze", d, "--json", js, "--html", h, "--ops-csv-capped", oc])
+    rep = json.load(open(js))
+    rows = list(csv.DictReader(open(oc)))
+    # world's 1 all-reduce row; per communicator one all-reduce row, a broadcast row on every fifth
+    check(len(rows) == 1 + n + (n + 4) // 5 == rep["ops_total"],
+          "ops.csv (written because the tables are folded) has every row: %d, ops_total %d"
+          % (len(rows), rep["ops_total"]))
+    check(rep["communicators_complete"] is False and rep["ops_complete"] is False,
+          "communicators_complete and ops_complete false")
+    check(rep["communicators_total"] == n + 1, "communicators_total %d = %d"
+          % (rep["communicators_total"], n + 1))
+    # The rule on the CSV's figures: world first, then by call time, bytes, calls, label.
+    load = {}
+    for r in rows:
+        t = load.setdefault(r["comm"], [0.0, 0, 0])
+        t[0] += float(r["time_s"])
+        t[1] += int(r["bytes"])
+        t[2] += int(r["calls"])
+    order = sorted(load, key=lambda c: (c != "world", -round(load[c][0], 12), -load[c][1],
+                                        -load[c][2], c))
+    want = set(order[:cap])
+    named = [c["comm"] for c in rep["communicators"]]
+    check(named[-1] == "others" and set(named[:-1]) == want and rep["communicators_listed"] ==
+          cap == len(named) - 1, "the %d busiest communicators listed, then 'others': %d "
+          "listed, %d not the rule's" % (cap, len(named) - 1, len(set(named[:-1]) ^ want)))
+    # Per op: the listed rows are the CSV's, and the "others" row holds the rest, summed.
+    csv_by = {(r["op"], r["comm"]): r for r in rows}
+    ops = set(r["op"] for r in rows)
+    for op in sorted(ops):
+        mine = [o for o in rep["ops"] if o["op"] == op]
+        other = [o for o in mine if o["comm"] == "others"]
+        listed = [o for o in mine if o["comm"] != "others"]
+        for o in listed:
+            c = csv_by.get((op, o["comm"]))
+            check(c is not None and o["comm"] in want and int(c["calls"]) == o["calls"] and
+                  int(c["bytes"]) == o["bytes"], "%s on %s: listed, as in ops.csv" % (op, o["comm"]))
+        rest = [r for r in rows if r["op"] == op and r["comm"] not in
+                set(o["comm"] for o in listed)]
+        check(len(other) == (1 if rest else 0) and (not other or mine[-1] is other[0]),
+              "%s: %d rows folded, into one 'others' row, last" % (op, len(rest)))
+        if other:
+            x = other[0]
+            check(x["folded_comms"] == len(rest) and x["calls"] == sum(int(r["calls"]) for r in rest)
+                  and x["bytes"] == sum(int(r["bytes"]) for r in rest) and
+                  abs(x["time_s"] - sum(float(r["time_s"]) for r in rest)) <= 1e-8 * x["time_s"],
+                  "%s: 'others' holds the %d other rows' totals: %r" % (op, len(rest), x))
+            check(x["comm_size"] is None and x["algbw_gbps"] is None and x["busbw_gbps"] is None,
+                  "%s: 'others' has no size and no bandwidth" % op)
+    check(all(o["folded_comms"] == 0 for o in rep["ops"] if o["comm"] != "others"),
+          "listed rows fold nothing")
+    tops = rep["topology"]["ops"]
+    check([(o["op"], o["comm"]) for o in tops] == [(o["op"], o["comm"]) for o in rep["ops"]],
+          "the topology's op rows are the per-op table's")
+    for name, arr in (("groups", rep["groups"]), ("overlap", rep["overlap"])):
+        extra = set(g["comm"] for g in arr) - want
+        check(not extra, "%s names only listed communicators: %d others" % (name, len(extra)))
+    check(len(rep["groups"]) <= cap, "at most %d groups: %d" % (cap, len(rep["groups"])))
+    for path, limit in ((js, 1 << 20), (h, 1 << 20)):
+        check(os.path.getsize(path) <= limit, "%s: %d bytes <= %d (1,500 communicators)"
+              % (path, os.path.getsize(path), limit))
+    page = open(h).read()
+    check("ops.csv" in page and "--ops-csv" in page and "the %d busiest" % cap in page,
+          "the page says the table is folded and where every row is")
+    check("--ops-csv FILE writes every row" in p.stdout, "so does the text")
+
+    # Up to the bound nothing is folded, and the folded-only CSV is not written.
+    d = synthetic(tmp, "comms200")
+    js2, oc2 = os.path.join(tmp, "small.json"), os.path.join(tmp, "small.csv")
+    must([COMMSCOPE, "analyze", d, "-q", "--json", js2, "--ops-csv-capped", oc2])
+    rep = json.load(open(js2))
+    check(rep["communicators_complete"] is True and rep["ops_complete"] is True and
+          rep["communicators_total"] == rep["communicators_listed"] == 201 ==
+          len(rep["communicators"]) and not any(o["comm"] == "others" for o in rep["ops"]),
+          "200 communicators: all listed")
+    check(not os.path.exists(oc2), "no ops.csv when nothing is folded")
     return 0
 
 

@@ -6,8 +6,9 @@
  *
  *   test_golden DATA_DIR            compare (exit 1 and a diff hint on a mismatch)
  *   test_golden DATA_DIR --update   rewrite the golden files (review the diff before committing)
- *   test_golden --write-run DIR [four|broken|manyN]   only write a synthetic run (for other
- *                                   tests; manyN: N ranks, 8 per host, default 1024)
+ *   test_golden --write-run DIR [four|broken|manyN|commsN]   only write a synthetic run (for
+ *                                   other tests; manyN: N ranks, 8 per host, default 1024;
+ *                                   commsN: 4 ranks, N communicators, default 1000)
  */
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -152,6 +153,61 @@ static int write_many(const char *dir, int n)
         }
     }
     free(m);
+    return 0;
+}
+
+/*
+ * Four ranks on two hosts and n communicators made by rank 0 (id 1 << 32 | k + 1): k % 3 == 0
+ * all four ranks (a dup of world), 1 ranks {0, 1}, 2 ranks {2, 3} (made by MPI_Comm_create).  On
+ * each, one all-reduce of 64 (1 + k % 7) bytes taking 1 + (37 k) % 101 us (times repeat: ties in
+ * call time); on every fifth, a broadcast too; on world, 4 all-reduces of 1 MiB.  For checking that
+ * the per-communicator tables stay bounded (passes/bound.c).
+ */
+static int write_comms(const char *dir, int n)
+{
+    mkdir(dir, 0755);
+    static const int32_t all[4] = {0, 1, 2, 3}, lo[2] = {0, 1}, hi[2] = {2, 3};
+    for (int r = 0; r < 4; r++) {
+        struct wr x = {tw_new(r, 4, 0xc0, 9 + (uint64_t)r)};
+        struct cs_file_header *h = tw_header(x.w);
+        snprintf(h->host, sizeof h->host, "node%d", r / 2);
+        h->t_init = 1000;
+        h->t_finalize = 200000000;
+        for (int i = 0; i < 2; i++) {
+            h->clock[i].valid = 1;
+            h->clock[i].local_ns = i ? 200000000 : 1000;
+            h->clock[i].rtt_ns = 300;
+            h->clock[i].rounds = 4;
+        }
+        tw_comm(x.w, CS_COMM_WORLD_ID, 0, 4, r, all);
+        ev(&x, CS_OP_INIT, 500, 1000, 0, 0, 0, 0, 0, -1, 0);
+        for (uint32_t k = 0; k < 4; k++)
+            ev(&x, CS_OP_ALLREDUCE, 10000 + k * 20000, 20000 + k * 20000, CS_COMM_WORLD_ID, k,
+               1 << 20, 1 << 20, 0, -1, 0);
+        for (int k = 0; k < n; k++) {
+            const int32_t *m = k % 3 == 0 ? all : k % 3 == 1 ? lo : hi;
+            int size = k % 3 == 0 ? 4 : 2, me = -1;
+            for (int i = 0; i < size; i++)
+                if (m[i] == r)
+                    me = i;
+            if (me < 0)
+                continue;
+            uint64_t id = (1ull << 32) | (uint64_t)(k + 1);
+            tw_comm(x.w, id, size == 4 ? CS_OP_COMM_DUP : CS_OP_COMM_CREATE, size, me, m);
+            uint64_t t = 100000 + (uint64_t)k * 100000, d = 1000 * (1 + (37 * (uint64_t)k) % 101);
+            uint64_t b = 64 * (1 + (uint64_t)k % 7);
+            ev(&x, CS_OP_ALLREDUCE, t, t + d, id, 0, b, b, 0, -1, 0);
+            if (k % 5 == 0)
+                ev(&x, CS_OP_BCAST, t + 50000, t + 51000, id, 1, b, b, 0, 0, 0);
+        }
+        ev(&x, CS_OP_FINALIZE, 199000000, 199000500, 0, 0, 0, 0, 0, -1, 0);
+        char p[512];
+        snprintf(p, sizeof p, "%s/rank-%05d.cst", dir, r);
+        long sz = tw_write(x.w, p, NULL);
+        tw_free(x.w);
+        if (sz <= 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -304,6 +360,8 @@ static void golden(const char *data, const char *name, int broken, int update)
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--write-run") == 0) {
+        if (argc >= 4 && strncmp(argv[3], "comms", 5) == 0)
+            return write_comms(argv[2], atoi(argv[3] + 5) > 0 ? atoi(argv[3] + 5) : 1000) ? 1 : 0;
         if (argc >= 4 && strncmp(argv[3], "many", 4) == 0)
             return write_many(argv[2], atoi(argv[3] + 4) > 0 ? atoi(argv[3] + 4) : 1024) ? 1 : 0;
         int broken = argc >= 4 && strcmp(argv[3], "broken") == 0;
