@@ -757,6 +757,16 @@ static void timeline_svg(const struct cs_report_timeline *tl, FILE *f)
         cs__report_tl_gpu_table(tl, f);
 }
 
+/* Under a table of communicators, when only the busiest are listed (passes/bound.c). */
+static void folded_note(const struct cs_report *rep, FILE *f)
+{
+    if (rep->comms_all)
+        fprintf(f,
+                "<p>The %zu busiest of the run's %zu communicators (by call time); ops.csv "
+                "(<code>commscope analyze --ops-csv FILE</code>) names every one.</p>\n",
+                rep->ncomms_listed, rep->ncomms_all);
+}
+
 static void sec_overlap(const struct cs_report *rep, FILE *f)
 {
     const struct cs_report_views *v = rep->views;
@@ -789,6 +799,7 @@ static void sec_overlap(const struct cs_report *rep, FILE *f)
         fprintf(f, "</td><td>%.6f</td><td>%.6f</td></tr>\n", o->overlapped_s, o->in_flight_s);
     }
     fputs("</table>\n", f);
+    folded_note(rep, f);
 }
 
 static void budget_row(FILE *f, const char *who, const struct cs_report_budget *b)
@@ -997,6 +1008,7 @@ static void sec_groups(const struct cs_report *rep, FILE *f)
     fputs("</table>\n", f);
     if (shown < s->ngroups)
         fprintf(f, "<p>%zu more communicators are in report.json.</p>\n", s->ngroups - shown);
+    folded_note(rep, f);
     fputs("<h3>By parallelism dimension</h3>\n<table><tr><th>role</th><th>communicators</th>"
           "<th>time in calls (s)</th><th>bytes</th><th>exposed share</th><th>overlap ratio</th>"
           "</tr>\n",

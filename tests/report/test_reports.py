@@ -957,6 +957,9 @@ def case_comms_bounded(tmp):
     check("ops.csv" in page and "--ops-csv" in page and "the %d busiest" % cap in page,
           "the page says the table is folded and where every row is")
     check("--ops-csv FILE writes every row" in p.stdout, "so does the text")
+    exe = chromium()
+    if exe:  # the folded tables render, and show report.json's rows
+        check_html(exe, h, rep)
 
     # Up to the bound nothing is folded, and the folded-only CSV is not written.
     d = synthetic(tmp, "comms200")
