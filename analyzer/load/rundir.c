@@ -53,6 +53,7 @@ static long trace_name_rank(const char *n)
 
 struct found {
     char name[256];
+    char *path; /* where traces.index says it is (owned); NULL: RUN_DIR/name */
     long name_rank;
     struct cs_reader *rd;
 };
@@ -109,6 +110,92 @@ static int run_vote(const struct found *f, size_t nf, uint64_t *id, size_t *n)
     return 0;
 }
 
+static void free_found(struct found *f, size_t nf)
+{
+    for (size_t i = 0; f && i < nf; i++)
+        free(f[i].path);
+    free(f);
+}
+
+static int add_found(struct found **f, size_t *nf, size_t *capf)
+{
+    if (*nf < *capf)
+        return 0;
+    size_t cap = *capf ? 2 * *capf : 64;
+    void *p = realloc(*f, cap * sizeof **f);
+    if (!p)
+        return -1;
+    *f = p;
+    *capf = cap;
+    return 0;
+}
+
+/*
+ * The traces RUN_DIR/traces.index places outside the run directory (COMMSCOPE_GATHER; the format
+ * in docs/trace-format.md): a rank without a rank-NNNNN.cst of its own in the directory is read
+ * where the index says, when that path can be read here; otherwise the problem says on which
+ * host and where its trace stayed.  f[0..nf) are the directory's files.  Returns -1 out of
+ * memory.
+ */
+static int index_traces(struct cs__run *run, const char *dir, struct found **f, size_t *nf,
+                        size_t *capf)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/traces.index", dir);
+    FILE *in = cs_input_fopen(path);
+    if (!in)
+        return 0;
+    size_t ndir = *nf, lineno = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    while (rc == 0 && getline(&line, &cap, in) > 0) {
+        lineno++;
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '#' || !line[0])
+            continue;
+        char *fld[6], *p = line;
+        int k = 0;
+        for (char *t; k < 6 && (t = strsep(&p, "\t")); k++)
+            fld[k] = t;
+        char *end = NULL;
+        long r = k == 6 && !p ? strtol(fld[0], &end, 10) : -1;
+        if (r < 0 || !end || *end || r > (1L << 30)) {
+            cs__problem(run,
+                        "traces.index line %zu: not \"rank host path size nonce where\"; line "
+                        "skipped",
+                        lineno);
+            continue;
+        }
+        if (strcmp(fld[5], "none") == 0)
+            continue; /* (the rank had no closed trace: the missing ranks say so) */
+        int have = 0;
+        for (size_t i = 0; i < ndir && !have; i++)
+            have = (*f)[i].name_rank == r;
+        if (have)
+            continue;
+        if (!fld[2][0] || access(fld[2], R_OK) != 0) {
+            cs__problem(run,
+                        "rank %ld's trace stayed on host %s at %s (traces.index: %s) and cannot "
+                        "be read here (%s): analyse where it can be read, or copy it into %s",
+                        r, fld[1], fld[2][0] ? fld[2] : "(a path the index cannot hold)", fld[5],
+                        fld[2][0] ? strerror(errno) : "no path", dir);
+            continue;
+        }
+        if (add_found(f, nf, capf) || !((*f)[*nf].path = strdup(fld[2]))) {
+            rc = -1;
+            break;
+        }
+        snprintf((*f)[*nf].name, sizeof(*f)[*nf].name, "%s", fld[2]);
+        (*f)[*nf].name_rank = r;
+        (*f)[*nf].rd = NULL;
+        (*nf)++;
+    }
+    free(line);
+    fclose(in);
+    return rc;
+}
+
 int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errlen)
 {
     snprintf(run->dir, sizeof run->dir, "%s", dir);
@@ -126,23 +213,23 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
         long nr = trace_name_rank(de->d_name);
         if (nr < 0)
             continue;
-        if (nf == capf) {
-            capf = capf ? 2 * capf : 64;
-            void *p = realloc(f, capf * sizeof *f);
-            if (!p) {
-                closedir(d);
-                free(f);
-                snprintf(err, errlen, "run directory %s: out of memory", dir);
-                return CS_ENOMEM;
-            }
-            f = p;
+        if (add_found(&f, &nf, &capf)) {
+            closedir(d);
+            free_found(f, nf);
+            snprintf(err, errlen, "run directory %s: out of memory", dir);
+            return CS_ENOMEM;
         }
         snprintf(f[nf].name, sizeof f[nf].name, "%s", de->d_name);
+        f[nf].path = NULL;
         f[nf].name_rank = nr;
         f[nf].rd = NULL;
         nf++;
     }
     closedir(d);
+    if (index_traces(run, dir, &f, &nf, &capf)) {
+        snprintf(err, errlen, "run directory %s: out of memory", dir);
+        goto oom;
+    }
     if (nf)
         qsort(f, nf, sizeof *f, found_cmp);
 
@@ -150,6 +237,8 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
     for (size_t i = 0; i < nf; i++) {
         char path[4096 + 300], msg[512];
         snprintf(path, sizeof path, "%s/%s", dir, f[i].name);
+        if (f[i].path)
+            snprintf(path, sizeof path, "%s", f[i].path);
         if (cs_reader_open(path, &f[i].rd, msg, sizeof msg) != 0) {
             cs__problem(run, "%s; file skipped", msg);
             run->bad_files++;
@@ -255,7 +344,7 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
             cs__problem(run, "%s: %" PRIu64 " bytes of an incomplete last block ignored", f[i].name,
                         st->trailing_bytes);
     }
-    free(f);
+    free_found(f, nf);
     if (!nf) {
         /* "mpi_preload: no (REASON)": why the job may have left no trace. */
         char why[1024];
@@ -294,6 +383,6 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
 oom:
     for (size_t i = 0; i < nf; i++)
         cs_reader_close(f[i].rd);
-    free(f);
+    free_found(f, nf);
     return CS_ENOMEM;
 }

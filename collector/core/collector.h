@@ -93,6 +93,11 @@ CS_EXPORT const char *cs_trace_path(void);
 /* The run directory where rank 0 collects every trace (COMMSCOPE_DIR). */
 CS_EXPORT const char *cs_run_dir(void);
 
+/* Whether MPI_Finalize brings the traces of a job of `world` ranks into the run directory
+ * (COMMSCOPE_GATHER: always; never; auto, the default: up to CS_GATHER_AUTO_MAX ranks). */
+#define CS_GATHER_AUTO_MAX 256
+CS_EXPORT int cs_gather_traces(int world);
+
 /* Where this rank writes before the gather (COMMSCOPE_LOCAL_DIR expanded; valid after
  * cs_trace_open), else the run directory. */
 CS_EXPORT const char *cs_local_dir(void);

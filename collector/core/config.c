@@ -22,6 +22,13 @@
  * |                           |                         | totals block (CS_FLAG_RING); head:  |
  * |                           |                         | keep the first, count the rest as   |
  * |                           |                         | dropped (CS_FLAG_DROPPED)           |
+ * | COMMSCOPE_GATHER          | auto                    | always: MPI_Finalize brings every   |
+ * |                           |                         | trace into COMMSCOPE_DIR; never:    |
+ * |                           |                         | each stays where its rank wrote it; |
+ * |                           |                         | auto: always up to 256 ranks, else  |
+ * |                           |                         | never.  Rank 0 writes               |
+ * |                           |                         | traces.index (where each is) either |
+ * |                           |                         | way                                 |
  * | COMMSCOPE_DISABLE         | 0                       | 1/yes/true/on: never open a trace;  |
  * |                           |                         | 0/no/false/off: trace               |
  * | COMMSCOPE_TEST_CLOCK_SKEW | unset (no skew)         | test only, RANK:OFFSET_NS:DRIFT_PPM |
@@ -133,6 +140,15 @@ int cs__config_load(struct cs__config *cfg, int rank, uint64_t run_id)
             cfg->ring = 0;
         else if (strcasecmp(v, "ring") != 0)
             cs_warn("COMMSCOPE_TRACE_MODE=\"%s\" is not ring or head; using ring", v);
+    }
+
+    if ((v = env("COMMSCOPE_GATHER"))) {
+        if (strcasecmp(v, "always") == 0)
+            cfg->gather = 1;
+        else if (strcasecmp(v, "never") == 0)
+            cfg->gather = 2;
+        else if (strcasecmp(v, "auto") != 0)
+            cs_warn("COMMSCOPE_GATHER=\"%s\" is not auto, always or never; using auto", v);
     }
 
     if ((v = env("COMMSCOPE_DIR"))) {

@@ -39,6 +39,7 @@ struct cs__config {
     uint64_t max_bytes;       /* COMMSCOPE_MAX_MB in bytes */
     int ring;                 /* COMMSCOPE_TRACE_MODE=ring (the default): reuse the oldest blocks
                                  at the cap (ring.c); 0 head: drop what comes after */
+    int gather;               /* COMMSCOPE_GATHER: 0 auto (the default), 1 always, 2 never */
     char run_dir[PATH_MAX];   /* COMMSCOPE_DIR or the default */
     char local_dir[PATH_MAX]; /* COMMSCOPE_LOCAL_DIR expanded, or run_dir */
 };

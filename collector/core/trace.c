@@ -482,6 +482,12 @@ const char *cs_run_dir(void)
     return v ? v : "";
 }
 
+int cs_gather_traces(int world)
+{
+    int g = cs__t.cfg.gather;
+    return g == 1 || (g == 0 && world <= CS_GATHER_AUTO_MAX);
+}
+
 const char *cs_local_dir(void)
 {
     return cs__t.cfg.local_dir[0] ? cs__t.cfg.local_dir : cs_run_dir();

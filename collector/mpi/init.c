@@ -328,18 +328,62 @@ static void send_file(const struct file_info *fi, char *buf)
         close(in);
 }
 
+/* Where a rank's trace is after the gather (traces.index's last column). */
+enum { AT_NONE, AT_RUN_DIR, AT_GATHERED, AT_LOCAL };
+static const char *const at_word[] = {"none", "run_dir", "gathered", "local"};
+
+/*
+ * Rank 0: RUN_DIR/traces.index, one line per rank: rank, host, path, size, nonce (16 hex digits)
+ * and where (none: no closed trace; run_dir: it was there already; gathered: brought there;
+ * local: it stays on its host at path, COMMSCOPE_GATHER).  docs/trace-format.md.  Written to a
+ * temporary file and renamed; a write error is warned about, never fatal.
+ */
+static void write_index(const struct file_info *all, const unsigned char *at)
+{
+    char tmp[4200], dst[4200];
+    snprintf(dst, sizeof dst, "%s/traces.index", cs_run_dir());
+    snprintf(tmp, sizeof tmp, "%s/.traces.index.tmp", cs_run_dir());
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    if (f) {
+        fprintf(f, "# commscope traces index 1: rank host path size nonce where\n");
+        for (int r = 0; r < my_size; r++) {
+            const struct file_info *x = &all[r];
+            char here[4200];
+            if (at[r] == AT_RUN_DIR || at[r] == AT_GATHERED)
+                dest_path(here, sizeof here, x, 0);
+            const char *path = at[r] == AT_RUN_DIR || at[r] == AT_GATHERED ? here : x->path;
+            if (strpbrk(path, "\t\n") || strpbrk(x->host, "\t\n"))
+                path = ""; /* (a name the format cannot hold: the analysis says the rank is lost) */
+            fprintf(f, "%d\t%s\t%s\t%" PRIu64 "\t%016" PRIx64 "\t%s\n", r, x->host, path, x->size,
+                    x->nonce, at_word[at[r]]);
+        }
+        ok = !ferror(f);
+        ok = fclose(f) == 0 && ok;
+    }
+    if (ok && rename(tmp, dst) == 0)
+        return;
+    unlink(tmp);
+    cs_warn("could not write %s: %s", dst, strerror(errno));
+}
+
 /*
  * Make every rank's file of mine->kind readable by rank 0 in the run directory.  Collective over
- * priv.  Files rank 0 can already see (shared filesystem, same host) are not moved.  Every rank
- * has a trace; only the ranks that started a node's capture helper have a wire file.
+ * priv.  Files rank 0 can already see (shared filesystem, same host) are not moved, and traces
+ * are not moved at all when COMMSCOPE_GATHER says so (cs_gather_traces): rank 0 writes
+ * traces.index, where each rank's trace is.  Every rank has a trace; only the ranks that started
+ * a node's capture helper have a wire file.
  */
 static void gather(const struct file_info *mine)
 {
     struct file_info *all = NULL;
-    unsigned char *need = calloc((size_t)my_size, 1);
+    unsigned char *need = calloc((size_t)my_size, 1), *at = NULL;
     char *buf = malloc(CHUNK + 8);
-    if (my_rank == 0)
+    int move = mine->kind != KIND_TRACE || cs_gather_traces(my_size);
+    if (my_rank == 0) {
         all = calloc((size_t)my_size, sizeof(*all));
+        at = calloc((size_t)my_size, 1);
+    }
     /* Everyone takes part in the collectives even without memory; rank 0 then moves nothing. */
     int rc =
         PMPI_Gather(mine, (int)sizeof(*mine), MPI_BYTE, all, (int)sizeof(*mine), MPI_BYTE, 0, priv);
@@ -357,17 +401,27 @@ static void gather(const struct file_info *mine)
             all[r].kind = mine->kind;
             dest_path(dst, sizeof(dst), &all[r], 0);
             if (!all[r].have) {
-                if (mine->kind == KIND_TRACE)
+                if (mine->kind == KIND_TRACE && move)
                     cs_warn("rank %d has no closed trace to gather", r);
             } else if (!all[r].name[0] || strchr(all[r].name, '/')) {
                 cs_warn("rank %d's %s has no usable name; it stays at %s:%s", r,
                         kind_word[mine->kind], all[r].host, all[r].path);
-            } else if (!same_file(dst, &all[r], buf)) {
-                need[r] = 1;
+                if (at)
+                    at[r] = AT_LOCAL;
+            } else if (same_file(dst, &all[r], buf)) {
+                if (at)
+                    at[r] = AT_RUN_DIR;
+            } else {
+                need[r] = (unsigned char)move;
+                if (at)
+                    at[r] = move ? AT_GATHERED : AT_LOCAL;
             }
         }
+        if (ok && at && mine->kind == KIND_TRACE)
+            write_index(all, at);
     }
     unsigned char dummy = 0;
+    free(at);
     if (PMPI_Bcast(need ? need : &dummy, need ? my_size : 1, MPI_BYTE, 0, priv) != MPI_SUCCESS ||
         !need) {
         free(need);

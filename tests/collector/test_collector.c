@@ -545,6 +545,39 @@ static void test_bad_env(void)
     unsetenv("COMMSCOPE_LOCAL_DIR");
 }
 
+/* COMMSCOPE_GATHER: auto (the default, also after a bad value) gathers up to 256 ranks, always
+ * and never whatever the size. */
+static void test_gather_env(void)
+{
+    set_dir("gatherenv");
+    static const struct {
+        const char *v;
+        int at256, at257, warns;
+    } cases[] = {{NULL, 1, 0, 0},
+                 {"auto", 1, 0, 0},
+                 {"ALWAYS", 1, 1, 0},
+                 {"never", 0, 0, 0},
+                 {"sometimes", 1, 0, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].v)
+            setenv("COMMSCOPE_GATHER", cases[i].v, 1);
+        else
+            unsetenv("COMMSCOPE_GATHER");
+        struct cs_trace_params p = params(0, 1);
+        capture_begin();
+        CHECK_INT(cs_trace_open(&p), ==, 0);
+        const char *out = capture_end();
+        CHECK_INT(count_lines(out), ==, cases[i].warns);
+        if (cases[i].warns)
+            CHECK_CONTAINS(out, "COMMSCOPE_GATHER=\"sometimes\" is not auto, always or never");
+        CHECK_INT(cs_gather_traces(1), ==, cases[i].at256 || cases[i].at257);
+        CHECK_INT(cs_gather_traces(CS_GATHER_AUTO_MAX), ==, cases[i].at256);
+        CHECK_INT(cs_gather_traces(CS_GATHER_AUTO_MAX + 1), ==, cases[i].at257);
+        cs_trace_close(cs_now());
+    }
+    unsetenv("COMMSCOPE_GATHER");
+}
+
 static void test_disable_env(void)
 {
     set_dir("disabled");
@@ -1311,6 +1344,7 @@ int main(int argc, char **argv)
     test_default_dir();
     test_local_dir();
     test_bad_env();
+    test_gather_env();
     test_disable_env();
     test_cs_disable();
     test_open_failures();

@@ -362,6 +362,57 @@ def case_gather(a, tmp):
     rep = load_report(rundir)
     check_trace_complete(rep, 3)
     compare_ops(self_reported_ops(p.stdout, "cs_train"), rep)
+    idx = read_index(rundir)
+    check([(r, w) for r, _, _, w in idx] == [(r, "gathered") for r in range(3)],
+          "traces.index: every trace gathered: %r" % idx)
+
+    # COMMSCOPE_GATHER=never: the traces stay where the ranks wrote them, traces.index says
+    # where, and the analysis reads them there.
+    rundir = os.path.join(tmp, "kept")
+    local = os.path.join(tmp, "kept-%r")
+    p = commscope_run(rundir, MPIRUN + ["-np", "3", TRAIN, "--steps", "4"],
+                      env={"COMMSCOPE_LOCAL_DIR": local, "COMMSCOPE_GATHER": "never"})
+    check(not glob.glob(os.path.join(rundir, "rank-*.cst")), "no trace moved into the run directory")
+    idx = read_index(rundir)
+    want = [(r, os.path.join(tmp, "kept-%d" % r, "rank-%05d.cst" % r), "local") for r in range(3)]
+    check([(r, path, w) for r, _, path, w in idx] == want, "traces.index: %r" % idx)
+    rep = load_report(rundir)
+    check_trace_complete(rep, 3)
+    compare_ops(self_reported_ops(p.stdout, "cs_train"), rep)
+    # A trace that cannot be read where the index says: the problem names its host and path.
+    os.rename(os.path.join(tmp, "kept-1"), os.path.join(tmp, "moved-1"))
+    q = run([COMMSCOPE, "analyze", rundir, "--quiet", "--json", os.path.join(tmp, "k.json")],
+            check_rc=1)
+    with open(os.path.join(tmp, "k.json")) as f:
+        rep = json.load(f)
+    host = idx[1][1]
+    check(rep["trace"]["missing_ranks"] == [1] and any(
+        "rank 1's trace stayed on host %s at %s" % (host, want[1][1]) in x
+        for x in rep["trace"]["problems"]), "rank 1 missing, and where it stayed: %r"
+        % rep["trace"]["problems"])
+    check("rank 1's trace stayed on host" in q.stderr, "the problem on stderr too")
+
+    # A bad value: one warning, and the default (auto: 3 ranks are gathered).
+    rundir = os.path.join(tmp, "bad")
+    p = commscope_run(rundir, MPIRUN + ["-np", "3", TRAIN, "--steps", "4"],
+                      env={"COMMSCOPE_LOCAL_DIR": os.path.join(tmp, "bad-%r"),
+                           "COMMSCOPE_GATHER": "sometimes"})
+    check('COMMSCOPE_GATHER="sometimes" is not auto, always or never' in p.stderr,
+          "the bad value is named")
+    check(len(glob.glob(os.path.join(rundir, "rank-*.cst"))) == 3, "and the traces gathered")
+
+
+def read_index(rundir):
+    """RUN_DIR/traces.index as (rank, host, path, where) rows."""
+    rows = []
+    with open(os.path.join(rundir, "traces.index")) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            r, host, path, size, nonce, where = line.rstrip("\n").split("\t")
+            check(int(size) > 0 and len(nonce) == 16, "index line %r" % line)
+            rows.append((int(r), host, path, where))
+    return rows
 
 
 def case_launcher(a, tmp):
