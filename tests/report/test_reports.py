@@ -11,6 +11,7 @@ Usage: test_reports.py CASE; CS_BIN names the build's bin/ folder.  Cases:
   html_train2d         cs_train2d (TP x DP): steps, gradient sync, groups, the step timeline
   ranks_bounded        16,384 synthetic ranks: the JSON lists the ranks at the extremes (the
                        rule checked against ranks.csv), both reports within their bounds
+  traces_index         a synthetic run read through RUN_DIR/traces.index (traces elsewhere)
   comms_bounded        1,500 synthetic communicators: the tables list the busiest and fold the
                        others (the rule and the totals checked against ops.csv)
 Exit 0 pass, 1 fail, 77 skip (no Chromium / no mpirun).
@@ -971,6 +972,45 @@ def case_comms_bounded(tmp):
           len(rep["communicators"]) and not any(o["comm"] == "others" for o in rep["ops"]),
           "200 communicators: all listed")
     check(not os.path.exists(oc2), "no ops.csv when nothing is folded")
+    return 0
+
+
+def case_traces_index(tmp):
+    """RUN_DIR/traces.index (COMMSCOPE_GATHER; docs/trace-format.md): ranks whose traces stayed
+    elsewhere are read where the index says, with the same report as from the run directory; a
+    malformed line and a trace that cannot be read are problems that say what and where."""
+    d = synthetic(tmp, "four")
+    ref = os.path.join(tmp, "ref.json")
+    must([COMMSCOPE, "analyze", d, "-q", "--json", ref])
+    away = os.path.join(tmp, "node1")
+    os.makedirs(away)
+    lines = ["# commscope traces index 1: rank host path size nonce where"]
+    for r in range(4):
+        name = "rank-%05d.cst" % r
+        path = os.path.join(d, name)
+        if r in (1, 2):
+            shutil.move(path, os.path.join(away, name))
+            path = os.path.join(away, name)
+        lines.append("%d\tnode%d\t%s\t%d\t%016x\t%s" % (r, r // 2, path, os.path.getsize(path),
+                                                      r, "local" if r in (1, 2) else "run_dir"))
+    with open(os.path.join(d, "traces.index"), "w") as f:
+        f.write("\n".join(lines + ["7\tnode9\ttoo few fields"]) + "\n")
+    got = os.path.join(tmp, "got.json")
+    p = run([COMMSCOPE, "analyze", d, "-q", "--json", got])
+    a, b = json.load(open(ref)), json.load(open(got))
+    for k in ("ranks", "ops", "stragglers", "breakdown", "instances", "communicators"):
+        check(a[k] == b[k], "%s: the same read through the index" % k)
+    probs = b["trace"]["problems"]
+    check(p.returncode == 1 and any("traces.index line 6: not \"rank host path size nonce where\""
+                                    in x for x in probs),
+          "the malformed line is a problem: exit %d, %r" % (p.returncode, probs))
+    os.remove(os.path.join(away, "rank-00002.cst"))
+    p = run([COMMSCOPE, "analyze", d, "-q", "--json", got])
+    b = json.load(open(got))
+    want = "rank 2's trace stayed on host node1 at %s" % os.path.join(away, "rank-00002.cst")
+    check(p.returncode == 1 and b["trace"]["missing_ranks"] == [2] and
+          any(want in x for x in b["trace"]["problems"]),
+          "rank 2 missing, and where it stayed: %r" % b["trace"]["problems"])
     return 0
 
 
