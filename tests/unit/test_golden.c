@@ -112,6 +112,22 @@ static int write_run(const char *dir, int broken)
     return 0;
 }
 
+/* A rank's header: on `host`, traced from 1 us to t_finalize ns, the clock measured at both ends
+ * with no offset (4 rounds, 300 ns round trips). */
+static void rank_header(struct tw *w, const char *host, uint64_t t_finalize)
+{
+    struct cs_file_header *h = tw_header(w);
+    snprintf(h->host, sizeof h->host, "%s", host);
+    h->t_init = 1000;
+    h->t_finalize = t_finalize;
+    for (int i = 0; i < 2; i++) {
+        h->clock[i].valid = 1;
+        h->clock[i].local_ns = i ? t_finalize : 1000;
+        h->clock[i].rtt_ns = 300;
+        h->clock[i].rounds = 4;
+    }
+}
+
 /*
  * n ranks, 8 per host ("host000", ...): 10 all-reduces of 1 MiB; rank 5 arrives 30 us late at
  * 8 of them, the others spread by rank.  For checking that the reports stay readable at scale.
@@ -124,16 +140,9 @@ static int write_many(const char *dir, int n)
         m[i] = i;
     for (int r = 0; r < n; r++) {
         struct wr x = {tw_new(r, n, 0x3a7, 5 + (uint64_t)r)};
-        struct cs_file_header *h = tw_header(x.w);
-        snprintf(h->host, sizeof h->host, "host%03d", r / 8);
-        h->t_init = 1000;
-        h->t_finalize = 2000000;
-        for (int i = 0; i < 2; i++) {
-            h->clock[i].valid = 1;
-            h->clock[i].local_ns = i ? 2000000 : 1000;
-            h->clock[i].rtt_ns = 300;
-            h->clock[i].rounds = 4;
-        }
+        char host[16];
+        snprintf(host, sizeof host, "host%03d", r / 8);
+        rank_header(x.w, host, 2000000);
         tw_comm(x.w, CS_COMM_WORLD_ID, 0, n, r, m);
         ev(&x, CS_OP_INIT, 500, 1000, 0, 0, 0, 0, 0, -1, 0);
         for (uint32_t k = 0; k < 10; k++) {
@@ -169,16 +178,7 @@ static int write_comms(const char *dir, int n)
     static const int32_t all[4] = {0, 1, 2, 3}, lo[2] = {0, 1}, hi[2] = {2, 3};
     for (int r = 0; r < 4; r++) {
         struct wr x = {tw_new(r, 4, 0xc0, 9 + (uint64_t)r)};
-        struct cs_file_header *h = tw_header(x.w);
-        snprintf(h->host, sizeof h->host, "node%d", r / 2);
-        h->t_init = 1000;
-        h->t_finalize = 200000000;
-        for (int i = 0; i < 2; i++) {
-            h->clock[i].valid = 1;
-            h->clock[i].local_ns = i ? 200000000 : 1000;
-            h->clock[i].rtt_ns = 300;
-            h->clock[i].rounds = 4;
-        }
+        rank_header(x.w, r < 2 ? "node0" : "node1", 200000000);
         tw_comm(x.w, CS_COMM_WORLD_ID, 0, 4, r, all);
         ev(&x, CS_OP_INIT, 500, 1000, 0, 0, 0, 0, 0, -1, 0);
         for (uint32_t k = 0; k < 4; k++)
