@@ -132,10 +132,10 @@ static int add_found(struct found **f, size_t *nf, size_t *capf)
 
 /*
  * The traces RUN_DIR/traces.index places outside the run directory (COMMSCOPE_GATHER; the format
- * in docs/trace-format.md): a rank without a rank-NNNNN.cst of its own in the directory is read
- * where the index says, when that path can be read here; otherwise the problem says on which
- * host and where its trace stayed.  f[0..nf) are the directory's files.  Returns -1 out of
- * memory.
+ * in docs/trace-format.md): a rank without a rank-NNNNN.cst of its own in the directory whose
+ * trace stayed on its host ("local") is read where the index says, when that path can be read
+ * here; otherwise the problem says on which host and where its trace stayed.  f[0..nf) are the
+ * directory's files.  Returns -1 out of memory.
  */
 static int index_traces(struct cs__run *run, const char *dir, struct found **f, size_t *nf,
                         size_t *capf)
@@ -167,8 +167,12 @@ static int index_traces(struct cs__run *run, const char *dir, struct found **f, 
                         lineno);
             continue;
         }
-        if (strcmp(fld[5], "none") == 0)
-            continue; /* (the rank had no closed trace: the missing ranks say so) */
+        /* Only traces that stayed on their hosts: one the index puts in the run directory (run_dir,
+         * gathered) and that is not there is missing, also when the index names where it was
+         * (a copy of a run directory keeps the original's index); none: the rank had no closed
+         * trace (the missing ranks say so). */
+        if (strcmp(fld[5], "local") != 0)
+            continue;
         int have = 0;
         for (size_t i = 0; i < ndir && !have; i++)
             have = (*f)[i].name_rank == r;

@@ -1004,6 +1004,15 @@ def case_traces_index(tmp):
     check(p.returncode == 1 and any("traces.index line 6: not \"rank host path size nonce where\""
                                     in x for x in probs),
           "the malformed line is a problem: exit %d, %r" % (p.returncode, probs))
+    # A copy of the run directory without rank 3's file: the index's run_dir entry still names
+    # the original, which is not followed (rank 3 is missing from the copy).
+    cp = os.path.join(tmp, "copy")
+    shutil.copytree(d, cp)
+    os.remove(os.path.join(cp, "rank-00003.cst"))
+    p = run([COMMSCOPE, "analyze", cp, "-q", "--json", got])
+    b = json.load(open(got))
+    check(p.returncode == 1 and b["trace"]["missing_ranks"] == [3] and
+          b["trace"]["ranks_found"] == 3, "a copy's missing rank is missing: %r" % b["trace"])
     os.remove(os.path.join(away, "rank-00002.cst"))
     p = run([COMMSCOPE, "analyze", d, "-q", "--json", got])
     b = json.load(open(got))
