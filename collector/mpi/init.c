@@ -343,10 +343,14 @@ static void write_index(const struct file_info *all, const unsigned char *at)
     char tmp[4200], dst[4200];
     snprintf(dst, sizeof dst, "%s/traces.index", cs_run_dir());
     snprintf(tmp, sizeof tmp, "%s/.traces.index.tmp", cs_run_dir());
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    if (f) {
-        fprintf(f, "# commscope traces index 1: rank host path size nonce where\n");
+    /* Made in memory, then written through cs_write_all: a file-size limit fails the write
+     * (EFBIG) instead of raising SIGXFSZ in the job. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    int err = m ? 0 : ENOMEM;
+    if (m) {
+        fprintf(m, "# commscope traces index 1: rank host path size nonce where\n");
         for (int r = 0; r < my_size; r++) {
             const struct file_info *x = &all[r];
             char here[4200];
@@ -355,16 +359,28 @@ static void write_index(const struct file_info *all, const unsigned char *at)
             const char *path = at[r] == AT_RUN_DIR || at[r] == AT_GATHERED ? here : x->path;
             if (strpbrk(path, "\t\n") || strpbrk(x->host, "\t\n"))
                 path = ""; /* (a name the format cannot hold: the analysis says the rank is lost) */
-            fprintf(f, "%d\t%s\t%s\t%" PRIu64 "\t%016" PRIx64 "\t%s\n", r, x->host, path, x->size,
+            fprintf(m, "%d\t%s\t%s\t%" PRIu64 "\t%016" PRIx64 "\t%s\n", r, x->host, path, x->size,
                     x->nonce, at_word[at[r]]);
         }
-        ok = !ferror(f);
-        ok = fclose(f) == 0 && ok;
+        if (fclose(m) != 0 || !text)
+            err = ENOMEM;
     }
-    if (ok && rename(tmp, dst) == 0)
+    int fd = err ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (!err && fd < 0)
+        err = errno;
+    if (fd >= 0) {
+        err = cs_write_all(fd, text, len);
+        if (close(fd) != 0 && !err)
+            err = errno;
+    }
+    free(text);
+    if (!err && rename(tmp, dst) == 0)
         return;
-    unlink(tmp);
-    cs_warn("could not write %s: %s", dst, strerror(errno));
+    if (!err)
+        err = errno;
+    if (fd >= 0)
+        unlink(tmp);
+    cs_warn("could not write %s: %s", dst, strerror(err));
 }
 
 /*
