@@ -9,8 +9,8 @@
  * by call time (then bytes, calls, label) up to CS_REPORT_COMMS_LISTED; each op's rows on the rest
  * become one row, CS_REPORT_COMMS_OTHER, with their calls, bytes and time summed.  Of the listed
  * communicators' rows, beyond CS_REPORT_OPS_LISTED the least busy (the kept communicators' last)
- * are folded the same way.  The rows before
- * the fold stay in rep->ops_all (and the topology's in nodes->ops_all) for --ops-csv.
+ * are folded the same way.  The rows before the fold stay in rep->ops_all (and the topology's in
+ * nodes->ops_all) for --ops-csv.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -745,9 +745,12 @@ def case_html_train2d(tmp):
         return 77
     d = os.path.join(tmp, "train2d")
     n = 8
+    # 4 ranks on 2 cores: the waiting ranks yield the core (Open MPI polls otherwise), so that
+    # the slow rank (100 times its compute) is the one the others wait for, not one the
+    # scheduler happened to leave out.
     p = must([COMMSCOPE, "run", "-o", d, "--quiet", "--"] + MPIRUN +
-             ["-np", "4", os.path.join(BIN, "cs_train2d"), "--steps", str(n), "--steps-marker",
-              "--slow-rank", "3", "--slow-factor", "20"])
+             ["--mca", "mpi_yield_when_idle", "1", "-np", "4", os.path.join(BIN, "cs_train2d"),
+              "--steps", str(n), "--steps-marker", "--slow-rank", "3", "--slow-factor", "100"])
     rep = json.load(open(os.path.join(d, "report.json")))
     h = os.path.join(d, "report.html")
     text = check_html(exe, h, rep)
