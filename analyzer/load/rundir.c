@@ -66,6 +66,13 @@ static int found_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* bsearch's: a rank (long) against a file's name rank. */
+static int name_rank_cmp(const void *key, const void *e)
+{
+    long r = *(const long *)key, x = ((const struct found *)e)->name_rank;
+    return r < x ? -1 : r > x;
+}
+
 struct vote {
     uint64_t id;
     size_t first; /* index of the file in name order */
@@ -135,7 +142,7 @@ static int add_found(struct found **f, size_t *nf, size_t *capf)
  * in docs/trace-format.md): a rank without a rank-NNNNN.cst of its own in the directory whose
  * trace stayed on its host ("local") is read where the index says, when that path can be read
  * here; otherwise the problem says on which host and where its trace stayed.  f[0..nf) are the
- * directory's files.  Returns -1 out of memory.
+ * directory's files, sorted (found_cmp).  Returns -1 out of memory.
  */
 static int index_traces(struct cs__run *run, const char *dir, struct found **f, size_t *nf,
                         size_t *capf)
@@ -173,10 +180,7 @@ static int index_traces(struct cs__run *run, const char *dir, struct found **f, 
          * trace (the missing ranks say so). */
         if (strcmp(fld[5], "local") != 0)
             continue;
-        int have = 0;
-        for (size_t i = 0; i < ndir && !have; i++)
-            have = (*f)[i].name_rank == r;
-        if (have)
+        if (bsearch(&r, *f, ndir, sizeof **f, name_rank_cmp))
             continue;
         if (!fld[2][0] || access(fld[2], R_OK) != 0) {
             cs__problem(run,
@@ -230,11 +234,14 @@ int cs__rundir_load(struct cs__run *run, const char *dir, char *err, size_t errl
         nf++;
     }
     closedir(d);
+    if (nf)
+        qsort(f, nf, sizeof *f, found_cmp);
+    size_t ndir = nf;
     if (index_traces(run, dir, &f, &nf, &capf)) {
         snprintf(err, errlen, "run directory %s: out of memory", dir);
         goto oom;
     }
-    if (nf)
+    if (nf > ndir)
         qsort(f, nf, sizeof *f, found_cmp);
 
     /* Open and validate every file; a bad one is a problem, not the end of the analysis. */
