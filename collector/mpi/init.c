@@ -354,9 +354,11 @@ static void write_index(const struct file_info *all, const unsigned char *at)
         for (int r = 0; r < my_size; r++) {
             const struct file_info *x = &all[r];
             char here[4200];
-            if (at[r] == AT_RUN_DIR || at[r] == AT_GATHERED)
+            const char *path = x->path;
+            if (at[r] == AT_RUN_DIR || at[r] == AT_GATHERED) {
                 dest_path(here, sizeof here, x, 0);
-            const char *path = at[r] == AT_RUN_DIR || at[r] == AT_GATHERED ? here : x->path;
+                path = here;
+            }
             if (strpbrk(path, "\t\n") || strpbrk(x->host, "\t\n"))
                 path = ""; /* (a name the format cannot hold: the analysis says the rank is lost) */
             fprintf(m, "%d\t%s\t%s\t%" PRIu64 "\t%016" PRIx64 "\t%s\n", r, x->host, path, x->size,
